@@ -1,0 +1,3 @@
+from zincbench.cli import main
+
+main()

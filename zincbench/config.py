@@ -1,0 +1,131 @@
+"""YAML loading and schema checks. Every problem becomes one ConfigError line (exit code 2)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+from zincbench.errors import ConfigError, InputError
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
+EXPERIMENTS_DIR = PACKAGE_ROOT.parent / "experiments"
+
+
+def experiment_path(name_or_path: str | os.PathLike) -> Path:
+    """A path as given, or a bare name looked up in the bundled experiments/ folder."""
+    p = Path(name_or_path)
+    if p.exists() or p.suffix or os.sep in str(name_or_path):
+        return p
+    return EXPERIMENTS_DIR / f"{name_or_path}.yaml"
+
+
+def load_yaml(path: str | os.PathLike) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InputError(f"file not found: {p}") from None
+    except IsADirectoryError:
+        raise InputError(f"expected a YAML file, got a directory: {p}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a text file") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check ``value`` against a type hint (and convert ints to floats, lists to tuples where asked)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for alt in (a for a in args if a is not type(None)):
+            try:
+                return coerce(value, alt, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[-1] if errors else f"{where}: unexpected value {value!r}")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{where}: must be one of {', '.join(map(repr, args))}, got {value!r}")
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__}")
+        item_t = args[0] if args else Any
+        items = [coerce(v, item_t, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+        val_t = args[1] if len(args) == 2 else Any
+        return {str(k): coerce(v, val_t, f"{where}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, where)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return str(value)
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ConfigError(f"{where}: expected {_type_name(tp)}, got {type(value).__name__}")
+    return value
+
+
+def build(cls: type, data: Any, where: str) -> Any:
+    """Construct dataclass ``cls`` from a mapping, naming the exact key on any mismatch."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__ if data is not None else 'nothing'}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(map(str, data)) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(fields))})")
+    kwargs = {}
+    for name, f in fields.items():
+        if name in data:
+            kwargs[name] = coerce(data[name], hints[name], f"{where}.{name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{where}: missing required key {name!r}")
+    try:
+        obj = cls(**kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return obj
+
+
+def load_config(cls: type, path: str | os.PathLike) -> Any:
+    """Load a YAML file into dataclass ``cls``; a dataclass may check itself in ``__post_init__``
+    by raising ValueError, which becomes a ConfigError naming the file."""
+    p = Path(path)
+    return build(cls, load_yaml(p), str(p))

@@ -1,0 +1,53 @@
+"""Exit codes (a documented contract, see README) and the errors that map onto them."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0  # pass / GO
+    FAIL = 1  # regression / NO-GO / validation failure
+    USAGE = 2  # bad input or usage
+    INCONCLUSIVE = 3  # the evidence does not decide
+    ENVIRONMENT = 4  # no GPU, missing tool, broken installation
+
+
+class ZincbenchError(Exception):
+    """An expected failure: the CLI prints its message on one line and exits with ``exit_code``."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+
+class InputError(ZincbenchError):
+    """Bad input: a missing or malformed file, an invalid option value, an unknown name."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ConfigError(InputError):
+    """A YAML file that does not match its schema."""
+
+
+class EnvironmentProblem(ZincbenchError):
+    """Something the machine lacks: a CUDA device, CuPy, a profiler, a compiler."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
+class KernelCompileError(EnvironmentProblem):
+    """NVRTC or nvcc rejected a kernel source; the message carries the compiler log."""
+
+
+def worst(codes) -> ExitCode:
+    """Combine exit codes of several checks: environment < usage < fail < inconclusive < ok by severity.
+
+    A failed check outranks an inconclusive one; broken input or environment outranks both because
+    the run could not judge at all.
+    """
+    order = [ExitCode.ENVIRONMENT, ExitCode.USAGE, ExitCode.FAIL, ExitCode.INCONCLUSIVE, ExitCode.OK]
+    codes = [ExitCode(c) for c in codes]
+    for code in order:
+        if code in codes:
+            return code
+    return ExitCode.OK
