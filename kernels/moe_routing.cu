@@ -1,0 +1,137 @@
+// GPU-side grouping of routed tokens by expert (no host round-trip), for the grouped MoE paths.
+//
+// Routing table: ids[t*routing_stride + slot] (u32), slot < top_k, distinct experts per token;
+// routing_stride = top_k for a plain [T][top_k] table, 2*top_k for the engine's [T][2*n_used] table.
+// A work item is p = t*top_k + slot. Outputs of moe_route_build:
+//   offsets[E+1]    exclusive prefix sum of the per-expert counts (offsets[E] = routed items)
+//   sorted_ids[P]   work items in expert order: expert e owns sorted_ids[offsets[e] .. offsets[e+1])
+//                   (order inside one expert follows the atomics and is arbitrary)
+//   tiles[max_tiles] work tiles of a grouped GEMM with token-tile width tile_n: entry = e << 16 | j for
+//                   the j-th tile of expert e, 0xFFFFFFFF for unused slots; max_tiles = ceil(P/tile_n) + E
+//   status[2]       [0] ids >= E (skipped), [1] largest bucket: read by the caller after timing
+#define INVALID_ENTRY 0xFFFFFFFFu
+#define ROUTE_MAX_EXPERTS 1024u
+
+// Exclusive scan of one value per thread across the block (blockDim <= 1024); *total gets the sum.
+__device__ unsigned block_exclusive_scan(unsigned v, unsigned* total) {
+    __shared__ unsigned warp_prefix[32];
+    __shared__ unsigned block_total;
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, n_warps = (blockDim.x + 31u) >> 5;
+    unsigned inclusive = v;
+#pragma unroll
+    for (unsigned offset = 1; offset < 32u; offset <<= 1) {
+        const unsigned below = __shfl_up_sync(0xffffffffu, inclusive, offset);
+        if (lane >= offset) inclusive += below;
+    }
+    if (lane == 31u) warp_prefix[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+        const unsigned warp_sum = lane < n_warps ? warp_prefix[lane] : 0u;
+        unsigned warp_inclusive = warp_sum;
+#pragma unroll
+        for (unsigned offset = 1; offset < 32u; offset <<= 1) {
+            const unsigned below = __shfl_up_sync(0xffffffffu, warp_inclusive, offset);
+            if (lane >= offset) warp_inclusive += below;
+        }
+        if (lane < n_warps) warp_prefix[lane] = warp_inclusive - warp_sum;
+        if (lane == 31u) block_total = warp_inclusive;
+    }
+    __syncthreads();
+    const unsigned exclusive = inclusive - v + warp_prefix[warp];
+    *total = block_total;
+    __syncthreads();  // warp_prefix and block_total are reused by the next call
+    return exclusive;
+}
+
+// One block of blockDim >= E threads (1024 is the launcher's choice; E <= 1024, T*top_k < 2^32).
+// Cost: two passes over the P = T*top_k ids (histogram, scatter) with shared-memory atomics, i.e.
+// about 2*P/1024 iterations per thread on a single SM, plus the max_tiles fill; a few microseconds at
+// P = 16K (unmeasured estimate). The rest of the GPU idles meanwhile, like the engine's build_expert_order.
+extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
+                                           unsigned* tiles, unsigned* status, unsigned T, unsigned top_k,
+                                           unsigned routing_stride, unsigned n_experts, unsigned tile_n,
+                                           unsigned max_tiles) {
+    __shared__ unsigned counts[ROUTE_MAX_EXPERTS];
+    __shared__ unsigned cursor[ROUTE_MAX_EXPERTS];
+    __shared__ unsigned n_bad, largest;
+    const unsigned tid = threadIdx.x, n_threads = blockDim.x, n_items = T * top_k;
+    for (unsigned e = tid; e < n_experts; e += n_threads) counts[e] = 0u;
+    for (unsigned j = tid; j < max_tiles; j += n_threads) tiles[j] = INVALID_ENTRY;
+    if (tid == 0) { n_bad = 0u; largest = 0u; }
+    __syncthreads();
+
+    for (unsigned p = tid; p < n_items; p += n_threads) {
+        const unsigned t = p / top_k, slot = p - t * top_k;
+        const unsigned id = ids[(size_t)t * routing_stride + slot];
+        if (id < n_experts) atomicAdd(&counts[id], 1u);
+        else atomicAdd(&n_bad, 1u);
+    }
+    __syncthreads();
+
+    const unsigned count = tid < n_experts ? counts[tid] : 0u;
+    const unsigned n_tiles = (count + tile_n - 1u) / tile_n;
+    unsigned routed, tiles_used;
+    const unsigned start = block_exclusive_scan(count, &routed);
+    const unsigned first_tile = block_exclusive_scan(n_tiles, &tiles_used);
+    if (tid < n_experts) {
+        offsets[tid] = start;
+        cursor[tid] = start;
+        for (unsigned j = 0; j < n_tiles && first_tile + j < max_tiles; j++) tiles[first_tile + j] = (tid << 16) | j;
+        atomicMax(&largest, count);
+    }
+    if (tid == 0) offsets[n_experts] = routed;
+    __syncthreads();
+
+    for (unsigned p = tid; p < n_items; p += n_threads) {
+        const unsigned t = p / top_k, slot = p - t * top_k;
+        const unsigned id = ids[(size_t)t * routing_stride + slot];
+        if (id < n_experts) sorted_ids[atomicAdd(&cursor[id], 1u)] = p;
+    }
+    if (tid == 0) { status[0] = n_bad; status[1] = largest; }
+}
+
+// Row r of a grouped buffer -> its position in sorted_ids. capacity == 0: contiguous rows [P][*]
+// (row r is position r). capacity > 0: each expert padded to `capacity` rows, [E][capacity][*]
+// (row r is the (r % capacity)-th item of expert r / capacity). False for padding or unrouted rows.
+__device__ __forceinline__ bool grouped_row_position(unsigned r, const unsigned* offsets, unsigned n_experts,
+                                                     unsigned capacity, unsigned* position) {
+    if (capacity == 0u) {
+        *position = r;
+        return r < offsets[n_experts];
+    }
+    const unsigned e = r / capacity;
+    *position = offsets[e] + (r - e * capacity);
+    return *position < offsets[e + 1u];
+}
+
+// out[r][k] = fp16_rne(x[t*x_tok_stride + slot*x_slot_stride + k]) for the item (t, slot) of row r.
+// Grid (n_rows), any block size. Padding rows are left as they are: their GEMM outputs are never read.
+extern "C" __global__ void moe_gather_rows_f16(const float* x, const unsigned* sorted_ids, const unsigned* offsets,
+                                               unsigned short* out, unsigned K, unsigned top_k, unsigned x_tok_stride,
+                                               unsigned x_slot_stride, unsigned n_experts, unsigned capacity) {
+    const unsigned r = blockIdx.x;
+    unsigned position;
+    if (!grouped_row_position(r, offsets, n_experts, capacity, &position)) return;
+    const unsigned item = sorted_ids[position], t = item / top_k, slot = item - t * top_k;
+    const float* src = x + (size_t)t * x_tok_stride + (size_t)slot * x_slot_stride;
+    unsigned short* dst = out + (size_t)r * K;
+    for (unsigned k = threadIdx.x; k < K; k += blockDim.x) {
+        unsigned short h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(src[k]));
+        dst[k] = h;
+    }
+}
+
+// y[t*y_tok_stride + slot*y_slot_stride + m] = src[r*M + m] for the item (t, slot) of row r.
+// Grid (n_rows), any block size. Every routed item is written exactly once.
+extern "C" __global__ void moe_scatter_rows(const float* src, const unsigned* sorted_ids, const unsigned* offsets,
+                                            float* y, unsigned M, unsigned top_k, unsigned y_tok_stride,
+                                            unsigned y_slot_stride, unsigned n_experts, unsigned capacity) {
+    const unsigned r = blockIdx.x;
+    unsigned position;
+    if (!grouped_row_position(r, offsets, n_experts, capacity, &position)) return;
+    const unsigned item = sorted_ids[position], t = item / top_k, slot = item - t * top_k;
+    float* dst = y + (size_t)t * y_tok_stride + (size_t)slot * y_slot_stride;
+    const float* row = src + (size_t)r * M;
+    for (unsigned m = threadIdx.x; m < M; m += blockDim.x) dst[m] = row[m];
+}

@@ -1,0 +1,310 @@
+// Fused-dequant Q4_K Tensor-core GEMM (zincbench candidate for the T1 and T2 gates).
+//
+//   Y[out_row(n)][m] = sum_k W[m][k] * X[x_row(n)][k]      W: Q4_K blocks, X: fp16, Y: f32
+//
+// Dense mode: n is a token, x_row = out_row = n.  Grouped (MoE) mode: a block works on one tile of
+// one expert's token bucket (built on the GPU by moe_routing.cu); x_row is the token (or the
+// token-slot for per-slot activations) and out_row the token-slot, so Y is [T][top_k][M].
+//
+// Design (why it can beat the matvec and the dequant->fp16->cuBLAS round trip):
+// - every weight byte is read from DRAM once per (row tile, token tile) and dequantized straight
+//   into mma.sync A fragments in registers: no fp16 weight scratch, no shared-memory round trip
+//   of dequantized weights;
+// - mma.sync.m16n8k16 puts weight rows on M and tokens on N, so an 8-token tile is a full MMA:
+//   skinny expert buckets (N_e = 8..64) stay on Tensor cores;
+// - the k order inside one 128-weight half superblock is permuted so that one u32 of Q4_K nibbles
+//   yields four fp16x2 A registers with two bit ops each (the 0x6400 exponent trick: 1024 + q is
+//   exact in fp16, subtracting 1024 is exact, then one fma applies d*sc and dmin*m). X is stored in
+//   the same permuted order by x_f32_to_f16_q4k_perm, so each B fragment pair is one 16-byte load;
+// - cp.async multi-stage pipeline for both the Q4_K tile (scales header + 64 bytes of nibbles per
+//   row and half superblock) and the X tile; the X tile is XOR-swizzled on row parity so the
+//   16-byte fragment loads are bank-conflict free.
+// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no headers.
+
+#define ZB_INVALID 0xFFFFFFFFu
+
+__device__ __forceinline__ unsigned zb_smem_addr(const void* p) {
+    unsigned long long a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return (unsigned)a;
+}
+
+__device__ __forceinline__ void zb_cp_async16(unsigned dst, const void* src, unsigned src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void zb_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void zb_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+__device__ __forceinline__ uint4 zb_lds128(unsigned addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+
+__device__ __forceinline__ float zb_half_to_float(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// {v, v} as fp16x2, round to nearest even.
+__device__ __forceinline__ unsigned zb_half2_splat(float v) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(v));
+    return r;
+}
+
+__device__ __forceinline__ unsigned zb_half2_pack(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// (nibble pair as 1024 + q in fp16x2) -> (q * dsc - dm), exact subtraction then one rounding fma.
+__device__ __forceinline__ unsigned zb_dequant_pair(unsigned biased, unsigned dsc2, unsigned neg_dm2) {
+    const unsigned k1024 = 0x64006400u;
+    unsigned q, r;
+    asm("sub.f16x2 %0, %1, %2;" : "=r"(q) : "r"(biased), "r"(k1024));
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(q), "r"(dsc2), "r"(neg_dm2));
+    return r;
+}
+
+__device__ __forceinline__ void zb_mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                            unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Q4_K 6-bit scale and min of sub-block j from the 16-byte block header (d, dmin, scales[12]).
+__device__ __forceinline__ void zb_q4k_scale_min(const uint4& hdr, int j, float& dsc, float& dm) {
+    const unsigned y = hdr.y, z = hdr.z, w = hdr.w;  // scales bytes 0-3, 4-7, 8-11
+    unsigned sc, mn;
+    if (j < 4) {
+        sc = (y >> (8 * j)) & 63u;
+        mn = (z >> (8 * j)) & 63u;
+    } else {
+        const int s = 8 * (j - 4);
+        sc = ((w >> s) & 0xFu) | (((y >> s) >> 6 & 3u) << 4);
+        mn = ((w >> s) >> 4 & 0xFu) | (((z >> s) >> 6 & 3u) << 4);
+    }
+    const float d = zb_half_to_float((unsigned short)(hdr.x & 0xFFFFu));
+    const float dmin = zb_half_to_float((unsigned short)(hdr.x >> 16));
+    dsc = d * (float)sc;
+    dm = dmin * (float)mn;
+}
+
+// X f32 [rows][K] -> fp16 [rows][K] in the permuted order the fused kernel reads: per half superblock
+// (128 weights, 256 bytes) 16 chunks of 16 bytes; chunk (i, c) holds, for e = 64*j + 16*(c&1) + 4*i
+// with j = 2*h + (c>>1), the values x[e], x[e+2], x[e+1], x[e+3], x[e+32], x[e+34], x[e+33], x[e+35].
+extern "C" __global__ void x_f32_to_f16_q4k_perm(const float* __restrict__ x, uint4* __restrict__ xp,
+                                                 int rows, int K) {
+    const long long n_chunks = (long long)rows * (K / 8);
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < n_chunks;
+         idx += (long long)gridDim.x * blockDim.x) {
+        const long long row = idx / (K / 8);
+        const int q_in_row = (int)(idx % (K / 8));
+        const int sb = q_in_row >> 5, h = (q_in_row >> 4) & 1, i = (q_in_row >> 2) & 3, c = q_in_row & 3;
+        const int e = 64 * (2 * h + (c >> 1)) + 16 * (c & 1) + 4 * i;
+        const float* src = x + row * K + sb * 256 + e;
+        const float4 lo = *reinterpret_cast<const float4*>(src);
+        const float4 hi = *reinterpret_cast<const float4*>(src + 32);
+        uint4 out;
+        out.x = zb_half2_pack(lo.x, lo.z);
+        out.y = zb_half2_pack(lo.y, lo.w);
+        out.z = zb_half2_pack(hi.x, hi.z);
+        out.w = zb_half2_pack(hi.y, hi.w);
+        xp[idx] = out;
+    }
+}
+
+// Shared memory per pipeline stage: X tile [BN][256 B] (swizzled), nibbles [BM][64 B], headers [BM][16 B].
+template <int WM, int WN, int WARPS_M, int WARPS_N>
+struct ZbTile {
+    static constexpr int BM = 16 * WM * WARPS_M;
+    static constexpr int BN = 8 * WN * WARPS_N;
+    static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr int X_BYTES = BN * 256;
+    static constexpr int Q_BYTES = BM * 64;
+    static constexpr int H_BYTES = BM * 16;
+    static constexpr int STAGE_BYTES = X_BYTES + Q_BYTES + H_BYTES;
+};
+
+template <int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool GROUPED>
+__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N)
+gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at w + e * expert_bytes
+             const uint4* __restrict__ xp,             // permuted fp16 activations, K/8 chunks per row
+             float* __restrict__ y,                    // [out rows][M]
+             int M, int K, int n_rows,                 // n_rows: tokens (dense) or unused (grouped)
+             unsigned long long expert_bytes,
+             const unsigned* __restrict__ tiles,       // grouped: (expert << 16 | tile) or ZB_INVALID
+             const unsigned* __restrict__ offsets,     // grouped: [E + 1] bucket starts
+             const unsigned* __restrict__ sorted_ids,  // grouped: token-slot ids t * top_k + slot
+             int top_k, int x_per_slot) {
+    using Tile = ZbTile<WM, WN, WARPS_M, WARPS_N>;
+    constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS;
+    extern __shared__ __align__(16) unsigned char smem[];
+    __shared__ int s_xrow[BN];
+    __shared__ int s_orow[BN];
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    const int g = lane >> 2, c = lane & 3;
+    const int row0 = blockIdx.x * BM;
+
+    unsigned long long w_base = 0;
+    if (GROUPED) {
+        const unsigned tile = tiles[blockIdx.y];
+        if (tile == ZB_INVALID) return;
+        const unsigned expert = tile >> 16;
+        const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
+        const unsigned end = offsets[expert + 1];
+        w_base = expert * expert_bytes;
+        for (int r = tid; r < BN; r += THREADS) {
+            const unsigned pos = begin + r;
+            const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
+            s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
+            s_xrow[r] = sid == ZB_INVALID ? -1 : (x_per_slot ? (int)sid : (int)(sid / top_k));
+        }
+    } else {
+        for (int r = tid; r < BN; r += THREADS) {
+            const int t = blockIdx.y * BN + r;
+            s_orow[r] = s_xrow[r] = t < n_rows ? t : -1;
+        }
+    }
+    __syncthreads();
+
+    const int row_bytes = (K / 256) * 144;
+    const int x_chunks_per_row = K / 8;
+    const int n_steps = K / 128;  // half superblocks
+    const unsigned smem_base = zb_smem_addr(smem);
+
+    auto load_stage = [&](int stage, int step) {
+        const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
+        const unsigned qs = xs + Tile::X_BYTES;
+        const unsigned hs = qs + Tile::Q_BYTES;
+        const int sb = step >> 1, h = step & 1;
+        for (int idx = tid; idx < BN * 16; idx += THREADS) {
+            const int r = idx >> 4, q = idx & 15;
+            const int xrow = s_xrow[r];
+            const uint4* src = xp + (long long)(xrow < 0 ? 0 : xrow) * x_chunks_per_row + step * 16 + q;
+            zb_cp_async16(xs + r * 256 + ((q ^ ((r & 1) << 2)) << 4), src, xrow < 0 ? 0u : 16u);
+        }
+        for (int idx = tid; idx < BM * 5; idx += THREADS) {
+            const int r = idx / 5, q = idx % 5;
+            const int row = min(row0 + r, M - 1);  // rows past M load a valid row; never stored
+            const unsigned char* blk = w + w_base + (unsigned long long)row * row_bytes + sb * 144;
+            if (q == 0) zb_cp_async16(hs + r * 16, blk, 16u);
+            else zb_cp_async16(qs + r * 64 + (q - 1) * 16, blk + 16 + h * 64 + (q - 1) * 16, 16u);
+        }
+    };
+
+    float acc[WM][WN][4];
+#pragma unroll
+    for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < WN; ++nt)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[mt][nt][v] = 0.f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < n_steps) load_stage(s, s);
+        zb_cp_async_commit();
+    }
+
+    for (int step = 0; step < n_steps; ++step) {
+        zb_cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        {
+            const int next = step + STAGES - 1;
+            if (next < n_steps) load_stage(next % STAGES, next);
+            zb_cp_async_commit();
+        }
+        const int stage = step % STAGES;
+        const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
+        const unsigned qs = xs + Tile::X_BYTES;
+        const unsigned hs = qs + Tile::Q_BYTES;
+        const int h = step & 1;
+        const int j_lo = 2 * (2 * h + (c >> 1));  // sub-block of this lane's low nibbles
+
+        // Per m-tile: this lane's two rows (g, g+8): 16 bytes of nibbles each and their scales.
+        uint4 nib[WM][2];
+        unsigned dsc_lo[WM][2], ndm_lo[WM][2], dsc_hi[WM][2], ndm_hi[WM][2];
+#pragma unroll
+        for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+                const int r = wm * 16 * WM + mt * 16 + g + 8 * rr;
+                const uint4 hdr = zb_lds128(hs + r * 16);
+                nib[mt][rr] = zb_lds128(qs + r * 64 + c * 16);
+                float dsc, dm;
+                zb_q4k_scale_min(hdr, j_lo, dsc, dm);
+                dsc_lo[mt][rr] = zb_half2_splat(dsc);
+                ndm_lo[mt][rr] = zb_half2_splat(-dm);
+                zb_q4k_scale_min(hdr, j_lo + 1, dsc, dm);
+                dsc_hi[mt][rr] = zb_half2_splat(dsc);
+                ndm_hi[mt][rr] = zb_half2_splat(-dm);
+            }
+
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            unsigned a_lo[WM][4], a_hi[WM][4];
+#pragma unroll
+            for (int mt = 0; mt < WM; ++mt) {
+#pragma unroll
+                for (int rr = 0; rr < 2; ++rr) {
+                    const unsigned v = i == 0 ? nib[mt][rr].x : i == 1 ? nib[mt][rr].y : i == 2 ? nib[mt][rr].z : nib[mt][rr].w;
+                    const unsigned bias = 0x64006400u;
+                    // a0/a1 hold k-pairs (2c, 2c+1) of rows g / g+8; a2/a3 hold (2c+8, 2c+9).
+                    a_lo[mt][rr] = zb_dequant_pair((v & 0x000F000Fu) | bias, dsc_lo[mt][rr], ndm_lo[mt][rr]);
+                    a_lo[mt][2 + rr] = zb_dequant_pair(((v >> 8) & 0x000F000Fu) | bias, dsc_lo[mt][rr], ndm_lo[mt][rr]);
+                    a_hi[mt][rr] = zb_dequant_pair(((v >> 4) & 0x000F000Fu) | bias, dsc_hi[mt][rr], ndm_hi[mt][rr]);
+                    a_hi[mt][2 + rr] = zb_dequant_pair(((v >> 12) & 0x000F000Fu) | bias, dsc_hi[mt][rr], ndm_hi[mt][rr]);
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < WN; ++nt) {
+                const int r = wn * 8 * WN + nt * 8 + g;
+                const uint4 b = zb_lds128(xs + r * 256 + (((i * 4 + c) ^ ((r & 1) << 2)) << 4));
+#pragma unroll
+                for (int mt = 0; mt < WM; ++mt) {
+                    zb_mma16816(acc[mt][nt], a_lo[mt][0], a_lo[mt][1], a_lo[mt][2], a_lo[mt][3], b.x, b.y);
+                    zb_mma16816(acc[mt][nt], a_hi[mt][0], a_hi[mt][1], a_hi[mt][2], a_hi[mt][3], b.z, b.w);
+                }
+            }
+        }
+    }
+    zb_cp_async_wait<0>();
+
+    // C fragment: c0,c1 = (row g, tokens 2c, 2c+1); c2,c3 = (row g+8, tokens 2c, 2c+1).
+#pragma unroll
+    for (int mt = 0; mt < WM; ++mt) {
+        const int r_lo = row0 + wm * 16 * WM + mt * 16 + g;
+#pragma unroll
+        for (int nt = 0; nt < WN; ++nt) {
+#pragma unroll
+            for (int v = 0; v < 4; ++v) {
+                const int row = r_lo + (v >> 1) * 8;
+                const int orow = s_orow[wn * 8 * WN + nt * 8 + 2 * c + (v & 1)];
+                if (row < M && orow >= 0) y[(long long)orow * M + row] = acc[mt][nt][v];
+            }
+        }
+    }
+}
+
+#ifdef ZINCBENCH_COMPILE_CHECK
+// Ahead-of-time compile checks (nvcc, no GPU) instantiate representative tile shapes; at run time
+// NVRTC instantiates the shapes an experiment declares through name expressions.
+template __global__ void gemm_q4k_mma<1, 2, 4, 1, 3, true>(const unsigned char*, const uint4*, float*, int, int, int,
+                                                          unsigned long long, const unsigned*, const unsigned*,
+                                                          const unsigned*, int, int);
+template __global__ void gemm_q4k_mma<2, 8, 4, 2, 2, false>(const unsigned char*, const uint4*, float*, int, int, int,
+                                                           unsigned long long, const unsigned*, const unsigned*,
+                                                           const unsigned*, int, int);
+#endif

@@ -1,0 +1,17 @@
+// Timing helpers for zincbench's measurement core.
+//
+// zb_spin_until_released: nvbench's "blocking kernel". It holds the benchmark stream while the host
+// enqueues the timed launches behind it, so the measured GPU time excludes host launch gaps. The
+// host releases it through mapped (zero-copy) host memory; a timeout guards against a timed
+// function that synchronizes implicitly, which would otherwise deadlock.
+extern "C" __global__ void zb_spin_until_released(volatile int* flag, unsigned long long timeout_ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    while (flag[0] == 0) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (now - start > timeout_ns) {
+            flag[1] = 1;  // timed out: the sample behind it is not launch-hidden
+            break;
+        }
+    }
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One GPU-host session in one go (the device time is the scarce thing): set up, report the environment,
+# run the GPU tests, optional profiler captures and benchmarks, then pack every log into $OUT/session.tgz.
+#
+#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full aa profile
+#
+# Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
+# .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
+set -u
+OUT=${OUT:-$PWD/out}
+LOGS=/tmp/zb-session
+mkdir -p "$LOGS" "$OUT"
+export PYTHONUNBUFFERED=1 ZINCBENCH_RESULTS=$LOGS/results
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+if ls .carry/*.deb >/dev/null 2>&1; then
+    mkdir -p /tmp/dw && for f in .carry/*.deb; do dpkg -x "$f" /tmp/dw; done
+    export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+NSYS_DIR=$(ls -d /opt/nvidia/nsight-compute/*/host/target-linux-x64 2>/dev/null | tail -n 1)
+[ -n "$NSYS_DIR" ] && export PATH=$PATH:$NSYS_DIR
+ZB="python3 -m zincbench"
+
+run() {  # run NAME TIMEOUT CMD...: log to $LOGS/NAME.log, print its tail
+    local name=$1 limit=$2; shift 2
+    echo "=== $name: $*"
+    local t0=$(date +%s)
+    timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
+    local rc=$?
+    echo "=== $name rc=$rc ($(( $(date +%s) - t0 )) s)"
+    tail -n "${TAIL:-25}" "$LOGS/$name.log"
+}
+
+for step in "${@:-env tests}"; do
+    case $step in
+        env) run env 60 $ZB env ;;
+        tests) run tests ${TESTS_LIMIT:-300} python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests ;;
+        sanitizer) run sanitizer 420 python3 -m pytest -m sanitizer -q -rs -p no:cacheprovider tests ;;
+        capture) run capture 180 bash tests/fixtures/profile/capture.sh "$LOGS/profile" ;;
+        t2) run t2 200 $ZB microbench t2 --quick --no-progress --markdown "$LOGS/t2.md" ;;
+        t1) run t1 300 $ZB microbench t1 --quick --no-progress --markdown "$LOGS/t1.md" ;;
+        t1sq) run t1sq 200 $ZB microbench t1 --quick --case square --no-progress --markdown "$LOGS/t1sq.md" ;;
+        t2full) TAIL=60 run t2full 300 $ZB microbench t2 --no-progress --markdown "$LOGS/t2full.md" ;;
+        t1full) TAIL=80 run t1full 400 $ZB microbench t1 --no-progress --markdown "$LOGS/t1full.md" ;;
+        aa) run aa 400 $ZB aa microbench ;;
+        profile) run profile 300 $ZB profile microbench t2 --case Ne16 ;;
+        *) echo "unknown step $step" ;;
+    esac
+    tar czf "$OUT/session.tgz" -C "$LOGS" . 2>/dev/null  # after every step: a killed session keeps its logs
+done

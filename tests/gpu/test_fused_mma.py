@@ -1,0 +1,91 @@
+"""The fused-dequant Q4_K Tensor-core kernel against float64 references, at odd shapes.
+
+Tolerance: both operands are rounded to fp16 (the weights through fp16 d*sc and dmin*m, one fma),
+accumulation is f32: 2e-3 relative Frobenius error vs the exact float64 product is a loose bound
+for correct code and orders of magnitude below what an indexing bug produces.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zincbench.quant import get_format
+
+pytestmark = pytest.mark.gpu
+Q4K = get_format("q4_k")
+TOL = 2e-3
+TILES = ["1,2,4,1,3", "1,8,4,1,3", "2,4,2,1,3", "2,8,4,2,2"]
+
+
+def rel_err(got, ref):
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+
+
+def test_permuted_activation_layout(cupy, rng):
+    from zincbench.ops.fused import permute_activations, permuted_activations
+
+    rows, k = 3, 512
+    x = rng.standard_normal((rows, k), dtype=np.float32)
+    xp = permuted_activations(cupy, rows, k)
+    xp.fill(0xFFFFFFFF)
+    permute_activations(cupy.asarray(x), xp)
+    got = xp.get().view(np.float16).reshape(rows, k)
+    want = np.empty((rows, k), dtype=np.float16)
+    for sb in range(k // 256):
+        for h in range(2):
+            for i in range(4):
+                for c in range(4):
+                    e = 64 * (2 * h + (c >> 1)) + 16 * (c & 1) + 4 * i
+                    base = sb * 256 + 128 * h + 32 * i + 8 * c
+                    src = sb * 256 + e + np.array([0, 2, 1, 3, 32, 34, 33, 35])
+                    want[:, base:base + 8] = x[:, src].astype(np.float16)
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("tile", TILES)
+@pytest.mark.parametrize("m,k,t", [(197, 256, 1), (64, 768, 37), (300, 512, 130)])
+def test_dense_matches_reference(cupy, rng, tile, m, k, t):
+    from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+
+    w_host = Q4K.random_blocks(rng, m, k)
+    x_host = rng.standard_normal((t, k), dtype=np.float32)
+    xp = permuted_activations(cupy, t, k)
+    y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
+    permute_activations(cupy.asarray(x_host), xp)
+    FusedQ4KGemm(MmaTile.parse(tile), grouped=False).dense(cupy.asarray(w_host), xp, y, m, k, t)
+    got = y.get()
+    assert not np.isnan(got).any(), "unwritten outputs"
+    ref = x_host.astype(np.float64) @ Q4K.dequantize(w_host).astype(np.float64).T
+    assert rel_err(got, ref) < TOL
+
+
+@pytest.mark.parametrize("tile", TILES[:3])
+@pytest.mark.parametrize("x_per_slot", [False, True])
+def test_grouped_matches_reference(cupy, rng, tile, x_per_slot):
+    """E=7 experts with expert 6 never routed (empty bucket), T=23 (no tile multiple), M=100."""
+    from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+    e, m, k, t, top_k = 7, 100, 512, 23, 2
+    ids = np.stack([rng.choice(e - 1, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32)
+    w_host = Q4K.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    x_host = rng.standard_normal((t, top_k, k) if x_per_slot else (t, k), dtype=np.float32)
+    x_rows = t * top_k if x_per_slot else t
+    tile_obj = MmaTile.parse(tile)
+    ws = RoutingWorkspace(t, top_k, e, tile_obj.bn)
+    build_routing(cupy.asarray(ids), ws)
+    xp = permuted_activations(cupy, x_rows, k)
+    permute_activations(cupy.asarray(x_host.reshape(x_rows, k)), xp)
+    y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
+    FusedQ4KGemm(tile_obj, grouped=True).grouped_call(cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets,
+                                                      ws.sorted_ids, top_k, x_per_slot=x_per_slot)
+    got = y.get()
+    assert not np.isnan(got).any(), "unwritten outputs"
+    w = Q4K.dequantize(w_host).astype(np.float64)
+    ref = np.empty((t, top_k, m))
+    for tok in range(t):
+        for slot in range(top_k):
+            xv = x_host[tok, slot] if x_per_slot else x_host[tok]
+            ref[tok, slot] = w[ids[tok, slot]] @ xv.astype(np.float64)
+    assert rel_err(got, ref) < TOL

@@ -1,0 +1,260 @@
+"""The baseline kernels (engine matvecs, dequant, routing, engine-style TC GEMM, dequant-once + cuBLAS)
+against the float64 NumPy references, on fresh random data at odd and edge shapes.
+
+Every output buffer is poisoned with NaN first, so an element the kernel forgot to write fails.
+Error bounds:
+- f32 matvecs: each element within 1e-5 of sum_k |w_k x_k| (f32 accumulation error is ~30 roundings deep);
+- fp16 paths (wmma GEMM, cuBLAS): relative Frobenius error <= 2e-4 against a reference that rounds
+  W and x to fp16 exactly as the kernels do (what remains is f32 accumulation order), and <= 2e-3
+  against the unrounded reference (fp16 input rounding itself).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zincbench.ops.dequant import DequantToF16, F32ToF16
+from zincbench.ops.gemm_tc import GemmQ4KTC
+from zincbench.ops.matvec import ExpertsMatvec
+from zincbench.ops.moe_cublas import CapacityExceeded, CublasGemmF16, DenseDequantCublas, MoeDequantCublas
+from zincbench.ops.routing import GatherRows, RoutingWorkspace, ScatterRows, build_routing, max_tiles
+from zincbench.quant import get_format
+from zincbench.reference import kernels_ref as ref
+
+pytestmark = pytest.mark.gpu
+
+FP32_MATVEC_BOUND = 1e-5
+FP16_PATH_BOUND = 2e-4
+FP16_INPUT_BOUND = 2e-3
+
+
+def quantized_experts(rng, fmt: str, n_experts: int, m: int, k: int):
+    """Random valid blocks uint8 [E][M][row bytes] and their float32 values [E][M][K]."""
+    quant = get_format(fmt)
+    blocks = quant.random_blocks(rng, n_experts * m, k)
+    return blocks.reshape(n_experts, m, -1), quant.dequantize(blocks).reshape(n_experts, m, k)
+
+
+def routing_table(rng, t: int, top_k: int, n_experts: int, stride: int) -> np.ndarray:
+    """uint32 [T][stride]: top_k distinct experts per token, then junk the kernels must not read as ids."""
+    table = rng.integers(0, 2**32, size=(t, stride), dtype=np.uint32)
+    table[:, :top_k] = np.argsort(rng.random((t, n_experts)), axis=1)[:, :top_k]
+    return table
+
+
+def poisoned(cupy, shape, dtype=np.float32):
+    return cupy.full(shape, np.nan, dtype=dtype)
+
+
+def activations(rng, shape) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def assert_fp16_path_close(actual, w, x, exact_fn):
+    """``actual`` against exact_fn(w, x, fp16=True) (tight) and exact_fn(w, x) (fp16 input tolerance)."""
+    assert np.isfinite(actual).all(), "unwritten (NaN) or non-finite outputs"
+    assert ref.rel_frobenius(actual, exact_fn(w, x, fp16=True)) <= FP16_PATH_BOUND
+    assert ref.rel_frobenius(actual, exact_fn(w, x)) <= FP16_INPUT_BOUND
+
+
+# ---- dequant / downcast ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
+@pytest.mark.parametrize("shape", [(3, 5, 256), (67, 512), (2, 64, 768)], ids=str)
+def test_dequant_to_f16_matches_reference(cupy, rng, fmt, shape):
+    lead, k = shape[:-1], shape[-1]
+    blocks, values = quantized_experts(rng, fmt, int(np.prod(lead)), 1, k)
+    blocks, values = blocks.reshape(*lead, -1), values.reshape(shape)
+    out = poisoned(cupy, shape, np.float16)
+    DequantToF16(fmt, cupy.asarray(blocks), out)()
+    got = out.get().astype(np.float32)
+    assert np.isfinite(got).all()
+    # RNE of the f32 value; the kernel's f32 value may differ from NumPy's by FMA contraction, which
+    # is bounded by a few f32 ulps of the largest term (|d*sc*q|, |dmin*m| <= 2 max|w|).
+    bound = 2.0**-11 * np.abs(values) + 2.0**-24 + 2.0**-20 * np.abs(values).max()
+    assert (np.abs(got - values) <= bound).all()
+    assert np.mean(got == values.astype(np.float16).astype(np.float32)) > 0.99
+
+
+def test_f32_to_f16_rounds_to_nearest_even(cupy, rng):
+    n = 4 * 256 + 37  # a partial last block
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))).astype(np.float32)
+    # Exact ties between fp16 neighbours (both parities), subnormal ties, overflow to inf.
+    x[:6] = [1 + 2.0**-11, 1 + 3 * 2.0**-11, 2.0**-25, 3 * 2.0**-25, 70000.0, -65520.0]
+    y = poisoned(cupy, n, np.float16)
+    F32ToF16(cupy.asarray(x), y)()
+    with np.errstate(over="ignore"):
+        expected = x.astype(np.float16)
+    np.testing.assert_array_equal(y.get().view(np.uint16), expected.view(np.uint16))
+
+
+# ---- engine experts matvec ---------------------------------------------------------------------------
+
+MATVEC_CASES = [
+    # (T, top_k, E, M, K, routing stride / top_k, x per slot)
+    pytest.param(1, 1, 3, 5, 256, 1, False, id="T1-topk1-M5"),
+    pytest.param(7, 4, 9, 67, 512, 2, False, id="engine-routing-table-M67"),
+    pytest.param(5, 8, 64, 33, 256, 1, True, id="down-form-most-experts-empty"),
+    pytest.param(3, 2, 2, 130, 768, 1, False, id="K768-three-superblocks"),
+]
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
+@pytest.mark.parametrize("t, top_k, n_experts, m, k, stride_factor, x_per_slot", MATVEC_CASES)
+def test_experts_matvec_matches_reference(cupy, rng, fmt, t, top_k, n_experts, m, k, stride_factor, x_per_slot):
+    blocks, w = quantized_experts(rng, fmt, n_experts, m, k)
+    ids = routing_table(rng, t, top_k, n_experts, top_k * stride_factor)
+    x = activations(rng, (t, top_k, k) if x_per_slot else (t, k))
+    y = poisoned(cupy, (t, top_k, m))
+    ExpertsMatvec(fmt, cupy.asarray(blocks), cupy.asarray(x), cupy.asarray(ids), y,
+                  top_k=top_k, x_per_slot=x_per_slot)()
+    got = y.get()
+    assert np.isfinite(got).all()
+    scale = ref.experts_matvec(np.abs(w), np.abs(x), ids, top_k)
+    assert (np.abs(got - ref.experts_matvec(w, x, ids, top_k)) <= FP32_MATVEC_BOUND * scale).all()
+
+
+# ---- routing, gather, scatter ------------------------------------------------------------------------
+
+ROUTING_CASES = [
+    # (T, top_k, E, tile_n, routing stride / top_k)
+    pytest.param(1, 1, 1, 64, 1, id="single-expert-T1"),
+    pytest.param(37, 8, 256, 64, 2, id="engine-table-many-empty-experts"),
+    pytest.param(300, 8, 16, 16, 1, id="large-buckets"),
+    pytest.param(64, 6, 1024, 8, 1, id="1024-experts"),
+]
+
+
+def built_routing(cupy, ids: np.ndarray, top_k: int, n_experts: int, tile_n: int) -> RoutingWorkspace:
+    ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n)
+    ws.sorted_ids.fill(0xFFFFFFFF)
+    build_routing(cupy.asarray(ids), ws)
+    return ws
+
+
+@pytest.mark.parametrize("t, top_k, n_experts, tile_n, stride_factor", ROUTING_CASES)
+def test_routing_matches_reference(cupy, rng, t, top_k, n_experts, tile_n, stride_factor):
+    ids = routing_table(rng, t, top_k, n_experts, top_k * stride_factor)
+    ws = built_routing(cupy, ids, top_k, n_experts, tile_n)
+    counts, offsets, buckets = ref.routing(ids, top_k, n_experts)
+    got_offsets, got_sorted = ws.offsets.get(), ws.sorted_ids.get()
+    np.testing.assert_array_equal(got_offsets, offsets)
+    for e in range(n_experts):
+        assert set(got_sorted[offsets[e]:offsets[e + 1]].tolist()) == buckets[e], f"bucket of expert {e}"
+    expected_tiles = ref.work_tiles(counts, tile_n, max_tiles(t, top_k, n_experts, tile_n))
+    np.testing.assert_array_equal(ws.tiles.get(), expected_tiles)
+    assert ws.status() == (0, counts.max())
+
+
+def test_routing_reports_ids_out_of_range(cupy, rng):
+    t, top_k, n_experts = 9, 3, 12
+    ids = routing_table(rng, t, top_k, n_experts, top_k)
+    ids[4, 1] = n_experts
+    ws = built_routing(cupy, ids, top_k, n_experts, 4)
+    assert ws.status()[0] == 1
+    assert int(ws.offsets.get()[-1]) == t * top_k - 1
+
+
+@pytest.mark.parametrize("x_per_slot", [False, True], ids=["x-per-token", "x-per-slot"])
+@pytest.mark.parametrize("padded", [False, True], ids=["contiguous", "padded"])
+def test_gather_then_scatter_place_every_item(cupy, rng, padded, x_per_slot):
+    t, top_k, n_experts, k, m = 23, 4, 13, 96, 37
+    ids = routing_table(rng, t, top_k, n_experts, top_k)
+    counts, offsets, _ = ref.routing(ids, top_k, n_experts)
+    ws = built_routing(cupy, ids, top_k, n_experts, 16)
+    capacity = int(counts.max()) + 2 if padded else 0
+    rows = n_experts * capacity if padded else t * top_k
+    x = activations(rng, (t, top_k, k) if x_per_slot else (t, k))
+    grouped = poisoned(cupy, (n_experts, capacity, k) if padded else (rows, k), np.float16)
+    GatherRows(cupy.asarray(x), ws, grouped, capacity=capacity, x_per_slot=x_per_slot)()
+    src = activations(rng, (n_experts, capacity, m) if padded else (rows, m))
+    y = poisoned(cupy, (t, top_k, m))
+    ScatterRows(cupy.asarray(src), ws, y, capacity=capacity)()
+
+    sorted_ids = ws.sorted_ids.get()
+    got_rows, src_rows = grouped.get().reshape(rows, k), src.reshape(rows, m)
+    x_items = (x if x_per_slot else np.repeat(x[:, None, :], top_k, axis=1)).reshape(t * top_k, k)
+    expected_y = np.full((t * top_k, m), np.nan, dtype=np.float32)
+    written = np.zeros(rows, dtype=bool)
+    for e in range(n_experts):
+        for j in range(counts[e]):
+            r = e * capacity + j if padded else offsets[e] + j
+            item = sorted_ids[offsets[e] + j]
+            np.testing.assert_array_equal(got_rows[r], x_items[item].astype(np.float16))
+            expected_y[item] = src_rows[r]
+            written[r] = True
+    assert np.isnan(got_rows[~written]).all(), "padding rows must be left alone"
+    np.testing.assert_array_equal(y.get().reshape(t * top_k, m), expected_y)  # NaN anywhere = item missed
+
+
+# ---- engine-style Tensor-core GEMM -------------------------------------------------------------------
+
+@pytest.mark.parametrize("accumulate", [False, True], ids=["overwrite", "accumulate"])
+@pytest.mark.parametrize("m, t, k", [(67, 70, 512), (64, 1, 256), (130, 129, 256)], ids=str)
+def test_gemm_q4k_tc_matches_fp16_reference(cupy, rng, m, t, k, accumulate):
+    blocks, w = quantized_experts(rng, "q4_k", 1, m, k)
+    x = activations(rng, (t, k))
+    y0 = activations(rng, (t, m)) * 10 if accumulate else np.full((t, m), np.nan, dtype=np.float32)
+    y = cupy.asarray(y0)
+    GemmQ4KTC(cupy.asarray(blocks[0]), cupy.asarray(x), y, accumulate=accumulate)()
+    got = y.get() - (y0 if accumulate else 0)
+    assert_fp16_path_close(got, w[0], x, ref.dense_gemm)
+
+
+# ---- cuBLAS fp16 GEMM and the dequant-once MoE path --------------------------------------------------
+
+@pytest.mark.parametrize("m, n, k", [(67, 1, 256), (130, 45, 512)], ids=str)
+def test_cublas_gemm_f16_matches_reference(cupy, rng, m, n, k):
+    w = activations(rng, (m, k)).astype(np.float16)
+    x = activations(rng, (n, k)).astype(np.float16)
+    y = poisoned(cupy, (n, m))
+    CublasGemmF16(cupy.asarray(w), cupy.asarray(x), y)()
+    got = y.get()
+    assert np.isfinite(got).all()
+    assert ref.rel_frobenius(got, ref.dense_gemm(w, x)) <= FP16_PATH_BOUND
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
+@pytest.mark.parametrize("m, t, k", [(67, 45, 512), (64, 1, 256)], ids=str)
+def test_dense_dequant_cublas_matches_fp16_reference(cupy, rng, fmt, m, t, k):
+    blocks, w = quantized_experts(rng, fmt, 1, m, k)
+    x = activations(rng, (t, k))
+    y = poisoned(cupy, (t, m))
+    DenseDequantCublas(fmt, cupy.asarray(blocks[0]), cupy.asarray(x), y)()
+    assert_fp16_path_close(y.get(), w[0], x, ref.dense_gemm)
+
+
+MOE_CASES = [
+    # (T, top_k, E, M, K, x per slot)
+    pytest.param(1, 1, 3, 5, 256, False, id="T1-topk1"),
+    pytest.param(11, 3, 9, 67, 256, False, id="gate-up-M67"),
+    pytest.param(13, 4, 40, 70, 512, True, id="down-form-empty-experts"),
+]
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
+@pytest.mark.parametrize("t, top_k, n_experts, m, k, x_per_slot", MOE_CASES)
+def test_moe_dequant_cublas_matches_fp16_reference(cupy, rng, fmt, t, top_k, n_experts, m, k, x_per_slot):
+    blocks, w = quantized_experts(rng, fmt, n_experts, m, k)
+    ids = routing_table(rng, t, top_k, n_experts, top_k)
+    x = activations(rng, (t, top_k, k) if x_per_slot else (t, k))
+    capacity = int(ref.routing(ids, top_k, n_experts)[0].max())  # exactly full: the edge of the padding
+    y = poisoned(cupy, (t, top_k, m))
+    path = MoeDequantCublas(fmt, cupy.asarray(blocks), cupy.asarray(x), cupy.asarray(ids), y,
+                            top_k=top_k, capacity=capacity, x_per_slot=x_per_slot)
+    path()
+    path.check()
+    assert_fp16_path_close(y.get(), w, x, lambda w_, x_, fp16=False: ref.experts_matvec(w_, x_, ids, top_k, fp16=fp16))
+
+
+def test_moe_dequant_cublas_reports_capacity_overflow(cupy, rng):
+    t, top_k, n_experts, m, k = 40, 4, 6, 8, 256
+    blocks, _ = quantized_experts(rng, "q4_k", n_experts, m, k)
+    ids = routing_table(rng, t, top_k, n_experts, top_k)
+    largest = int(ref.routing(ids, top_k, n_experts)[0].max())
+    path = MoeDequantCublas("q4_k", cupy.asarray(blocks), cupy.asarray(activations(rng, (t, k))), cupy.asarray(ids),
+                            cupy.empty((t, top_k, m), dtype=cupy.float32), top_k=top_k, capacity=largest - 1)
+    path()
+    with pytest.raises(CapacityExceeded):
+        path.check()

@@ -1,0 +1,100 @@
+"""`zincbench ab` end to end against the fake engine: verdicts, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fake_engine import write_launcher
+from zincbench.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_COUNTER", str(tmp_path / "counter"))
+    monkeypatch.setenv("FAKE_NOISE", "0.01")
+    for var in ("FAKE_SPEED", "FAKE_DRIFT", "FAKE_SEED", "FAKE_FAIL", "FAKE_FAIL_RUNS"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "tiny.gguf").touch()
+    return write_launcher(tmp_path)
+
+
+def run(tmp_path, capsys, *args) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(["ab", "--results-dir", str(tmp_path / "results"), *args])
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def test_slower_build_exits_1_with_scoreboard_markdown_and_csv(tmp_path, capsys, fake):
+    code, out, err = run(tmp_path, capsys, "--a", str(fake), "--b", str(fake), "--env-b", "FAKE_SPEED=0.95",
+                         "--model", f"tiny={tmp_path / 'tiny.gguf'}", "--markdown", str(tmp_path / "sb.md"))
+    assert code == 1
+    assert "tiny" in out and "slower" in out and "verdict: slower (exit 1)" in out.replace("\n", " ")
+    markdown = (tmp_path / "sb.md").read_text()
+    assert markdown.count("\n| tiny |") == 1 and "| slower |" in markdown
+    (csv_path,) = (tmp_path / "results").glob("ab-*.csv")
+    import pandas as pd
+
+    frame = pd.read_csv(csv_path)
+    assert frame.loc[0, "prefill_verdict"] == "slower" and frame.loc[0, "A_n"] == 6
+
+
+def test_json_output_for_a_feature_flag_a_a(tmp_path, capsys, fake):
+    code, out, _ = run(tmp_path, capsys, "--a", str(fake), "--b", str(fake), "--env-a", "ZINC_FLAG=0",
+                       "--env-b", "ZINC_FLAG=1", "--model", f"tiny={tmp_path / 'tiny.gguf'}", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["overall"] == "same" and data["exit_code"] == 0 and data["complete"] is True
+    saved = json.loads(Path(data["results"]).read_text())
+    assert saved["config"]["arms"]["B"]["env"] == {"ZINC_FLAG": "1"}
+
+
+def test_scoreboard_of_one_build_against_a_llama_bench_file(tmp_path, capsys, fake):
+    rows = [json.loads(line) for line in (FIXTURES / "tiny.jsonl").read_text().splitlines()]
+    gguf = tmp_path / Path(rows[0]["model_filename"]).name
+    gguf.touch()
+    code, out, _ = run(tmp_path, capsys, "--a", str(fake), "--model", f"tiny={gguf}", "--rounds", "2",
+                       "--llama-bench", str(FIXTURES / "tiny.md"), "--json")
+    model = json.loads(out)["models"][0]
+    assert code == 0 and model["verdict"] == "measured"
+    assert model["llama"]["pp"]["avg_ts"] > 0 and model["gap"] is not None
+
+
+def test_engine_crash_exits_3_and_says_so(tmp_path, capsys, fake, monkeypatch):
+    monkeypatch.setenv("FAKE_FAIL", "crash")
+    code, out, err = run(tmp_path, capsys, "--a", str(fake), "--b", str(fake), "--model",
+                         f"tiny={tmp_path / 'tiny.gguf'}", "--rounds", "2")
+    assert code == 3
+    assert "exited with code 134" in err and "error (6 failed runs)" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--models", "no-such-model"], "unknown catalog model 'no-such-model'"),
+    (["--model", "tiny=/nonexistent/x.gguf"], "GGUF file not found"),
+    (["--model", "broken"], "expected KEY=VAL"),
+    (["--model", "tiny=TINY", "--llama-bench", str(FIXTURES / "tiny-truncated.json")], "tiny-truncated.json:"),
+    (["--model", "tiny=TINY", "--rounds", "1"], "--rounds must be at least 2"),
+    (["--model", "tiny=TINY", "--env-b", "X=1"], "--env-b needs --b"),
+    (["--model", "tiny=TINY", "--engine-kind", "zinc-dbg", "--prompt-tokens", "512"], "at most 256"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, fake, args, message):
+    args = [a.replace("TINY", str(tmp_path / "tiny.gguf")) for a in args]
+    code, out, err = run(tmp_path, capsys, "--a", str(fake), *args)
+    assert code == 2
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_missing_binary_is_bad_input(tmp_path, capsys, fake):
+    code, _, err = run(tmp_path, capsys, "--a", str(tmp_path / "nope"), "--model", f"tiny={tmp_path / 'tiny.gguf'}")
+    assert code == 2 and "does not exist" in err
+
+
+def test_unparsable_engine_output_is_reported(tmp_path, capsys, fake, monkeypatch):
+    monkeypatch.setenv("FAKE_FAIL", "garbage")
+    code, out, err = run(tmp_path, capsys, "--a", str(fake), "--model", f"tiny={tmp_path / 'tiny.gguf'}",
+                         "--rounds", "2")
+    assert code == 3 and "no 'Prefill complete" in err

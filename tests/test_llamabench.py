@@ -1,0 +1,144 @@
+"""llama-bench parsing on real output of a real llama-bench build in all five formats.
+
+The fixtures (tests/fixtures/llama-bench/, see its README) come from one command per format on
+the tiny test GGUF: tests pp16, tg8 and pp16+tg8 at depths 0 and 16, two repetitions each.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from zincbench.cli import main
+from zincbench.errors import InputError
+from zincbench.llamabench import FORMATS, detect_format, load, parse
+
+FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
+EXPECTED_TESTS = ["pp16", "tg8", "pp16+tg8", "pp16 @ d16", "tg8 @ d16", "pp16+tg8 @ d16"]
+
+
+def fixture(fmt: str, variant: str = "tiny") -> Path:
+    return FIXTURES / f"{variant}.{fmt}"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_is_detected_and_parsed(fmt):
+    text = fixture(fmt).read_text()
+    assert detect_format(text) == fmt
+    rows = load(fixture(fmt))
+    assert sorted(r.test for r in rows) == sorted(EXPECTED_TESTS)
+    for row in rows:
+        assert row.avg_ts > 0 and row.stddev_ts is not None and row.stddev_ts >= 0
+        assert row.model_type and row.backend and row.build_commit
+
+
+def test_formats_agree_on_what_was_run():
+    """Five separate runs of one command: the same tests, model, backend and build in every format."""
+    def identity(fmt):
+        return sorted((r.test, r.n_prompt, r.n_gen, r.n_depth, r.model_type, r.backend, r.build_commit)
+                      for r in load(fixture(fmt)))
+
+    reference = identity("jsonl")
+    for fmt in FORMATS:
+        assert identity(fmt) == reference, fmt
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "jsonl", "sql"])
+def test_machine_formats_carry_the_model_file_and_gpu_field(fmt):
+    rows = load(fixture(fmt))
+    assert {r.model_filename for r in rows} == {"tiny.gguf"}
+    assert all(r.gpu_info is not None for r in rows)
+    assert all(r.raw["n_threads"] not in (None, "") for r in rows)
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_avg_and_stddev_are_the_statistics_of_the_samples(fmt):
+    for row in load(fixture(fmt)):
+        assert len(row.samples_ts) == 2
+        assert row.avg_ts == pytest.approx(statistics.mean(row.samples_ts), rel=1e-4)
+        assert row.stddev_ts == pytest.approx(statistics.stdev(row.samples_ts), rel=1e-3, abs=1e-3)
+
+
+def test_markdown_rows_round_trip_test_names_and_rates():
+    rows = load(fixture("md"))
+    for row in rows:
+        assert row.raw["test"] == row.test  # pp16, tg8, pp16+tg8, pp16 @ d16 ...
+        avg, sd = row.raw["t/s"].split(" ± ")
+        assert (row.avg_ts, row.stddev_ts) == (float(avg), float(sd))
+        assert row.model_filename is None and row.samples_ts is None
+    assert {r.backend for r in rows} == {r.backend for r in load(fixture("jsonl"))}
+
+
+def test_markdown_accepts_the_compare_script_test_spelling():
+    text = fixture("md").read_text().replace("pp16 @ d16", "pp16@d16")
+    assert sorted(r.test for r in parse(text)) == sorted(EXPECTED_TESTS)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_truncated_files_name_the_line(fmt):
+    path = fixture(fmt, "tiny-truncated")
+    with pytest.raises(InputError) as exc:
+        load(path)
+    message = str(exc.value)
+    assert message.startswith(f"{path}:") and "\n" not in message
+
+
+@pytest.mark.parametrize("fmt, old, new, expected", [
+    ("md", " ± ", " +- ", "field 't/s'"),
+    ("md", "pp16+tg8 @ d16", "  warmup-run  ", "field 'test'"),
+    ("csv", '"tiny.gguf"', '"tiny.gguf","extra"', "values for"),
+    ("jsonl", '"avg_ts": ', '"avg_ts_x": ', "missing field 'avg_ts'"),
+    ("json", '"n_prompt": 16', '"n_prompt": "sixteen"', "field 'n_prompt': expected an integer"),
+    ("sql", "INSERT INTO llama_bench", "DROP TABLE llama_bench; INSERT INTO llama_bench", "not a llama_bench"),
+])
+def test_malformed_fields_are_one_clear_line(fmt, old, new, expected):
+    text = fixture(fmt).read_text()
+    assert old in text
+    with pytest.raises(InputError, match=expected) as exc:
+        parse(text.replace(old, new, 1), source="edited")
+    assert "\n" not in str(exc.value) and str(exc.value).startswith("edited")
+
+
+def test_extra_and_missing_optional_fields_are_tolerated():
+    line = json.loads(fixture("jsonl").read_text().splitlines()[0])
+    for optional in ("n_depth", "gpu_info", "build_commit", "samples_ts", "stddev_ts", "model_filename"):
+        line.pop(optional)
+    line["a_future_field"] = 7
+    (row,) = parse(json.dumps(line))
+    assert row.n_depth == 0 and row.gpu_info is None and row.samples_ts is None and row.stddev_ts is None
+    assert row.raw["a_future_field"] == 7
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty file"), ("hello world\n", "not llama-bench output"), ("[]", "no llama-bench result rows"),
+])
+def test_not_llama_bench_output(text, message):
+    with pytest.raises(InputError, match=message):
+        parse(text)
+
+
+def test_missing_file():
+    with pytest.raises(InputError, match="llama-bench file not found"):
+        load(FIXTURES / "absent.jsonl")
+
+
+def test_show_json_prints_the_parsed_rows(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["llamabench", "show", str(fixture("sql")), "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0 and len(rows) == len(EXPECTED_TESTS)
+    assert set(rows[0]) >= {"model_filename", "model_type", "backend", "n_prompt", "n_gen", "n_depth", "avg_ts",
+                            "stddev_ts"}
+    assert "samples_ts" not in rows[0]  # sql carries no samples
+
+
+def test_show_table_and_bad_file_exit_code(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["llamabench", "show", str(fixture("md"))])
+    assert exc.value.code == 0 and "pp16 @ d16" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["llamabench", "show", str(fixture("json", "tiny-truncated"))])
+    assert exc.value.code == 2 and "truncated" in capsys.readouterr().err

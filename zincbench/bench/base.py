@@ -1,0 +1,80 @@
+"""The contract between a microbench family and the runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from zincbench.measure.timer import TimerConfig
+from zincbench.measure.traffic import Traffic
+
+
+class NotApplicable(Exception):
+    """A variant that cannot run this case (e.g. a Q4_K-only kernel on Q6_K weights): reported, not failed."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One point of a sweep. ``key`` names it in tables and NVTX ranges (e.g. E256-M512-Ne16)."""
+
+    key: str
+    params: dict
+
+
+@dataclass
+class Prepared:
+    """A variant ready to run on one case: ``run`` only enqueues GPU work on the current stream."""
+
+    run: Callable[[], None]
+    output: Any  # the device array the check reads
+    traffic: Traffic
+    detail: dict = field(default_factory=dict)  # e.g. the tile shape the autotuner chose
+    after_check: Callable[[], str | None] | None = None  # e.g. "bucket overflow" -> failure text
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    name: str
+    role: str  # baseline | candidate | ceiling | reference
+    tolerance: float  # relative Frobenius error bound vs the float64 reference
+    description: str
+
+
+@dataclass
+class CheckResult:
+    rel_error: float
+    fully_written: bool
+    tolerance: float
+    failure: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None and self.fully_written and self.rel_error <= self.tolerance
+
+
+@dataclass
+class GateRule:
+    """Declared in the experiment YAML: the candidate must be ``require`` versus the baseline in
+    every cell selected by ``when`` (a family-specific filter)."""
+
+    candidate: str
+    baseline: str
+    require: str = "faster"
+    threshold: float = 0.03
+    confidence: float = 0.99
+    when: dict = field(default_factory=dict)
+
+
+class Family(Protocol):
+    name: str
+
+    def load(self, path) -> Any: ...  # the experiment config (a dataclass)
+    def cases(self, config) -> list[Case]: ...
+    def variants(self, config) -> list[VariantInfo]: ...
+    def timer_config(self, config) -> TimerConfig: ...
+    def gate_rule(self, config) -> GateRule: ...
+    def gate_applies(self, config, case: Case) -> bool: ...
+    def build_inputs(self, config, case: Case, rng) -> Any: ...
+    def prepare(self, config, case: Case, inputs, variant: str, tuner) -> Prepared: ...
+    def check(self, config, case: Case, inputs, output) -> tuple[float, bool]: ...
+    def reference_columns(self, config, case: Case, device_name: str) -> dict: ...

@@ -1,0 +1,191 @@
+"""Run a microbench gate: for every case, check every variant against the float64 reference, time
+the ones that pass (cold L2 by default), compare candidates with the baseline and decide GO/NO-GO.
+
+Flow: measure (this module + zincbench.measure) -> records (rows of plain dicts in a Document) ->
+judge (zincbench.judge) -> show (zincbench.show.microbench_table). Rows are written after every case,
+so an interrupted run leaves a valid document marked incomplete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from zincbench import judge, records
+from zincbench.bench import DEFAULT_EXPERIMENTS, autotune, load_family
+from zincbench.bench.base import CheckResult, NotApplicable
+from zincbench.config import experiment_path
+from zincbench.errors import InputError
+from zincbench.measure.traffic import rates
+
+
+def _nvtx_range(name: str):
+    try:
+        import nvtx
+    except ImportError:
+        return contextlib.nullcontext()
+    return nvtx.annotate(name, color="green")
+
+
+def _summary_dict(samples) -> dict:
+    s = judge.summarize(samples)
+    return {"n": s.n, "median_us": s.median, "p90_us": s.p90, "mean_us": s.mean, "stdev_us": s.stdev,
+            "min_us": s.minimum, "max_us": s.maximum, "median_ci_us": list(s.median_ci),
+            "p90_ci_us": list(s.p90_ci), "rel_noise": s.rel_noise}
+
+
+def _check(family, config, case, inputs, prepared, tolerance, stream) -> CheckResult:
+    import cupy
+
+    if prepared.output.dtype.kind == "f":
+        prepared.output.fill(cupy.nan)  # poison: unwritten elements stay NaN
+    with stream:
+        prepared.run()
+    stream.synchronize()
+    failure = prepared.after_check() if prepared.after_check else None
+    rel, written = family.check(config, case, inputs, prepared.output)
+    if not math.isfinite(rel) and failure is None:
+        failure = "non-finite output"
+    return CheckResult(rel_error=rel, fully_written=written, tolerance=tolerance, failure=failure)
+
+
+def run_microbench(family_name: str = "t2", experiment: str | None = None, *, results_dir=None,
+                   case_filter: str | None = None, variant_filter: list[str] | None = None, quick: bool = False,
+                   progress: bool = True, seed: int | None = None, ceilings: bool = True,
+                   ) -> tuple[records.Document, judge.GateDecision, Path]:
+    """Run one family's gate end to end; returns the document, the decision and where it was written.
+
+    ``variant_filter`` keeps only the named variants (the gate then decides only if both its
+    candidate and baseline ran); ``ceilings=False`` skips the copy/cuBLAS ceiling measurement (no
+    floor columns), for A/A self-tests that time one variant in many processes.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from zincbench.gpu import require_cupy
+    from zincbench.gpu.device import environment_report
+    from zincbench.measure.ceilings import measure_ceilings
+    from zincbench.measure.timer import GpuTimer
+
+    family = load_family(family_name)
+    path = experiment_path(experiment or DEFAULT_EXPERIMENTS[family_name])
+    config = family.load(path)
+    cases = [c for c in family.cases(config) if not case_filter or case_filter in c.key]
+    variants = family.variants(config)
+    if variant_filter:
+        unknown = set(variant_filter) - {v.name for v in variants}
+        if unknown:
+            raise InputError(f"unknown variant(s) {', '.join(sorted(unknown))} for {family_name} "
+                             f"(available: {', '.join(v.name for v in variants)})")
+        variants = [v for v in variants if v.name in variant_filter]
+    if not cases:
+        raise InputError(f"no {family_name} case matches {case_filter!r}")
+    rule = family.gate_rule(config)
+    cupy = require_cupy()
+    timer_cfg = family.timer_config(config)
+    if quick:
+        timer_cfg.stopping_params = {**timer_cfg.stopping_params, "max_time_s": 0.3, "min_samples": 10}
+    timer = GpuTimer(timer_cfg)
+    env = environment_report(include_tools=False)
+    doc = records.Document(kind="microbench", config={"family": family_name, "experiment": str(path),
+                                                      "settings": records.to_jsonable(config), "quick": quick,
+                                                      "case_filter": case_filter}, environment=env)
+    rng = np.random.default_rng(seed)
+    doc.config["seed"] = seed
+    device_name = timer.device.name
+    writer = records.IncrementalWriter(doc, directory=results_dir)
+
+    def tuner(key, candidates, make_run):
+        return autotune.choose(f"{device_name}|{key}", candidates, make_run, timer)
+
+    with writer:
+        ceil = measure_ceilings(timer) if ceilings else None
+        if ceil is not None:
+            doc.config["ceilings"] = asdict(ceil.ceilings)
+            doc.config["ceiling_samples_us"] = {"copy": ceil.copy.gpu_us, "cublas_fp16": ceil.gemm.gpu_us}
+        total = len(cases) * len(variants)
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      transient=True, disable=not progress) as bar:
+            task = bar.add_task(f"{family_name} microbench", total=total)
+            for case in cases:
+                inputs = family.build_inputs(config, case, rng)
+                case_rows = {}
+                for info in variants:
+                    bar.update(task, description=f"{case.key} {info.name}")
+                    try:
+                        prepared = family.prepare(config, case, inputs, info.name, tuner)
+                    except NotApplicable as exc:
+                        doc.results.append({"family": family_name, "case": case.key, "params": case.params,
+                                            "variant": info.name, "role": info.role, "skipped": str(exc)})
+                        bar.advance(task)
+                        continue
+                    check = _check(family, config, case, inputs, prepared, info.tolerance, timer.stream)
+                    row = {"family": family_name, "case": case.key, "params": case.params, "variant": info.name,
+                           "role": info.role, "check": {**asdict(check), "passed": check.passed},
+                           "traffic": asdict(prepared.traffic), "detail": prepared.detail,
+                           "reference": family.reference_columns(config, case, device_name)}
+                    floor_us, bound = ceil.ceilings.floor_us(prepared.traffic) if ceil else (None, None)
+                    row["floor"] = {"us": floor_us, "bound": bound}
+                    if check.passed:
+                        with _nvtx_range(f"{family_name}/{info.name}/{case.key}"):
+                            m = timer.measure(prepared.run, name=f"{family_name}/{info.name}/{case.key}")
+                        row["measurement"] = asdict(m)
+                        row["summary"] = _summary_dict(m.gpu_us)
+                        med = row["summary"]["median_us"]
+                        row["rates"] = rates(prepared.traffic, med)
+                        if floor_us is not None:
+                            row["floor"]["pct_of_floor"] = 100.0 * floor_us / med
+                    case_rows[info.name] = row
+                    doc.results.append(row)
+                    del prepared
+                    bar.advance(task)
+                _compare_case(case_rows, rule)
+                del inputs
+                cupy.get_default_memory_pool().free_all_blocks()
+                writer.flush()
+        decision, cells = decide_gate(family, config, cases, doc.results, rule)
+        doc.verdict = {"decision": decision.value, "rule": asdict(rule), "cells": cells,
+                       "exit_code": int(decision.exit_code)}
+    return doc, decision, writer.path
+
+
+def _compare_case(case_rows: dict, rule) -> None:
+    base = case_rows.get(rule.baseline)
+    for name, row in case_rows.items():
+        if name == rule.baseline or "measurement" not in row:
+            continue
+        if base is None or "measurement" not in base:
+            row["vs_baseline"] = {"baseline": rule.baseline, "verdict": judge.Verdict.INCONCLUSIVE.value,
+                                  "note": "baseline has no valid timing"}
+            continue
+        cmp = judge.compare_medians(base["measurement"]["gpu_us"], row["measurement"]["gpu_us"],
+                                    threshold=rule.threshold, confidence=rule.confidence)
+        row["vs_baseline"] = {"baseline": rule.baseline, "time_ratio": cmp.ratio, "time_ratio_ci": list(cmp.ci),
+                              "speedup": cmp.speedup, "speedup_ci": list(cmp.speedup_ci),
+                              "verdict": cmp.verdict.value, "confidence": cmp.confidence, "method": cmp.method}
+
+
+def decide_gate(family, config, cases, rows, rule) -> tuple[judge.GateDecision, list[dict]]:
+    """Apply the YAML rule to the cells it selects."""
+    by_key = {(r["case"], r["variant"]): r for r in rows}
+    verdicts, cells, failed = [], [], False
+    for case in cases:
+        if not family.gate_applies(config, case):
+            continue
+        cand = by_key.get((case.key, rule.candidate))
+        base = by_key.get((case.key, rule.baseline))
+        if cand is None or base is None:
+            continue
+        if not cand["check"]["passed"]:
+            failed = True
+            cells.append({"case": case.key, "verdict": "FAIL", "why": f"{rule.candidate} failed correctness"})
+            continue
+        verdict = judge.Verdict((cand.get("vs_baseline") or {}).get("verdict", "inconclusive"))
+        verdicts.append(verdict)
+        cells.append({"case": case.key, "verdict": verdict.value,
+                      "speedup": (cand.get("vs_baseline") or {}).get("speedup")})
+    wanted = judge.Verdict(rule.require)
+    return judge.require_all(verdicts, wanted, failed=failed), cells

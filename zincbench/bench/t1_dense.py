@@ -1,0 +1,221 @@
+"""T1 gate: dense prefill GEMM Y[T][M] = X[T][K] W[M][K]^T with Q4_K/Q6_K weights.
+
+Baseline = the engine's cuBLAS path timed as one unit: dequant to fp16 scratch + f32_to_f16 of the
+activations + cuBLAS fp16 GEMM with fp32 accumulation. Also shown: cuBLAS alone on pre-dequantized
+fp16 weights (the ceiling a fused kernel chases) and the engine-style 64x64 wmma kernel. Candidate:
+our fused-dequant mma.sync kernel (activation permute + GEMM), tile autotuned per GPU and shape.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from zincbench.bench.base import Case, GateRule, NotApplicable, Prepared, VariantInfo
+from zincbench.bench.t2_moe import TimerSettings
+from zincbench.config import load_config
+from zincbench.measure.timer import TimerConfig
+from zincbench.measure.traffic import Traffic
+from zincbench.quant import check_row_length, get_format
+
+
+@dataclass
+class DenseShape:
+    name: str
+    rows: int  # M (output features)
+    k: int  # K (input features)
+    weights: Literal["q4_k", "q6_k"] = "q4_k"
+
+
+@dataclass
+class T1Gate:
+    candidate: str = "fused"
+    baseline: str = "round_trip"
+    require: Literal["faster", "same", "slower"] = "faster"
+    threshold: float = 0.03
+    confidence: float = 0.99
+    min_tokens: int = 512
+
+
+@dataclass
+class T1Config:
+    description: str
+    shapes: list[DenseShape]
+    tokens: list[int]
+    variants: list[str] = field(default_factory=lambda: ["round_trip", "cublas_f16", "engine_tc", "fused"])
+    fused_tiles: list[str] = field(default_factory=lambda: ["2,8,4,2,2", "2,4,4,2,3"])
+    check_rows: int = 96
+    check_tokens: int = 64
+    timer: TimerSettings = field(default_factory=TimerSettings)
+    gate: T1Gate = field(default_factory=T1Gate)
+    llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)
+    llama_cpp_source: str = ""
+
+    def __post_init__(self):
+        for s in self.shapes:
+            check_row_length(s.k)
+            if s.rows < 1:
+                raise ValueError(f"shape {s.name}: rows must be >= 1")
+        unknown = set(self.variants) - set(VARIANTS)
+        if unknown:
+            raise ValueError(f"unknown variant(s) {sorted(unknown)} (known: {', '.join(VARIANTS)})")
+        if not self.tokens or min(self.tokens) < 1:
+            raise ValueError("tokens must be a non-empty list of positive counts")
+
+
+VARIANTS = {
+    "round_trip": VariantInfo("round_trip", "baseline", 2e-3,
+                              "engine path: dequant -> fp16 scratch, f32_to_f16(x), cuBLAS fp16 GEMM (fp32 accumulate)"),
+    "cublas_f16": VariantInfo("cublas_f16", "ceiling", 2e-3, "cuBLAS alone on pre-dequantized fp16 weights"),
+    "engine_tc": VariantInfo("engine_tc", "reference", 2e-3, "engine-style gemm_q4k_tc: 64x64 tile, wmma, no cp.async"),
+    "fused": VariantInfo("fused", "candidate", 2e-3, "fused-dequant Q4_K mma.sync GEMM, cp.async pipeline, autotuned tile"),
+}
+
+
+@dataclass
+class T1Inputs:
+    m: int
+    k: int
+    t: int
+    fmt: str
+    w_host: np.ndarray
+    w: object
+    x_host: np.ndarray
+    x: object
+    y: object
+
+
+class T1Family:
+    name = "t1"
+    _weights_cache: dict = {}
+
+    def load(self, path) -> T1Config:
+        return load_config(T1Config, path)
+
+    def cases(self, cfg: T1Config) -> list[Case]:
+        return [Case(f"{s.name}-{s.weights}-M{s.rows}-K{s.k}-T{t}",
+                     {"shape": s.name, "rows": s.rows, "k": s.k, "tokens": t, "weights": s.weights})
+                for s in cfg.shapes for t in cfg.tokens]
+
+    def variants(self, cfg: T1Config) -> list[VariantInfo]:
+        return [VARIANTS[v] for v in cfg.variants]
+
+    def timer_config(self, cfg: T1Config) -> TimerConfig:
+        return cfg.timer.to_config()
+
+    def gate_rule(self, cfg: T1Config) -> GateRule:
+        g = cfg.gate
+        return GateRule(g.candidate, g.baseline, g.require, g.threshold, g.confidence,
+                        {"min_tokens": g.min_tokens, "weights": "q4_k"})
+
+    def gate_applies(self, cfg: T1Config, case: Case) -> bool:
+        return case.params["tokens"] >= cfg.gate.min_tokens and case.params["weights"] == "q4_k"
+
+    def build_inputs(self, cfg: T1Config, case: Case, rng) -> T1Inputs:
+        import cupy
+
+        p = case.params
+        key = (p["rows"], p["k"], p["weights"])
+        if key not in self._weights_cache:
+            self._weights_cache.clear()
+            host = get_format(p["weights"]).random_blocks(rng, p["rows"], p["k"])
+            self._weights_cache[key] = (host, cupy.asarray(host))
+        w_host, w = self._weights_cache[key]
+        x_host = rng.standard_normal((p["tokens"], p["k"]), dtype=np.float32)
+        return T1Inputs(p["rows"], p["k"], p["tokens"], p["weights"], w_host, w, x_host, cupy.asarray(x_host),
+                        cupy.empty((p["tokens"], p["rows"]), dtype=cupy.float32))
+
+    def _traffic(self, inp: T1Inputs, extra: int, note: str) -> Traffic:
+        w_bytes = inp.w_host.nbytes
+        io = 4 * inp.t * inp.k + 4 * inp.t * inp.m
+        return Traffic(bytes_min=w_bytes + io, bytes_model=w_bytes + io + extra, flops=2 * inp.t * inp.m * inp.k, note=note)
+
+    def prepare(self, cfg: T1Config, case: Case, inp: T1Inputs, variant: str, tuner) -> Prepared:
+        import cupy
+
+        from zincbench.ops.dequant import DequantToF16, F32ToF16
+        from zincbench.ops.moe_cublas import CublasGemmF16
+
+        w16_bytes = 2 * inp.m * inp.k
+        x16_bytes = 2 * inp.t * inp.k
+        if variant in ("round_trip", "cublas_f16"):
+            w16 = cupy.empty((inp.m, inp.k), dtype=cupy.float16)
+            x16 = cupy.empty((inp.t, inp.k), dtype=cupy.float16)
+            dequant, downcast = DequantToF16(inp.fmt, inp.w, w16), F32ToF16(inp.x, x16)
+            gemm = CublasGemmF16(w16, x16, inp.y)
+            if variant == "cublas_f16":
+                dequant()
+                downcast()
+                return Prepared(gemm, inp.y, Traffic(w16_bytes + x16_bytes + 4 * inp.t * inp.m,
+                                                     w16_bytes + x16_bytes + 4 * inp.t * inp.m, 2 * inp.t * inp.m * inp.k,
+                                                     "fp16 operands prepared outside the timed region"))
+
+            def round_trip():
+                dequant()
+                downcast()
+                gemm()
+            return Prepared(round_trip, inp.y, self._traffic(inp, 2 * w16_bytes + 2 * x16_bytes,
+                                                             "fp16 weight scratch and fp16 activations written and read back"))
+        if variant == "engine_tc":
+            from zincbench.ops.gemm_tc import GemmQ4KTC
+
+            if inp.fmt != "q4_k":
+                raise NotApplicable("engine_tc is Q4_K only")
+            op = GemmQ4KTC(inp.w, inp.x, inp.y)
+            tiles_t = math.ceil(inp.t / 64)
+            return Prepared(op, inp.y, self._traffic(inp, (tiles_t - 1) * inp.w_host.nbytes,
+                                                     f"weights re-read by each of {tiles_t} 64-token tiles"))
+        if variant == "fused":
+            return self._prepare_fused(cfg, case, inp, tuner)
+        raise ValueError(variant)
+
+    def _prepare_fused(self, cfg: T1Config, case: Case, inp: T1Inputs, tuner) -> Prepared:
+        import cupy
+
+        from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+
+        if inp.fmt != "q4_k":
+            raise NotApplicable("the fused kernel reads Q4_K only (Q6_K fused: not implemented yet)")
+        xp = permuted_activations(cupy, inp.t, inp.k)
+
+        def make_run(tile_text: str):
+            tile = MmaTile.parse(tile_text)
+            gemm = FusedQ4KGemm(tile, grouped=False)
+
+            def run():
+                permute_activations(inp.x, xp)
+                gemm.dense(inp.w, xp, inp.y, inp.m, inp.k, inp.t)
+            run.tile = tile
+            return run
+
+        choice, medians = tuner(f"t1/fused/{case.key}", cfg.fused_tiles, make_run)
+        run = make_run(choice)
+        tiles_t = math.ceil(inp.t / run.tile.bn)
+        return Prepared(run, inp.y, self._traffic(inp, (tiles_t - 1) * inp.w_host.nbytes + 3 * inp.t * inp.k,
+                                                  f"weights re-read by each of {tiles_t} token tiles; x permuted to fp16"),
+                        detail={"tile": run.tile.label, "tile_spec": choice, "autotune_median_us": medians})
+
+    def check(self, cfg: T1Config, case: Case, inp: T1Inputs, output) -> tuple[float, bool]:
+        import cupy
+
+        written = not bool(cupy.isnan(output).any())
+        rng = np.random.default_rng(zlib.crc32(case.key.encode()))
+        rows = np.sort(rng.choice(inp.m, size=min(cfg.check_rows, inp.m), replace=False))
+        toks = np.sort(rng.choice(inp.t, size=min(cfg.check_tokens, inp.t), replace=False))
+        w = get_format(inp.fmt).dequantize(inp.w_host[rows]).astype(np.float64)
+        ref = inp.x_host[toks].astype(np.float64) @ w.T
+        got = output[cupy.asarray(toks)][:, cupy.asarray(rows)].get().astype(np.float64)
+        return float(np.linalg.norm(got - ref) / np.linalg.norm(ref)), written
+
+    def reference_columns(self, cfg: T1Config, case: Case, device_name: str) -> dict:
+        for device, table in cfg.llama_cpp_us.items():
+            if device in device_name and case.key in table:
+                return {"llama_cpp_us": table[case.key], "llama_cpp_source": cfg.llama_cpp_source}
+        return {}
+
+
+FAMILY = T1Family()

@@ -1,0 +1,285 @@
+"""T2 gate: MoE routed-expert projection. The engine's matvec (every routed token re-reads its
+expert's rows) vs dequant-once + batched cuBLAS vs our grouped fused Q4_K Tensor-core kernel.
+
+Cases: (E experts, M rows) x N_e tokens per expert, T = N_e * E / top_k tokens, K columns.
+Outputs are y[T][top_k][M] for every variant, checked against a float64 NumPy reference on a sample
+of experts (all their routed tokens) built from the dequantized weights.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+import numpy as np
+
+from zincbench.bench.base import Case, GateRule, Prepared, VariantInfo
+from zincbench.config import load_config
+from zincbench.measure.timer import TimerConfig
+from zincbench.measure.traffic import Traffic
+from zincbench.quant import check_row_length, get_format
+
+
+@dataclass
+class ExpertShape:
+    experts: int
+    rows: int
+
+
+@dataclass
+class TimerSettings:
+    mode: Literal["cold", "hot"] = "cold"
+    warmup: int = 3
+    stopping: str = "noise"
+    max_noise: float = 0.005
+    min_samples: int = 20
+    min_time_s: float = 0.05
+    max_time_s: float = 1.0
+
+    def to_config(self) -> TimerConfig:
+        params = {"max_noise": self.max_noise, "min_samples": self.min_samples, "min_time_s": self.min_time_s,
+                  "max_time_s": self.max_time_s} if self.stopping == "noise" else {}
+        return TimerConfig(mode=self.mode, warmup=self.warmup, stopping=self.stopping, stopping_params=params)
+
+
+@dataclass
+class GateSettings:
+    candidate: str = "fused_grouped"
+    baseline: str = "matvec"
+    require: Literal["faster", "same", "slower"] = "faster"
+    threshold: float = 0.03
+    confidence: float = 0.99
+    min_tokens_per_expert: int = 16
+
+
+@dataclass
+class T2Config:
+    description: str
+    shapes: list[ExpertShape]
+    tokens_per_expert: list[int]
+    k: int = 2048
+    top_k: int = 8
+    weights: Literal["q4_k", "q6_k"] = "q4_k"
+    x_per_slot: bool = False  # down projection: one activation row per (token, slot)
+    routing: Literal["uniform", "zipf"] = "uniform"
+    zipf_s: float = 1.0
+    variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
+    fused_tiles: list[str] = field(default_factory=lambda: ["1,2,4,1,3", "1,4,4,1,3", "1,8,4,1,3"])
+    correctness_experts: int = 12
+    timer: TimerSettings = field(default_factory=TimerSettings)
+    gate: GateSettings = field(default_factory=GateSettings)
+    llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)
+    llama_cpp_source: str = ""
+
+    def __post_init__(self):
+        check_row_length(self.k)
+        if not self.shapes or not self.tokens_per_expert:
+            raise ValueError("shapes and tokens_per_expert must not be empty")
+        unknown = set(self.variants) - set(VARIANTS)
+        if unknown:
+            raise ValueError(f"unknown variant(s) {sorted(unknown)} (known: {', '.join(VARIANTS)})")
+        for s in self.shapes:
+            if s.experts < self.top_k or s.rows < 1:
+                raise ValueError(f"shape E={s.experts}, M={s.rows}: need E >= top_k={self.top_k} and M >= 1")
+        if any(n < 1 for n in self.tokens_per_expert):
+            raise ValueError("tokens_per_expert must be >= 1")
+
+
+VARIANTS = {
+    "matvec": VariantInfo("matvec", "baseline", 1e-5,
+                          "engine's dmmv_*_experts_batched: grid (top_k*M, T), every routed token re-reads its expert rows"),
+    "dequant_cublas": VariantInfo("dequant_cublas", "candidate", 2e-3,
+                                  "route, dequantize all experts once to fp16, gather, one batched cuBLAS GEMM, scatter"),
+    "fused_grouped": VariantInfo("fused_grouped", "candidate", 2e-3,
+                                 "route, permute x to fp16, grouped fused-dequant Q4_K mma.sync GEMM (one weight read per tile)"),
+}
+
+
+@dataclass
+class T2Inputs:
+    t: int
+    e: int
+    m: int
+    k: int
+    top_k: int
+    w_host: np.ndarray
+    w: object  # cupy uint8 [E][M][row bytes]
+    x_host: np.ndarray
+    x: object
+    ids_host: np.ndarray
+    ids: object
+    y: object  # f32 [T][top_k][M], shared by variants (each overwrites it)
+    counts: np.ndarray  # tokens per expert of this routing
+
+
+def route(rng: np.random.Generator, t: int, e: int, top_k: int, kind: str, zipf_s: float) -> np.ndarray:
+    """top_k distinct experts per token: uniform, or Zipf-skewed popularity (Gumbel top-k sampling)."""
+    if kind == "uniform":
+        keys = rng.random((t, e))
+    else:
+        popularity = 1.0 / np.arange(1, e + 1) ** zipf_s
+        log_p = np.log(popularity[rng.permutation(e)])
+        keys = log_p + rng.gumbel(size=(t, e))
+    return np.argpartition(-keys, top_k - 1, axis=1)[:, :top_k].astype(np.uint32)
+
+
+class T2Family:
+    name = "t2"
+    _weights_cache: dict = {}
+
+    def load(self, path) -> T2Config:
+        return load_config(T2Config, path)
+
+    def cases(self, cfg: T2Config) -> list[Case]:
+        out = []
+        for s in cfg.shapes:
+            for n_e in cfg.tokens_per_expert:
+                t = max(1, n_e * s.experts // cfg.top_k)
+                key = f"E{s.experts}-M{s.rows}-K{cfg.k}-Ne{n_e}"
+                out.append(Case(key, {"experts": s.experts, "rows": s.rows, "k": cfg.k, "top_k": cfg.top_k,
+                                      "tokens_per_expert": n_e, "tokens": t, "weights": cfg.weights,
+                                      "routing": cfg.routing}))
+        return out
+
+    def variants(self, cfg: T2Config) -> list[VariantInfo]:
+        return [VARIANTS[v] for v in cfg.variants if not (v == "fused_grouped" and cfg.weights != "q4_k")]
+
+    def timer_config(self, cfg: T2Config) -> TimerConfig:
+        return cfg.timer.to_config()
+
+    def gate_rule(self, cfg: T2Config) -> GateRule:
+        g = cfg.gate
+        return GateRule(g.candidate, g.baseline, g.require, g.threshold, g.confidence,
+                        {"min_tokens_per_expert": g.min_tokens_per_expert})
+
+    def gate_applies(self, cfg: T2Config, case: Case) -> bool:
+        return case.params["tokens_per_expert"] >= cfg.gate.min_tokens_per_expert
+
+    def _weights(self, cfg: T2Config, e: int, m: int, rng):
+        import cupy
+
+        key = (e, m, cfg.k, cfg.weights)
+        if key not in self._weights_cache:
+            self._weights_cache.clear()  # one weight set resident at a time
+            fmt = get_format(cfg.weights)
+            host = fmt.random_blocks(rng, e * m, cfg.k).reshape(e, m, -1)
+            self._weights_cache[key] = (host, cupy.asarray(host))
+        return self._weights_cache[key]
+
+    def build_inputs(self, cfg: T2Config, case: Case, rng) -> T2Inputs:
+        import cupy
+
+        p = case.params
+        e, m, k, top_k, t = p["experts"], p["rows"], p["k"], p["top_k"], p["tokens"]
+        w_host, w = self._weights(cfg, e, m, rng)
+        x_shape = (t, top_k, k) if cfg.x_per_slot else (t, k)
+        x_host = rng.standard_normal(x_shape, dtype=np.float32)
+        ids_host = route(rng, t, e, top_k, cfg.routing, cfg.zipf_s)
+        return T2Inputs(t, e, m, k, top_k, w_host, w, x_host, cupy.asarray(x_host), ids_host, cupy.asarray(ids_host),
+                        cupy.empty((t, top_k, m), dtype=cupy.float32), np.bincount(ids_host.ravel(), minlength=e))
+
+    # ---- traffic model -------------------------------------------------------------------------
+    def _traffic(self, cfg: T2Config, inp: T2Inputs, weight_reads: int, extra: int = 0, note: str = "") -> Traffic:
+        row_bytes = get_format(cfg.weights).row_bytes(inp.k)
+        hit = int((inp.counts > 0).sum())
+        x_bytes = 4 * inp.x_host.size
+        y_bytes = 4 * inp.t * inp.top_k * inp.m
+        io = x_bytes + y_bytes + 4 * inp.ids_host.size
+        return Traffic(bytes_min=hit * inp.m * row_bytes + io, bytes_model=weight_reads * inp.m * row_bytes + io + extra,
+                       flops=2 * inp.t * inp.top_k * inp.m * inp.k, note=note)
+
+    def prepare(self, cfg: T2Config, case: Case, inp: T2Inputs, variant: str, tuner) -> Prepared:
+        if variant == "matvec":
+            from zincbench.ops.matvec import ExpertsMatvec
+
+            op = ExpertsMatvec(cfg.weights, inp.w, inp.x, inp.ids, inp.y, top_k=inp.top_k, x_per_slot=cfg.x_per_slot)
+            return Prepared(op, inp.y, self._traffic(cfg, inp, inp.t * inp.top_k,
+                                                     note="each routed (token, slot) re-reads its expert's rows"))
+        if variant == "dequant_cublas":
+            from zincbench.ops.moe_cublas import MoeDequantCublas
+
+            capacity = int(-(-inp.counts.max() // 8) * 8)  # largest bucket of this routing, rounded to 8
+            op = MoeDequantCublas(cfg.weights, inp.w, inp.x, inp.ids, inp.y, top_k=inp.top_k, capacity=capacity,
+                                  x_per_slot=cfg.x_per_slot)
+            fp16_w = inp.e * inp.m * inp.k * 2
+            grouped = inp.e * capacity * (2 * inp.k + 4 * inp.m)
+            return Prepared(op, inp.y, self._traffic(cfg, inp, inp.e, extra=2 * fp16_w + 2 * grouped,
+                                                     note="dequantizes every expert: fp16 weights written and read back"),
+                            detail={"capacity": capacity}, after_check=_capacity_check(op))
+        if variant == "fused_grouped":
+            return self._prepare_fused(cfg, case, inp, tuner)
+        raise ValueError(variant)
+
+    def _prepare_fused(self, cfg: T2Config, case: Case, inp: T2Inputs, tuner) -> Prepared:
+        import cupy
+
+        from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+        from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+        x_rows = inp.t * inp.top_k if cfg.x_per_slot else inp.t
+        xp = permuted_activations(cupy, x_rows, inp.k)
+        x2d = inp.x.reshape(x_rows, inp.k)
+
+        def make_run(tile_text: str):
+            tile = MmaTile.parse(tile_text)
+            gemm = FusedQ4KGemm(tile, grouped=True)
+            ws = RoutingWorkspace(inp.t, inp.top_k, inp.e, tile.bn)
+
+            def run():
+                build_routing(inp.ids, ws)
+                permute_activations(x2d, xp)
+                gemm.grouped_call(inp.w, xp, inp.y, inp.m, inp.k, ws.tiles, ws.offsets, ws.sorted_ids, inp.top_k,
+                                  x_per_slot=cfg.x_per_slot)
+            run.tile = tile
+            return run
+
+        choice, medians = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}", cfg.fused_tiles, make_run)
+        run = make_run(choice)
+        tile = run.tile
+        reads = int(np.ceil(inp.counts / tile.bn).sum())  # each token tile of an expert reads its rows once
+        return Prepared(run, inp.y,
+                        self._traffic(cfg, inp, reads, extra=2 * inp.x_host.size,
+                                      note=f"weights read once per {tile.bn}-token tile ({reads} tile reads)"),
+                        detail={"tile": tile.label, "tile_spec": choice, "autotune_median_us": medians})
+
+    # ---- correctness ---------------------------------------------------------------------------
+    def check(self, cfg: T2Config, case: Case, inp: T2Inputs, output) -> tuple[float, bool]:
+        import cupy
+
+        written = not bool(cupy.isnan(output).any())
+        rng = np.random.default_rng(zlib.crc32(case.key.encode()))
+        hit = np.flatnonzero(inp.counts)
+        sample = rng.choice(hit, size=min(cfg.correctness_experts, hit.size), replace=False)
+        fmt = get_format(cfg.weights)
+        err2 = ref2 = 0.0
+        for expert in sample:
+            tok, slot = np.nonzero(inp.ids_host == expert)
+            w = fmt.dequantize(inp.w_host[expert]).astype(np.float64)  # [M][K]
+            x = (inp.x_host[tok, slot] if cfg.x_per_slot else inp.x_host[tok]).astype(np.float64)
+            ref = x @ w.T  # [n][M]
+            got = output[cupy.asarray(tok), cupy.asarray(slot)].get().astype(np.float64)
+            err2 += float(np.sum((got - ref) ** 2))
+            ref2 += float(np.sum(ref**2))
+        rel = math.sqrt(err2 / ref2) if ref2 > 0 else (0.0 if err2 == 0 else math.inf)
+        return rel, written
+
+    def reference_columns(self, cfg: T2Config, case: Case, device_name: str) -> dict:
+        for device, table in cfg.llama_cpp_us.items():
+            if device in device_name and case.key in table:
+                return {"llama_cpp_us": table[case.key], "llama_cpp_source": cfg.llama_cpp_source}
+        return {}
+
+
+def _capacity_check(op):
+    def check():
+        try:
+            op.check()
+        except Exception as exc:  # CapacityExceeded: tokens were dropped, the output is wrong
+            return str(exc)
+        return None
+    return check
+
+
+FAMILY = T2Family()

@@ -1,0 +1,111 @@
+"""``zincbench ab``: interleaved A/B of two engine builds, or the p90 scoreboard of one, vs llama-bench."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from zincbench.cli._common import echo_json, json_option, parse_env_pairs, results_dir_option
+from zincbench.runs.ab import ORDERS
+
+ENGINE_KINDS = ("zinc-main", "zinc-dbg", "llama-bench", "generic")
+
+
+def _models(catalog_path, names, model_pairs):
+    """Catalog selection plus NAME=PATH overrides (a catalog name keeps its shape and env)."""
+    import dataclasses
+
+    from zincbench.catalog import load_catalog
+
+    catalog = load_catalog(catalog_path)  # the bundled one when no --catalog: it names shapes and aliases
+    chosen = catalog.select([n.strip() for n in names.split(",") if n.strip()] if names else None) \
+        if catalog_path or names else []
+    for name, path in parse_env_pairs(model_pairs, "--model").items():
+        known = catalog.find(name)
+        model = known.with_gguf(path) if known else dataclasses.replace(catalog.for_file(path), name=name)
+        chosen = [m for m in chosen if m.name != model.name] + [model]
+    if not chosen:
+        raise click.UsageError("no models: give --model NAME=PATH, or --catalog FILE / --models NAMES")
+    return chosen
+
+
+@click.command("ab", help="""Interleaved A/B of two engine builds with a p90 prefill/decode scoreboard.
+
+\b
+Each model gets one discarded warm-up round, then --rounds counterbalanced rounds (abba: A B, B A,
+...). B is judged against A from paired per-round ratios B/A (geometric mean, 95% t interval):
+faster / slower / same / inconclusive at --threshold. With only --a, prints the p90 scoreboard of
+one build against llama-bench. A and B may be the same binary with different --env-a/--env-b.
+
+\b
+Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model, 3 inconclusive or a
+run failed, 2 bad input, 4 environment (e.g. --require-clean-gpu on a busy GPU).""")
+@click.option("--a", "bin_a", required=True, type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Engine binary of arm A (baseline).")
+@click.option("--b", "bin_b", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Engine binary of arm B (candidate).")
+@click.option("--engine-kind", type=click.Choice(ENGINE_KINDS), default="zinc-main", show_default=True)
+@click.option("--engine-config", type=click.Path(exists=True, dir_okay=False), help="Engine YAML (generic kind).")
+@click.option("--catalog", "catalog_path", type=click.Path(dir_okay=False), help="Model catalog YAML (default: experiments/catalog.yaml).")
+@click.option("--models", "model_names", help="Comma-separated catalog names or aliases (default: all).")
+@click.option("--model", "model_pairs", multiple=True, metavar="NAME=PATH", help="A model file, no catalog needed (repeatable).")
+@click.option("--rounds", type=int, default=6, show_default=True, help="Measured rounds after the warm-up.")
+@click.option("--order", type=click.Choice(ORDERS), default="abba", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --order random.")
+@click.option("--prompt-tokens", type=int, default=512, show_default=True, help="Length of the built-in neutral prompt.")
+@click.option("--n-gen", type=int, default=160, show_default=True, help="Tokens to generate (decode rate).")
+@click.option("--gpu", "gpu_uuid", metavar="UUID", help="Pin runs to this GPU (CUDA_VISIBLE_DEVICES).")
+@click.option("--env-a", multiple=True, metavar="K=V", help="Extra environment for arm A (repeatable).")
+@click.option("--env-b", multiple=True, metavar="K=V", help="Extra environment for arm B (repeatable).")
+@click.option("--llama-bench", "llama_bench_file", type=click.Path(dir_okay=False), help="llama-bench output (md/csv/json/jsonl/sql) to compare with.")
+@click.option("--llama-bench-bin", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Run llama-bench live at the engine's T.")
+@click.option("--threshold", type=float, default=0.02, show_default=True, help="Smallest relative change that counts.")
+@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True, help="Seconds per run.")
+@click.option("--require-clean-gpu", is_flag=True, help="Abort (exit 4) if another process computes on the GPU.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Also write the scoreboard as markdown.")
+@json_option
+@results_dir_option
+def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names, model_pairs, rounds, order, seed,
+            prompt_tokens, n_gen, gpu_uuid, env_a, env_b, llama_bench_file, llama_bench_bin, threshold, timeout_s,
+            require_clean_gpu, markdown_path, as_json, results_dir):
+    from rich.console import Console
+
+    from zincbench import llamabench
+    from zincbench.engines import make_engine
+    from zincbench.runs.ab import ABSettings, Arm, run_ab
+    from zincbench.show import scoreboard
+
+    if llama_bench_file and llama_bench_bin:
+        raise click.UsageError("give --llama-bench FILE or --llama-bench-bin PATH, not both")
+    if env_b and not bin_b:
+        raise click.UsageError("--env-b needs --b (use --b with the same binary for a feature-flag A/B)")
+    settings = ABSettings(rounds=rounds, order=order, seed=seed, prompt_tokens=prompt_tokens, n_gen=n_gen,
+                          gpu_uuid=gpu_uuid, threshold=threshold, timeout_s=timeout_s,
+                          require_clean_gpu=require_clean_gpu)
+    settings.check()
+    models = _models(catalog_path, model_names, model_pairs)
+    options = {"config": engine_config} if engine_config else {}
+    if engine_kind == "llama-bench":
+        options["n_prompt"] = prompt_tokens
+    arms = [Arm("A", make_engine(engine_kind, bin=bin_a, **options), parse_env_pairs(env_a, "--env-a"))]
+    if bin_b:
+        arms.append(Arm("B", make_engine(engine_kind, bin=bin_b, **options), parse_env_pairs(env_b, "--env-b")))
+    llama_rows = llamabench.load(llama_bench_file) if llama_bench_file else None
+
+    outcome = run_ab(models, arms, settings, llama_rows=llama_rows, llama_bench_bin=llama_bench_bin,
+                     results_dir=results_dir, console=Console(stderr=True))
+    names = [a.name for a in arms]
+    csv_path = outcome.path.with_suffix(".csv")
+    scoreboard.write_csv(outcome.models, names, csv_path)
+    gpu = outcome.document.environment.get("gpu") or {}
+    builds = " vs ".join(f"{arm.name}={Path(path).name}" for arm, path in zip(arms, (bin_a, bin_b)))
+    title = f"{builds} · {gpu.get('name') or gpu.get('uuid') or 'GPU unknown'} · {rounds} rounds {order}"
+    if markdown_path:
+        Path(markdown_path).write_text(scoreboard.to_markdown(outcome.models, names, title=title))
+    if as_json:
+        echo_json({"overall": outcome.overall, "exit_code": int(outcome.exit_code), "results": str(outcome.path),
+                   "csv": str(csv_path), "complete": outcome.document.complete, "models": outcome.models})
+    else:
+        console = Console()
+        scoreboard.render(outcome.models, names, console, title=title)
+        console.print(f"verdict: {outcome.overall} (exit {int(outcome.exit_code)}) · results: {outcome.path} · {csv_path.name}")
+    return int(outcome.exit_code)

@@ -1,0 +1,47 @@
+"""`zincbench microbench [t2|t1]`: the go/no-go kernel gates."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from zincbench.cli._common import echo_json, json_option, results_dir_option
+
+
+@click.command(help="Run a microbench gate over the bundled CUDA kernels: correctness against a float64 NumPy "
+                    "reference first, then cold-L2 timing with confidence intervals, a traffic/roofline model and a "
+                    "GO / NO-GO verdict. FAMILY is t2 (MoE routed experts, the default) or t1 (dense GEMM). "
+                    "Exit code: 0 GO, 1 NO-GO, 3 inconclusive, 2 bad input, 4 no GPU/CuPy.")
+@click.argument("family", type=click.Choice(["t2", "t1"]), default="t2", required=False)
+@click.option("--experiment", "-e", default=None, help="Experiment YAML (default: experiments/t2_moe_expert.yaml or "
+                                                          "experiments/t1_dense_gemm.yaml).")
+@click.option("--case", "case_filter", default=None, help="Only cases whose key contains this text (e.g. Ne16).")
+@click.option("--variant", "variants", multiple=True, help="Only this variant (repeatable), e.g. fused_grouped.")
+@click.option("--no-ceilings", is_flag=True, help="Skip measuring the copy-bandwidth and cuBLAS ceilings (no floor columns).")
+@click.option("--quick", is_flag=True, help="Shorter timing budget per variant (smoke runs; wider CIs).")
+@click.option("--seed", type=int, default=None, help="Seed for weights, activations and routing (default: fresh).")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the table as markdown to this file.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
+@results_dir_option
+@json_option
+def command(family, experiment, case_filter, variants, no_ceilings, quick, seed, markdown_path, no_progress, results_dir, as_json):
+    from rich.console import Console
+
+    from zincbench import records
+    from zincbench.bench.runner import run_microbench
+    from zincbench.show.microbench_table import microbench_markdown, print_microbench
+
+    doc, decision, path = run_microbench(family, experiment, results_dir=results_dir, case_filter=case_filter,
+                                         variant_filter=list(variants) or None, ceilings=not no_ceilings, quick=quick, progress=not no_progress and not as_json, seed=seed)
+    data = records.to_jsonable(doc)
+    if as_json:
+        echo_json({"results_file": str(path), "verdict": data["verdict"], "rows": data["results"]})
+    else:
+        print_microbench(data)
+        click.echo(f"results: {path}", err=True)
+    if markdown_path:
+        with open(markdown_path, "w") as fh:
+            fh.write(microbench_markdown(data) + "\n")
+    sys.exit(int(decision.exit_code))

@@ -1,0 +1,207 @@
+"""An engine declared in YAML: command templates plus the regexes that read its output.
+
+Example (every section optional; an absent one means the engine cannot do that)::
+
+    bin: /opt/engine/bin/dbg            # {bin}; --engine-bin overrides it
+    env: {ENGINE_LOG: "1"}              # extra environment for every run
+    max_prompt_ids: 256                 # refuse longer prompts (engines that truncate silently)
+    generate:
+      command: "{bin} gen {prompt_ids} {n_gen} {model}"
+      ids_regex: "GEN_IDS:(.*)"                      # group 1: comma-separated token ids
+      prompt_ids_regex: "PROMPT_IDS:(.*)"            # optional: the engine's echo must equal the prompt
+    teacher_forced:
+      command: "{bin} tf {prompt_ids} {ref_ids} {model}"
+      match_regex: "TF_MATCH:(\\S+)/(\\S+)"          # groups: matching positions, scored positions
+    throughput:
+      command: "{bin} -m {model} --prompt {prompt} -n {n_gen}"
+      prefill_regex: "Prefill complete: (\\S+) tokens in \\S+ ms \\((\\S+) tok/s\\)"  # groups: tokens, tok/s
+      decode_regex: "Generated (\\S+) tokens in \\S+ ms . (\\S+) tok/s"                # optional (absent line: no decode rate)
+
+Placeholders: {bin}, {model}, {prompt_ids} and {ref_ids} (comma-separated ids), {n_gen}, {prompt}.
+Templates are split like a shell line *before* substitution, so a prompt with spaces stays one
+argument. Regexes search stdout and stderr together; the last match wins (engines print progress
+lines first). The parse helpers here are shared by every line-oriented adapter (zinc-dbg too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+from zincbench.config import build, load_yaml
+from zincbench.engines.base import (
+    Engine, EngineFailure, GenerationResult, NotSupported, TeacherForcedResult, ThroughputResult, checked,
+    register, run_process,
+)
+from zincbench.errors import EnvironmentProblem, InputError
+
+PLACEHOLDERS = ("bin", "model", "prompt_ids", "n_gen", "ref_ids", "prompt")
+
+
+def _last_match(pattern: str | re.Pattern, text: str, what: str) -> re.Match:
+    matches = list(re.finditer(pattern, text))
+    if not matches:
+        raise EngineFailure("garbage", f"no {what} in the engine output", _tail(text))
+    return matches[-1]
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _number(token: str, kind: type, what: str, text: str):
+    try:
+        return kind(token.strip())
+    except ValueError:
+        raise EngineFailure("garbage", f"malformed number {token.strip()!r} in {what}", _tail(text)) from None
+
+
+def parse_ids(text: str, pattern: str | re.Pattern, what: str) -> list[int]:
+    """Comma-separated token ids from group 1 of the last match; missing/empty/malformed -> EngineFailure."""
+    m = _last_match(pattern, text, what)
+    fields = [f for f in m.group(1).strip().split(",")]
+    if fields == [""]:
+        raise EngineFailure("garbage", f"empty {what}", _tail(text))
+    return [_number(f, int, what, text) for f in fields]
+
+
+def parse_ratio(text: str, pattern: str | re.Pattern, what: str) -> tuple[int, int]:
+    """(m, n) from groups 1 and 2 of the last match, with 0 <= m <= n."""
+    m = _last_match(pattern, text, what)
+    match, total = (_number(m.group(i), int, what, text) for i in (1, 2))
+    if not 0 <= match <= total:
+        raise EngineFailure("garbage", f"impossible {what} {match}/{total}", _tail(text))
+    return match, total
+
+
+def parse_rate(text: str, pattern: str | re.Pattern, what: str) -> tuple[int, float]:
+    """(tokens, tokens/s) from groups 1 and 2 of the last match."""
+    m = _last_match(pattern, text, what)
+    return _number(m.group(1), int, what, text), _number(m.group(2), float, what, text)
+
+
+def parse_throughput(text: str, prefill_regex: str, decode_regex: str | None = None) -> ThroughputResult:
+    """Prefill rate (required) and decode rate (when the engine printed one: not for n_gen = 1)."""
+    prefill_tokens, prefill_tps = parse_rate(text, prefill_regex, "prefill rate line")
+    decode_tokens, decode_tps = (parse_rate(text, decode_regex, "decode rate line")
+                                 if decode_regex and re.search(decode_regex, text) else (None, None))
+    return ThroughputResult(prefill_tokens, prefill_tps, decode_tokens, decode_tps)
+
+
+def render_command(template: str, values: dict) -> list[str]:
+    """argv from a template: shell-split first, then each word formatted (values never re-split)."""
+    try:
+        return [word.format(**values) for word in shlex.split(template)]
+    except KeyError as exc:
+        raise InputError(f"unknown placeholder {{{exc.args[0]}}} in engine command {template!r} "
+                         f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})") from None
+    except (ValueError, IndexError) as exc:
+        raise InputError(f"malformed engine command {template!r}: {exc}") from None
+
+
+def ids_csv(ids) -> str:
+    return ",".join(str(int(i)) for i in ids)
+
+
+@dataclasses.dataclass
+class GenerateSpec:
+    command: str
+    ids_regex: str
+    prompt_ids_regex: str | None = None  # an echo of the prompt ids, checked against those sent
+
+
+@dataclasses.dataclass
+class TeacherForcedSpec:
+    command: str
+    match_regex: str
+
+
+@dataclasses.dataclass
+class ThroughputSpec:
+    command: str
+    prefill_regex: str
+    decode_regex: str | None = None
+
+
+@dataclasses.dataclass
+class EngineSpec:
+    bin: str | None = None
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    max_prompt_ids: int | None = None
+    generate: GenerateSpec | None = None
+    teacher_forced: TeacherForcedSpec | None = None
+    throughput: ThroughputSpec | None = None
+
+    def __post_init__(self):
+        for section in (self.generate, self.teacher_forced, self.throughput):
+            for key in ("ids_regex", "prompt_ids_regex", "match_regex", "prefill_regex", "decode_regex"):
+                pattern = getattr(section, key, None)
+                if pattern is not None:
+                    try:
+                        re.compile(pattern)
+                    except re.error as exc:
+                        raise ValueError(f"{key}: invalid regex {pattern!r}: {exc}") from None
+
+
+def load_engine_spec(path) -> EngineSpec:
+    return build(EngineSpec, load_yaml(path), str(path))
+
+
+@register("generic")
+class GenericEngine(Engine):
+    """Runs the commands of an ``EngineSpec``; ``config`` is its YAML file (or a spec object)."""
+
+    def __init__(self, config: str | Path | EngineSpec | None = None, bin: str | None = None):
+        if config is None:
+            raise InputError("the generic engine needs --engine-config FILE.yaml (command templates and regexes)")
+        self.spec = config if isinstance(config, EngineSpec) else load_engine_spec(config)
+        self.config_path = None if isinstance(config, EngineSpec) else str(config)
+        self.bin = bin or self.spec.bin
+        if self.bin and shutil.which(self.bin) is None:  # before any run, so no half-written results
+            raise EnvironmentProblem(f"{self.kind} engine binary not found or not executable: {self.bin}")
+        self.max_prompt_ids = self.spec.max_prompt_ids
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "bin": self.bin, "config": self.config_path}
+
+    def _run(self, template: str, values: dict, env, timeout_s: float) -> str:
+        if "{bin}" in template and not self.bin:
+            raise InputError(f"{self.kind} engine: no binary given (--engine-bin)")
+        argv = render_command(template, {"bin": self.bin, **values})
+        result = checked(run_process(argv, env={**self.spec.env, **(env or {})}, timeout_s=timeout_s))
+        return result.stdout + "\n" + result.stderr
+
+    def check_prompt(self, prompt_ids) -> None:
+        if self.max_prompt_ids is not None and len(prompt_ids) > self.max_prompt_ids:
+            raise InputError(f"{self.kind} engine accepts at most {self.max_prompt_ids} prompt ids "
+                             f"(it would drop the rest silently); this prompt has {len(prompt_ids)}")
+
+    def generate(self, model, prompt_ids, n_gen, *, env=None, timeout_s=600.0) -> GenerationResult:
+        if self.spec.generate is None:
+            raise NotSupported(f"{self.kind} engine config has no generate section")
+        self.check_prompt(prompt_ids)
+        spec = self.spec.generate
+        text = self._run(spec.command, {"model": model, "prompt_ids": ids_csv(prompt_ids), "n_gen": n_gen},
+                         env, timeout_s)
+        if spec.prompt_ids_regex and parse_ids(text, spec.prompt_ids_regex, "prompt ids echo") != list(prompt_ids):
+            raise EngineFailure("garbage", "the engine echoed different prompt ids than it was given", _tail(text))
+        return GenerationResult(list(prompt_ids), parse_ids(text, spec.ids_regex, "generated ids"))
+
+    def teacher_forced(self, model, prompt_ids, reference_ids, *, env=None, timeout_s=600.0) -> TeacherForcedResult:
+        if self.spec.teacher_forced is None:
+            raise NotSupported(f"{self.kind} engine config has no teacher_forced section")
+        self.check_prompt(prompt_ids)
+        values = {"model": model, "prompt_ids": ids_csv(prompt_ids), "ref_ids": ids_csv(reference_ids),
+                  "n_gen": len(reference_ids)}
+        text = self._run(self.spec.teacher_forced.command, values, env, timeout_s)
+        return TeacherForcedResult(*parse_ratio(text, self.spec.teacher_forced.match_regex, "teacher-forced match"))
+
+    def throughput(self, model, prompt_text, n_gen, *, env=None, timeout_s=600.0) -> ThroughputResult:
+        spec = self.spec.throughput
+        if spec is None:
+            raise NotSupported(f"{self.kind} engine config has no throughput section")
+        text = self._run(spec.command, {"model": model, "prompt": prompt_text, "n_gen": n_gen}, env, timeout_s)
+        return parse_throughput(text, spec.prefill_regex, spec.decode_regex)

@@ -1,0 +1,185 @@
+"""llama.cpp through llama-cpp-python: the greedy token reference, and an engine adapter.
+
+``LlamaCppModel`` runs in-process: it tokenizes, decodes greedily by taking the argmax of the
+logits it evaluated (first index wins ties, as llama.cpp's greedy sampler does) with a fixed
+n_batch, and reports the top-2 logits of each generated position so a near-tie is visible.
+
+As an *engine* (kind ``llama-cpp``) it runs in a child process, ``python -m
+zincbench.engines.llama_cpp gen|tf …``, which speaks cuda-dbg's line protocol (``PROMPT_IDS:``,
+``GEN_IDS:``, ``TF_MATCH:``): so every run gets a timeout and a crash is an ERROR row, and another
+llama.cpp build can be validated against the reference by pointing the child at its libllama
+(``--engine-bin DIR`` sets ``LLAMA_CPP_LIB_PATH``), or other settings (GPU layers, batch size).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from zincbench.engines.base import register
+from zincbench.engines.generic import EngineSpec, GenerateSpec, GenericEngine, TeacherForcedSpec, ids_csv
+from zincbench.engines.zinc_dbg import GEN_IDS_RE, PROMPT_IDS_RE, TF_MATCH_RE
+from zincbench.errors import EnvironmentProblem, InputError, ZincbenchError
+
+INSTALL_HINT = "pip install -e '.[reference]'"
+
+
+def import_llama_cpp():
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise EnvironmentProblem(f"llama-cpp-python is not importable ({exc}); install it with {INSTALL_HINT}") from None
+    return llama_cpp
+
+
+def llama_cpp_version() -> str | None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return None
+    return import_llama_cpp().__version__
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaSettings:
+    """Everything that can change llama.cpp's numbers; recorded with every reference."""
+
+    n_gpu_layers: int = 0  # 0 = CPU, bit-stable; -1 = all layers on the GPU
+    n_batch: int = 512  # prompt chunking changes kernel paths, so it is fixed, not automatic
+    n_ctx: int = 512
+    n_threads: int | None = None
+
+    def cli_args(self) -> list[str]:
+        args = ["--n-gpu-layers", str(self.n_gpu_layers), "--n-batch", str(self.n_batch), "--n-ctx", str(self.n_ctx)]
+        return args + (["--threads", str(self.n_threads)] if self.n_threads else [])
+
+
+@dataclasses.dataclass
+class Decoded:
+    """Argmax at each decoded position, and (top1 id, top1 logit, top2 id, top2 logit) there."""
+
+    ids: list[int]
+    top2: list[tuple[int, float, int, float]]
+
+
+class LlamaCppModel:
+    def __init__(self, path: str | Path, settings: LlamaSettings = LlamaSettings()):
+        llama_cpp = import_llama_cpp()
+        self.path = Path(path)
+        self.settings = settings
+        if not self.path.is_file():
+            raise InputError(f"GGUF not found: {self.path}")
+        try:
+            self.llm = llama_cpp.Llama(
+                model_path=str(self.path), n_gpu_layers=settings.n_gpu_layers, n_ctx=settings.n_ctx,
+                n_batch=settings.n_batch, n_ubatch=settings.n_batch, n_threads=settings.n_threads,
+                logits_all=False, verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise InputError(f"llama.cpp could not load {self.path}: {exc}") from None
+        self._llama_cpp = llama_cpp
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids as llama.cpp reads a raw prompt: BOS added, special tokens not parsed."""
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+
+    def decode(self, prompt_ids: list[int], n: int, forced: list[int] | None = None) -> Decoded:
+        """Evaluate the prompt, then n positions feeding back the argmax (or ``forced`` ids)."""
+        if not prompt_ids:
+            raise InputError("llama.cpp needs at least one prompt token")
+        if len(prompt_ids) + n > self.settings.n_ctx:
+            raise InputError(f"{len(prompt_ids)} prompt + {n} generated tokens exceed n_ctx {self.settings.n_ctx}")
+        llm = self.llm
+        llm.reset()
+        llm.eval(list(prompt_ids))
+        ids, top2 = [], []
+        for i in range(n):
+            logits = np.ctypeslib.as_array(self._llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
+            first, second = np.argsort(-logits, kind="stable")[:2]  # stable: the lowest index wins a tie
+            ids.append(int(first))
+            top2.append((int(first), float(logits[first]), int(second), float(logits[second])))
+            if i + 1 < n:
+                llm.eval([forced[i] if forced is not None else int(first)])
+        return Decoded(ids, top2)
+
+    def greedy(self, prompt_ids: list[int], n_gen: int) -> Decoded:
+        return self.decode(prompt_ids, n_gen)
+
+    def teacher_forced(self, prompt_ids: list[int], reference_ids: list[int]) -> tuple[int, int]:
+        """How many positions' argmax equals the reference's next id when fed the reference."""
+        decoded = self.decode(prompt_ids, len(reference_ids), forced=list(reference_ids))
+        return sum(a == b for a, b in zip(decoded.ids, reference_ids)), len(reference_ids)
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+@register("llama-cpp")
+class LlamaCppEngine(GenericEngine):
+    """llama.cpp as the engine under test; ``bin`` is an optional libllama folder (another build)."""
+
+    def __init__(self, bin: str | None = None, config=None, settings: LlamaSettings = LlamaSettings()):
+        if config is not None:
+            raise InputError("the llama-cpp engine takes no --engine-config (use --engine-kind generic)")
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise EnvironmentProblem(f"the llama-cpp engine needs llama-cpp-python; install it with {INSTALL_HINT}")
+        if bin is not None and not Path(bin).is_dir():
+            raise InputError(f"llama-cpp --engine-bin must be a folder holding libllama, got {bin}")
+        self.lib_path = bin
+        self.settings = settings
+        child = " ".join([f"{{bin}} -m {__name__}", "{mode}", *settings.cli_args()])
+        spec = EngineSpec(
+            env={"LLAMA_CPP_LIB_PATH": str(Path(bin).resolve())} if bin else {},
+            generate=GenerateSpec(child.replace("{mode}", "gen {prompt_ids} {n_gen} {model}"), GEN_IDS_RE, PROMPT_IDS_RE),
+            teacher_forced=TeacherForcedSpec(child.replace("{mode}", "tf {prompt_ids} {ref_ids} {model}"), TF_MATCH_RE),
+        )
+        super().__init__(spec, bin=sys.executable)
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "lib_path": self.lib_path, "llama_cpp_python": llama_cpp_version(),
+                **dataclasses.asdict(self.settings)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The child process: ``gen IDS N MODEL`` or ``tf IDS REF_IDS MODEL``, cuda-dbg's output lines."""
+    import click
+
+    def parse_csv(text: str) -> list[int]:
+        try:
+            return [int(x) for x in text.split(",")]
+        except ValueError:
+            raise click.BadParameter(f"expected comma-separated token ids, got {text!r}") from None
+
+    @click.command()
+    @click.argument("mode", type=click.Choice(["gen", "tf"]))
+    @click.argument("prompt_ids")
+    @click.argument("second")
+    @click.argument("model", type=click.Path(dir_okay=False))
+    @click.option("--n-gpu-layers", type=int, default=0)
+    @click.option("--n-batch", type=int, default=512)
+    @click.option("--n-ctx", type=int, default=512)
+    @click.option("--threads", type=int, default=None)
+    def child(mode, prompt_ids, second, model, n_gpu_layers, n_batch, n_ctx, threads):
+        ids = parse_csv(prompt_ids)
+        llm = LlamaCppModel(model, LlamaSettings(n_gpu_layers, n_batch, n_ctx, threads))
+        click.echo(f"PROMPT_IDS:{ids_csv(ids)}", err=True)
+        if mode == "gen":
+            click.echo(f"GEN_IDS:{ids_csv(llm.greedy(ids, int(second)).ids)}", err=True)
+        else:
+            match, total = llm.teacher_forced(ids, parse_csv(second))
+            click.echo(f"TF_MATCH:{match}/{total}", err=True)
+
+    try:
+        child.main(args=argv, prog_name=f"python -m {__name__}", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except ZincbenchError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(int(exc.exit_code))
+
+
+if __name__ == "__main__":
+    main()

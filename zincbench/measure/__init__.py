@@ -1,0 +1,1 @@
+"""Measure: GPU timing (cold/hot, stopping rules, clocks), hardware ceilings and the traffic model."""

@@ -1,0 +1,169 @@
+"""GPU timer: CUDA events on a dedicated stream, cold-L2 or hot, adaptive stopping, clocks per sample.
+
+Per sample (cold mode, the default for gates):
+  1. write a buffer of 2x the L2 size (allocated once, outside the timed region) to evict L2;
+  2. launch the blocking kernel (nvbench-style) so that the timed launches queue up behind it;
+  3. record the start event, enqueue the timed function (its host time is the CPU launch time),
+     record the end event, release the blocking kernel;
+  4. read the elapsed GPU time and, through NVML, the SM clock and clock-event (throttle) reasons.
+Hot mode skips step 1 (back-to-back launches on a warm cache).
+Samples taken while throttled are flagged and, by default, dropped (with a count), unless that
+would drop most of them (then all are kept and the record says the GPU throttled throughout).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+import numpy as np
+
+from zincbench.gpu.nvml import Nvml
+from zincbench.measure.stopping import StoppingRule, make_rule
+
+SPIN_TIMEOUT_NS = 2_000_000_000
+
+
+@dataclass
+class Measurement:
+    """Raw record of one timed function: everything needed to judge and to audit it later."""
+
+    name: str
+    mode: str
+    gpu_us: list[float]
+    cpu_launch_us: list[float]
+    sm_clock_mhz: list[int | None]
+    throttled: list[bool]
+    dropped_throttled: int
+    stop_reason: str
+    warmup: int
+    launch_hiding: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def samples_us(self) -> list[float]:
+        """GPU times that count (throttled samples dropped unless flagged otherwise)."""
+        return self.gpu_us
+
+
+@dataclass
+class TimerConfig:
+    mode: Literal["cold", "hot"] = "cold"
+    warmup: int = 3
+    stopping: str = "noise"
+    stopping_params: dict = field(default_factory=dict)
+    drop_throttled: bool = True
+    launch_hiding: bool = True
+
+
+class _MappedFlag:
+    """Two ints in zero-copy host memory: [0] release flag (host writes), [1] timeout flag (GPU writes)."""
+
+    def __init__(self, cupy):
+        rt = cupy.cuda.runtime
+        self._host = rt.hostAlloc(8, getattr(rt, "hostAllocMapped", 2))
+        # Under unified virtual addressing (every 64-bit CUDA platform) the device address of mapped
+        # pinned memory is the host address; ask the runtime when it can say.
+        try:
+            dptr = rt.pointerGetAttributes(self._host).devicePointer or self._host
+        except Exception:
+            dptr = self._host
+        mem = cupy.cuda.UnownedMemory(dptr, 8, self)
+        self.device = cupy.ndarray((2,), dtype=cupy.int32, memptr=cupy.cuda.MemoryPointer(mem, 0))
+        self.host = np.ctypeslib.as_array((ctypes.c_int32 * 2).from_address(self._host))
+        self._free = rt.freeHost
+
+    def __del__(self):
+        try:
+            self._free(self._host)
+        except Exception:
+            pass
+
+
+class GpuTimer:
+    """Times functions that enqueue GPU work on the current CuPy stream."""
+
+    def __init__(self, config: TimerConfig | None = None, nvml: Nvml | None = None, stream=None):
+        from zincbench.gpu import require_cupy
+        from zincbench.gpu.device import current_device
+        from zincbench.gpu.runtime import get_kernel
+
+        self.cupy = cupy = require_cupy()
+        self.config = config or TimerConfig()
+        self.device = current_device()
+        self.nvml = nvml if nvml is not None else Nvml(pci_bus_id=self.device.pci_bus_id)
+        self.stream = stream or cupy.cuda.Stream(non_blocking=True)
+        self.flush_bytes = 2 * self.device.l2_bytes
+        self._flush = cupy.empty(self.flush_bytes, dtype=cupy.uint8)
+        self._flush_value = 0
+        self._spin = get_kernel("timing.cu", "zb_spin_until_released")
+        self._flag = _MappedFlag(cupy)
+        self._start = cupy.cuda.Event()
+        self._end = cupy.cuda.Event()
+
+    def _evict_l2(self) -> None:
+        self._flush_value ^= 1
+        self.cupy.cuda.runtime.memsetAsync(self._flush.data.ptr, self._flush_value, self.flush_bytes, self.stream.ptr)
+
+    def _sample(self, fn: Callable[[], None], cold: bool, hide: bool) -> tuple[float, float, bool]:
+        """One sample: (gpu_us, cpu_launch_us, launch_hidden_ok)."""
+        if cold:
+            self._evict_l2()
+        if hide:
+            self._flag.host[0] = 0
+            self._flag.host[1] = 0
+            self._spin((1,), (1,), (self._flag.device, np.uint64(SPIN_TIMEOUT_NS)), stream=self.stream)
+        self._start.record(self.stream)
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        self._end.record(self.stream)
+        if hide:
+            self._flag.host[0] = 1
+        self._end.synchronize()
+        ok = not (hide and self._flag.host[1])
+        return self.cupy.cuda.get_elapsed_time(self._start, self._end) * 1e3, (t1 - t0) * 1e6, ok
+
+    def measure(self, fn: Callable[[], None], name: str = "", rule: StoppingRule | None = None) -> Measurement:
+        cfg = self.config
+        rule = rule or make_rule(cfg.stopping, **cfg.stopping_params)
+        cold = cfg.mode == "cold"
+        hide = cfg.launch_hiding
+        notes: list[str] = []
+        with self.stream:
+            for _ in range(cfg.warmup):
+                fn()
+            self.stream.synchronize()
+            gpu, cpu, clocks, throttled = [], [], [], []
+            start = time.perf_counter()
+            while True:
+                g, c, ok = self._sample(fn, cold, hide)
+                if not ok:
+                    notes.append("launch hiding timed out (the timed function synchronizes); measured without it")
+                    hide = False
+                    continue
+                clock = self.nvml.clock_sample()
+                gpu.append(g)
+                cpu.append(c)
+                clocks.append(clock.sm_mhz)
+                throttled.append(clock.throttled)
+                kept = [x for x, t in zip(gpu, throttled) if not t] if cfg.drop_throttled else gpu
+                decision = rule.check(kept if len(kept) >= 2 else gpu, time.perf_counter() - start)
+                if decision.stop:
+                    break
+        n_throttled = sum(throttled)
+        if cfg.drop_throttled and n_throttled and n_throttled <= len(gpu) // 2:
+            keep = [not t for t in throttled]
+            gpu_kept = [x for x, k in zip(gpu, keep) if k]
+            cpu_kept = [x for x, k in zip(cpu, keep) if k]
+            clocks_kept = [x for x, k in zip(clocks, keep) if k]
+            dropped = n_throttled
+        else:
+            gpu_kept, cpu_kept, clocks_kept, dropped = gpu, cpu, clocks, 0
+            if n_throttled:
+                notes.append(f"GPU throttled during {n_throttled}/{len(gpu)} samples: all kept")
+        return Measurement(name=name, mode=cfg.mode, gpu_us=gpu_kept, cpu_launch_us=cpu_kept, sm_clock_mhz=clocks_kept,
+                           throttled=[False] * len(gpu_kept) if dropped else throttled, dropped_throttled=dropped,
+                           stop_reason=decision.reason, warmup=cfg.warmup, launch_hiding=hide, notes=notes)

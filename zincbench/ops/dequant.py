@@ -1,0 +1,114 @@
+"""Launchers of kernels/dequant.cu: Q4_K / Q6_K weights to fp16, f32 activations to fp16.
+
+This is the engine's cuBLAS round-trip (``dequant_q*_to_f16`` + ``f32_to_f16``). A whole expert tensor
+``[E][M][row bytes]`` dequantizes in one launch. This module also holds what every launcher module
+shares: the buffer checks done when a launch is prepared, and the ``Traffic`` record of bytes moved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from zincbench.errors import InputError
+from zincbench.gpu.runtime import get_kernel
+from zincbench.quant import get_format
+
+SOURCE = "dequant.cu"
+THREADS = 256  # the engine's grid: ceil(n/256) blocks of 256, one thread per element
+KERNELS = {"q4_k": "dequant_q4k_to_f16", "q6_k": "dequant_q6k_to_f16"}
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes one launch (or path) reads plus writes in DRAM terms.
+
+    ``minimum``: what the operation must move whatever the algorithm (each input read once, each
+    output written once). ``actual``: what this implementation moves by design, re-reads and
+    intermediate buffers included, assuming caches catch nothing beyond what the docstring says.
+    """
+
+    minimum: int
+    actual: int
+
+    def __add__(self, other: "Traffic") -> "Traffic":
+        return Traffic(self.minimum + other.minimum, self.actual + other.actual)
+
+
+def check_array(array, dtype, shape: tuple | None, name: str):
+    """A C-contiguous CuPy array of ``dtype`` and ``shape`` (None entries match any size), else InputError."""
+    import cupy
+
+    if not isinstance(array, cupy.ndarray):
+        raise InputError(f"{name} must be a CuPy array, got {type(array).__name__}")
+    if array.dtype != np.dtype(dtype):
+        raise InputError(f"{name} must be {np.dtype(dtype)}, got {array.dtype}")
+    if shape is not None and (
+        array.ndim != len(shape) or any(want is not None and got != want for got, want in zip(array.shape, shape))
+    ):
+        raise InputError(f"{name} has shape {array.shape}, expected {tuple('*' if s is None else s for s in shape)}")
+    if not array.flags.c_contiguous:
+        raise InputError(f"{name} must be C-contiguous")
+    return array
+
+
+def row_weights(fmt: str, row_bytes: int) -> int:
+    """K, the weights in a quantized row of ``row_bytes``."""
+    quant = get_format(fmt)
+    if row_bytes <= 0 or row_bytes % quant.block_bytes:
+        raise InputError(f"a {fmt} row of {row_bytes} bytes is not a whole number of {quant.block_bytes}-byte blocks")
+    return row_bytes // quant.block_bytes * quant.block_weights
+
+
+def _blocks(n: int) -> tuple[int]:
+    return ((n + THREADS - 1) // THREADS,)
+
+
+class DequantToF16:
+    """Quantized weights uint8 ``[..., row bytes]`` -> fp16 ``[..., K]`` row-major, RNE, one launch."""
+
+    def __init__(self, fmt: str, weights, out):
+        if fmt not in KERNELS:
+            raise InputError(f"no dequant kernel for {fmt!r}; have {', '.join(KERNELS)}")
+        check_array(weights, np.uint8, None, "weights")
+        self.fmt = fmt
+        self.rows = prod(weights.shape[:-1])
+        self.k = row_weights(fmt, weights.shape[-1])
+        check_array(out, np.float16, (*weights.shape[:-1], self.k), "out")
+        if self.rows >= 2**32:
+            raise InputError(f"{self.rows} rows exceed the kernel's 32-bit row count")
+        self.kernel = get_kernel(SOURCE, KERNELS[fmt])
+        self.grid = _blocks(self.rows * self.k)
+        self.args = (weights, out, np.uint32(self.rows), np.uint32(self.k), np.uint64(0))
+
+    def __call__(self) -> None:
+        self.kernel(self.grid, (THREADS,), self.args)
+
+    def traffic(self) -> Traffic:
+        return dequant_traffic(self.fmt, self.rows, self.k)
+
+
+class F32ToF16:
+    """y = fp16(x) elementwise, RNE (the engine's activation downcast)."""
+
+    def __init__(self, x, y):
+        check_array(x, np.float32, None, "x")
+        check_array(y, np.float16, x.shape, "y")
+        self.n = x.size
+        self.kernel = get_kernel(SOURCE, "f32_to_f16")
+        self.grid = _blocks(self.n)
+        self.args = (x, y, np.uint64(self.n))
+
+    def __call__(self) -> None:
+        self.kernel(self.grid, (THREADS,), self.args)
+
+    def traffic(self) -> Traffic:
+        return Traffic(6 * self.n, 6 * self.n)
+
+
+def dequant_traffic(fmt: str, rows: int, k: int) -> Traffic:
+    """Read the quantized rows once, write fp16 once (block headers re-read per element hit the cache)."""
+    moved = rows * get_format(fmt).row_bytes(k) + 2 * rows * k
+    return Traffic(moved, moved)

@@ -1,0 +1,111 @@
+"""Launchers of the fused-dequant Q4_K Tensor-core GEMM (kernels/q4k_fused_mma.cu).
+
+One kernel serves both gates: dense (T1: one weight matrix, tokens tiled by BN) and grouped (T2:
+one expert per work tile, token buckets built on the GPU by the routing kernels). The tile shape is
+a template; experiments declare candidate shapes and the autotuner picks per GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from zincbench.gpu.runtime import get_kernel
+from zincbench.quant import check_row_length
+
+SOURCE = "q4k_fused_mma.cu"
+Q4K_BLOCK_BYTES = 144
+PERMUTE_THREADS = 256
+
+
+@dataclass(frozen=True)
+class MmaTile:
+    """Warp tile (16*wm rows x 8*wn tokens), warps per block, cp.async pipeline depth."""
+
+    wm: int
+    wn: int
+    warps_m: int
+    warps_n: int
+    stages: int
+
+    @property
+    def bm(self) -> int:
+        return 16 * self.wm * self.warps_m
+
+    @property
+    def bn(self) -> int:
+        return 8 * self.wn * self.warps_n
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * (self.bn * 256 + self.bm * 80)
+
+    @property
+    def label(self) -> str:
+        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}"
+
+    def expression(self, grouped: bool) -> str:
+        g = "true" if grouped else "false"
+        return f"gemm_q4k_mma<{self.wm},{self.wn},{self.warps_m},{self.warps_n},{self.stages},{g}>"
+
+    @classmethod
+    def parse(cls, text: str) -> "MmaTile":
+        """'wm,wn,warps_m,warps_n,stages' (the form used in experiment YAML)."""
+        parts = [int(p) for p in str(text).split(",")]
+        if len(parts) != 5 or min(parts) < 1:
+            raise ValueError(f"tile must be 'wm,wn,warps_m,warps_n,stages', got {text!r}")
+        return cls(*parts)
+
+
+def permuted_activations(cupy, rows: int, k: int):
+    """Workspace for x_f32_to_f16_q4k_perm's output: rows x K fp16 stored as K/8 16-byte chunks."""
+    check_row_length(k)
+    return cupy.empty((rows, k // 8, 4), dtype=cupy.uint32)
+
+
+def permute_activations(x, xp) -> None:
+    """x f32 [rows][K] -> xp (permuted fp16, see the kernel source), enqueued on the current stream."""
+    rows, k = x.shape
+    kernel = get_kernel(SOURCE, "x_f32_to_f16_q4k_perm")
+    n_chunks = rows * (k // 8)
+    blocks = max(1, min((n_chunks + PERMUTE_THREADS - 1) // PERMUTE_THREADS, 65535))
+    kernel((blocks,), (PERMUTE_THREADS,), (x, xp, np.int32(rows), np.int32(k)))
+
+
+class FusedQ4KGemm:
+    """Y = X W^T with W in Q4_K, for one tile shape, dense or grouped."""
+
+    def __init__(self, tile: MmaTile, grouped: bool):
+        import cupy
+
+        self.tile = tile
+        self.grouped = grouped
+        expr = tile.expression(grouped)
+        self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,))
+        if tile.smem_bytes > 48 * 1024:
+            self.kernel.max_dynamic_shared_size_bytes = tile.smem_bytes
+        self._dummy = cupy.zeros(1, dtype=cupy.uint32)
+
+    def dense(self, w, xp, y, m: int, k: int, t: int) -> None:
+        """w uint8 [M][K/256*144], xp from permute_activations, y f32 [T][M]."""
+        grid = ((m + self.tile.bm - 1) // self.tile.bm, (t + self.tile.bn - 1) // self.tile.bn)
+        d = self._dummy
+        self.kernel(grid, (self.tile.threads,),
+                    (w, xp, y, np.int32(m), np.int32(k), np.int32(t), np.uint64(0), d, d, d, np.int32(1), np.int32(0)),
+                    shared_mem=self.tile.smem_bytes)
+
+    def grouped_call(self, w, xp, y, m: int, k: int, tiles, offsets, sorted_ids, top_k: int,
+                     x_per_slot: bool = False) -> None:
+        """w uint8 [E][M][row bytes]; tiles/offsets/sorted_ids from the routing kernels with BN = tile.bn;
+        y f32 [T][top_k][M]; xp rows are tokens (or token-slots when x_per_slot)."""
+        expert_bytes = w.shape[1] * w.shape[2]
+        grid = ((m + self.tile.bm - 1) // self.tile.bm, int(tiles.size))
+        self.kernel(grid, (self.tile.threads,),
+                    (w, xp, y, np.int32(m), np.int32(k), np.int32(0), np.uint64(expert_bytes), tiles, offsets,
+                     sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0)),
+                    shared_mem=self.tile.smem_bytes)

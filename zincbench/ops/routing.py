@@ -1,0 +1,129 @@
+"""Launchers of kernels/moe_routing.cu: group routed (token, slot) items by expert on the GPU.
+
+``RoutingWorkspace`` owns the buffers (allocated once); ``build_routing`` fills them with one
+single-block launch (histogram, prefix-sum offsets, scatter of item ids p = t*top_k + slot into
+expert order, and the work-tile list of a grouped GEMM). ``GatherRows`` / ``ScatterRows`` move
+activations into and results out of expert-grouped rows, either contiguous ``[P][*]`` or padded to a
+fixed capacity per expert ``[E][capacity][*]``. Nothing here synchronises except ``RoutingWorkspace.status``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zincbench.errors import InputError
+from zincbench.gpu.runtime import get_kernel
+from zincbench.ops.dequant import Traffic, check_array
+
+SOURCE = "moe_routing.cu"
+ROUTE_THREADS = 1024  # one expert per thread in the block scans
+MAX_EXPERTS = 1024  # ROUTE_MAX_EXPERTS in the kernel (shared counters)
+ROW_THREADS = 256
+
+
+def max_tiles(t: int, top_k: int, n_experts: int, tile_n: int) -> int:
+    """Upper bound on the grouped GEMM's work tiles: sum_e ceil(count_e/tile_n) <= ceil(P/tile_n) + E."""
+    return -(-t * top_k // tile_n) + n_experts
+
+
+class RoutingWorkspace:
+    """offsets uint32[E+1], sorted_ids uint32[T*top_k], tiles uint32[max_tiles], status uint32[2]."""
+
+    def __init__(self, t: int, top_k: int, n_experts: int, tile_n: int):
+        import cupy
+
+        if not 1 <= n_experts <= MAX_EXPERTS:
+            raise InputError(f"{n_experts} experts: the routing kernel handles 1..{MAX_EXPERTS}")
+        if t < 1 or top_k < 1 or tile_n < 1:
+            raise InputError(f"bad routing shape T={t}, top_k={top_k}, tile_n={tile_n}")
+        if -(-t * top_k // tile_n) >= 2**16 or t * top_k >= 2**32:
+            raise InputError(f"T*top_k={t * top_k} with tile_n={tile_n}: tile entries pack the tile index in 16 bits")
+        self.t, self.top_k, self.n_experts, self.tile_n = t, top_k, n_experts, tile_n
+        self.offsets = cupy.empty(n_experts + 1, dtype=cupy.uint32)
+        self.sorted_ids = cupy.empty(t * top_k, dtype=cupy.uint32)
+        self.tiles = cupy.empty(max_tiles(t, top_k, n_experts, tile_n), dtype=cupy.uint32)
+        self.status_words = cupy.zeros(2, dtype=cupy.uint32)
+        self.kernel = get_kernel(SOURCE, "moe_route_build")
+
+    @property
+    def items(self) -> int:
+        return self.t * self.top_k
+
+    def status(self) -> tuple[int, int]:
+        """(ids out of range, largest bucket) of the last build: synchronises, call it after timing."""
+        bad, largest = (int(v) for v in self.status_words.get())
+        return bad, largest
+
+
+def build_routing(expert_ids, ws: RoutingWorkspace) -> None:
+    """Fill ``ws`` from expert_ids uint32 [T][routing_stride] (first top_k entries per row), one launch."""
+    check_array(expert_ids, np.uint32, (ws.t, None), "expert_ids")
+    if expert_ids.shape[1] < ws.top_k:
+        raise InputError(f"routing rows of {expert_ids.shape[1]} ids are shorter than top_k={ws.top_k}")
+    u32 = np.uint32
+    ws.kernel((1,), (ROUTE_THREADS,),
+              (expert_ids, ws.offsets, ws.sorted_ids, ws.tiles, ws.status_words, u32(ws.t), u32(ws.top_k),
+               u32(expert_ids.shape[1]), u32(ws.n_experts), u32(ws.tile_n), u32(ws.tiles.size)))
+
+
+def routing_traffic(t: int, top_k: int, n_experts: int, tile_n: int) -> Traffic:
+    """minimum: ids once, offsets and sorted ids once; actual: ids twice (histogram, scatter) plus the tile list."""
+    p = t * top_k
+    minimum = 4 * (p + (n_experts + 1) + p)
+    return Traffic(minimum, minimum + 4 * p + 4 * max_tiles(t, top_k, n_experts, tile_n) + 8)
+
+
+def _grouped_rows(ws: RoutingWorkspace, capacity: int) -> int:
+    if capacity < 0:
+        raise InputError(f"capacity must be >= 0, got {capacity}")
+    return ws.n_experts * capacity if capacity else ws.items
+
+
+class GatherRows:
+    """out[r] = fp16_rne(x row of the item at grouped row r); x f32 [T][K] or [T][top_k][K] (``x_per_slot``).
+
+    out: fp16 [P][K] (capacity 0) or [E][capacity][K]. Padding rows are not written.
+    """
+
+    def __init__(self, x, ws: RoutingWorkspace, out, *, capacity: int = 0, x_per_slot: bool = False):
+        k = x.shape[-1]
+        check_array(x, np.float32, (ws.t, ws.top_k, k) if x_per_slot else (ws.t, k), "x")
+        self.rows = _grouped_rows(ws, capacity)
+        check_array(out, np.float16, (ws.n_experts, capacity, k) if capacity else (ws.items, k), "out")
+        self.k, self.items, self.x_per_slot = k, ws.items, x_per_slot
+        u32 = np.uint32
+        self.kernel = get_kernel(SOURCE, "moe_gather_rows_f16")
+        self.args = (x, ws.sorted_ids, ws.offsets, out, u32(k), u32(ws.top_k), u32(x[0].size),
+                     u32(k if x_per_slot else 0), u32(ws.n_experts), u32(capacity))
+
+    def __call__(self) -> None:
+        self.kernel((self.rows,), (ROW_THREADS,), self.args)
+
+    def traffic(self) -> Traffic:
+        moved = self.items * self.k * (4 + 2) + 4 * self.items
+        return Traffic(moved, moved)
+
+
+class ScatterRows:
+    """y[t][slot] = src[r] for the item (t, slot) at grouped row r; y f32 [T][top_k][M], every item once.
+
+    src: f32 [P][M] (capacity 0) or [E][capacity][M]; padding rows are skipped.
+    """
+
+    def __init__(self, src, ws: RoutingWorkspace, y, *, capacity: int = 0):
+        m = src.shape[-1]
+        self.rows = _grouped_rows(ws, capacity)
+        check_array(src, np.float32, (ws.n_experts, capacity, m) if capacity else (ws.items, m), "src")
+        check_array(y, np.float32, (ws.t, ws.top_k, m), "y")
+        self.m, self.items = m, ws.items
+        u32 = np.uint32
+        self.kernel = get_kernel(SOURCE, "moe_scatter_rows")
+        self.args = (src, ws.sorted_ids, ws.offsets, y, u32(m), u32(ws.top_k), u32(ws.top_k * m), u32(m),
+                     u32(ws.n_experts), u32(capacity))
+
+    def __call__(self) -> None:
+        self.kernel((self.rows,), (ROW_THREADS,), self.args)
+
+    def traffic(self) -> Traffic:
+        moved = self.items * self.m * 8 + 4 * self.items
+        return Traffic(moved, moved)

@@ -1,0 +1,47 @@
+"""Q4_K / Q6_K super-blocks in NumPy: reference quantize/dequantize, random valid blocks, GGUF reading.
+
+``FORMATS`` maps a format name to its description and functions, so callers pick a format by name
+(``get_format("q4_k")``) instead of importing a module per format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from zincbench.errors import InputError
+from zincbench.quant import q4k, q6k
+from zincbench.quant.blocks import QK_K, check_row_length
+
+
+@dataclass(frozen=True)
+class QuantFormat:
+    name: str  # "q4_k", as GGUF type names are spelled in lower case
+    ggml_type: int  # GGMLQuantizationType value
+    block_bytes: int
+    block_weights: int
+    dequantize: Callable[[np.ndarray], np.ndarray]
+    quantize: Callable[[np.ndarray], np.ndarray]
+    random_blocks: Callable[[np.random.Generator, int, int], np.ndarray]
+
+    def row_bytes(self, k: int) -> int:
+        """Bytes of one row of ``k`` weights."""
+        check_row_length(k)
+        return k // self.block_weights * self.block_bytes
+
+
+Q4K = QuantFormat(q4k.NAME, q4k.GGML_TYPE, q4k.BLOCK_BYTES, QK_K, q4k.dequantize, q4k.quantize, q4k.random_blocks)
+Q6K = QuantFormat(q6k.NAME, q6k.GGML_TYPE, q6k.BLOCK_BYTES, QK_K, q6k.dequantize, q6k.quantize, q6k.random_blocks)
+FORMATS: dict[str, QuantFormat] = {fmt.name: fmt for fmt in (Q4K, Q6K)}
+
+
+def get_format(name: str) -> QuantFormat:
+    fmt = FORMATS.get(str(name).lower())
+    if fmt is None:
+        raise InputError(f"unknown quantization format {name!r}; known: {', '.join(FORMATS)}")
+    return fmt
+
+
+__all__ = ["FORMATS", "Q4K", "Q6K", "QK_K", "QuantFormat", "check_row_length", "get_format"]

@@ -1,0 +1,1 @@
+"""Float64 NumPy references for the bundled kernels (what every GPU variant is checked against)."""

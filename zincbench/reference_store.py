@@ -1,0 +1,128 @@
+"""Recorded greedy references, so CI can gate token correctness without llama.cpp installed.
+
+A reference is a regular results document (kind ``reference``, written atomically by
+zincbench.records) in ``results/references/``, keyed by the GGUF's identity, the prompt and n_gen.
+Identity is the file size plus the sha256 of everything before the tensor data (header, metadata,
+tensor names, types, shapes and data offsets): cheap on an 18 GB model and it changes whenever the
+file is re-quantized or re-converted. ``full=True`` hashes the whole file instead (catches a
+weights-only edit at the cost of reading every byte).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+
+from zincbench import records
+from zincbench.errors import InputError
+
+HASH_CHUNK = 16 << 20
+
+
+def _header_length(path: Path) -> int:
+    from gguf import GGUFReader
+
+    try:
+        return int(GGUFReader(path).data_offset)
+    except (ValueError, OSError, IndexError) as exc:  # gguf raises ValueError for a bad magic/version
+        raise InputError(f"{path}: not a readable GGUF file ({exc})") from None
+
+
+def gguf_identity(path: str | os.PathLike, full: bool = False) -> str:
+    """``header:<sha256>`` of size + pre-data region, or ``full:<sha256>`` of size + every byte."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"GGUF not found: {p}")
+    size = p.stat().st_size
+    digest = hashlib.sha256(f"{size}\n".encode())
+    if not full:
+        with open(p, "rb") as fh:
+            digest.update(fh.read(_header_length(p)))
+        return f"header:{digest.hexdigest()}"
+    with open(p, "rb") as fh, Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(f"hashing {p.name}", total=size)
+        while chunk := fh.read(HASH_CHUNK):
+            digest.update(chunk)
+            progress.advance(task, len(chunk))
+    return f"full:{digest.hexdigest()}"
+
+
+@dataclasses.dataclass
+class Reference:
+    gguf: str  # the path it was recorded from (informational)
+    identity: str
+    prompt: str
+    n_gen: int
+    prompt_ids: list[int]
+    generated_ids: list[int]
+    top2: list[tuple[int, float, int, float]]  # per generated position: top1 id, logit, top2 id, logit
+    producer: dict  # llama-cpp-python version and the LlamaSettings used
+
+    def margin(self, position: int) -> float:
+        """top1 − top2 logit at a generated position: how close llama.cpp itself was to a tie."""
+        _, first, _, second = self.top2[position]
+        return first - second
+
+    def to_document(self) -> records.Document:
+        return records.Document(
+            kind="reference",
+            config={"gguf": self.gguf, "identity": self.identity, "prompt": self.prompt, "n_gen": self.n_gen,
+                    "prompt_ids": self.prompt_ids},
+            environment={"producer": self.producer},
+            results=[{"position": i, "token": first_id, "top1_logit": first, "top2_token": second_id,
+                      "top2_logit": second, "margin": first - second}
+                     for i, (first_id, first, second_id, second) in enumerate(self.top2)],
+        )
+
+    @classmethod
+    def from_document(cls, doc: dict, where: str) -> "Reference":
+        try:
+            cfg, rows = doc["config"], doc["results"]
+            return cls(gguf=cfg["gguf"], identity=cfg["identity"], prompt=cfg["prompt"], n_gen=int(cfg["n_gen"]),
+                       prompt_ids=[int(t) for t in cfg["prompt_ids"]],
+                       generated_ids=[int(r["token"]) for r in rows],
+                       top2=[(int(r["token"]), float(r["top1_logit"]), int(r["top2_token"]), float(r["top2_logit"]))
+                             for r in rows],
+                       producer=doc.get("environment", {}).get("producer", {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{where}: not a valid reference document ({type(exc).__name__}: {exc})") from None
+
+
+def default_directory(results_dir: str | os.PathLike | None = None) -> Path:
+    return records.results_dir(results_dir) / "references"
+
+
+def reference_path(directory: str | os.PathLike, gguf: str | os.PathLike, identity: str, prompt: str,
+                   n_gen: int) -> Path:
+    kind, digest = identity.split(":", 1)
+    prompt_hash = hashlib.sha256(prompt.encode()).hexdigest()[:10]
+    return Path(directory) / f"{Path(gguf).stem}.{kind}-{digest[:16]}.p{prompt_hash}.n{n_gen}.json"
+
+
+def save(reference: Reference, directory: str | os.PathLike) -> Path:
+    path = reference_path(directory, reference.gguf, reference.identity, reference.prompt, reference.n_gen)
+    return records.write(reference.to_document(), path)
+
+
+def load(directory: str | os.PathLike, gguf: str | os.PathLike, prompt: str, n_gen: int, *,
+         full: bool = False, record_args: str | None = None) -> Reference:
+    """The reference recorded for this exact file, prompt and n_gen; otherwise an InputError saying
+    how to record it (``record_args``: the `validate record` options that select this model)."""
+    identity = gguf_identity(gguf, full=full)
+    path = reference_path(directory, gguf, identity, prompt, n_gen)
+    if not path.is_file():
+        how = (record_args or f"--gguf {gguf}") + (" --full-hash" if full else "")
+        raise InputError(
+            f"no recorded reference for {Path(gguf).name} (prompt {prompt!r}, n_gen {n_gen}) in {directory}; "
+            f"record one with `zincbench validate record {how} --references-dir {directory}` "
+            f"(needs llama-cpp-python) or run with --reference live"
+        )
+    ref = Reference.from_document(records.read(path), str(path))
+    if ref.identity != identity or ref.prompt != prompt or ref.n_gen != n_gen:
+        raise InputError(f"{path}: recorded for a different file, prompt or n_gen than its name says")
+    return ref

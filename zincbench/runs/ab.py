@@ -1,0 +1,397 @@
+"""Interleaved A/B of two engine builds, or the p90 scoreboard of one build, against llama-bench.
+
+Run plan per model: one discarded warm-up round (every arm once), then ``rounds`` measured rounds
+whose arm order is counterbalanced (abba: A B, B A, A B, ...), so boost-clock and thermal drift
+hit both arms alike. Before every run NVML is asked whether anything else computes on the GPU;
+its SM clock, temperature and power are recorded before and right after the run. The results document is rewritten
+after every run, so an interrupted A/B keeps what it measured (``complete: false``).
+
+Statistics per model and arm: median and p90 of prefill and decode tokens/s, the p90 by the
+nearest-rank rule of the team's p90_scoreboard.sh (sorted ascending, index int((n-1)*0.9 + 0.5);
+with 5 runs p90 is the maximum). B against A: paired per-round ratios B/A, geometric mean with a
+t interval (``judge.compare_paired``), four-way verdict at ``threshold``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import platform
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from zincbench.engines.base import Engine, EngineFailure, NotSupported
+from zincbench.errors import EnvironmentProblem, ExitCode, InputError, worst
+from zincbench.judge import Verdict, compare_paired
+from zincbench.llamabench import LlamaBenchRow, run_llama_bench
+from zincbench.records import Document, IncrementalWriter, to_jsonable
+
+# A neutral sentence (no code, no numbers, no chat markers) repeated to the wanted length, as
+# p90_scoreboard.sh does: its sentence x40 is about 512 tokens on the catalog's tokenizers.
+NEUTRAL_SENTENCE = "The quiet garden behind the old library opens early each morning. "
+TOKENS_PER_SENTENCE = 12.8
+ORDERS = ("abba", "ab", "random")
+AFTER_RUN_FIELDS = ("sm_clock_mhz", "temperature_c", "power_w", "clock_event_reasons")
+PERCENTILE_RULE = "nearest-rank (p90_scoreboard.sh): sorted ascending, index int((n-1)*0.9 + 0.5)"
+
+
+def neutral_prompt(tokens: int = 512) -> str:
+    """The deterministic benchmark prompt of about ``tokens`` tokens; the engine reports the exact count."""
+    return (NEUTRAL_SENTENCE * max(1, round(tokens / TOKENS_PER_SENTENCE))).strip()
+
+
+def id_prompt(tokens: int) -> str:
+    """Synthetic prompt of ids 1..T for engines that take token ids (as prefill_catalog.sh)."""
+    return ",".join(str(i) for i in range(1, tokens + 1))
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile, q in [0, 1], exactly as the team's scoreboard script computes it."""
+    x = sorted(values)
+    if not x:
+        return float("nan")
+    return float(x[int((len(x) - 1) * q + 0.5)])
+
+
+def round_orders(arms: Sequence[str], rounds: int, order: str = "abba", seed: int = 0) -> list[tuple[str, ...]]:
+    """Arm order of each measured round: abba alternates A B / B A, ab keeps A B, random shuffles (seeded)."""
+    if order not in ORDERS:
+        raise InputError(f"unknown run order {order!r} (known: {', '.join(ORDERS)})")
+    arms = tuple(arms)
+    if order == "ab":
+        return [arms] * rounds
+    if order == "abba":
+        return [arms if r % 2 == 0 else arms[::-1] for r in range(rounds)]
+    rng = random.Random(seed)
+    return [tuple(rng.sample(arms, len(arms))) for _ in range(rounds)]
+
+
+@dataclass
+class Arm:
+    """One side of the comparison: an engine build plus its extra environment (feature flags)."""
+
+    name: str
+    engine: Engine
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ABSettings:
+    rounds: int = 6
+    order: str = "abba"
+    seed: int = 0
+    prompt_tokens: int = 512
+    n_gen: int = 160
+    gpu_uuid: str | None = None
+    threshold: float = 0.02
+    timeout_s: float = 600.0
+    require_clean_gpu: bool = False
+    llama_bench_reps: int = 5
+
+    def check(self) -> None:
+        if self.order not in ORDERS:
+            raise InputError(f"--order must be one of {', '.join(ORDERS)}, got {self.order!r}")
+        if self.rounds < 2:
+            raise InputError(f"--rounds must be at least 2 (a paired comparison needs two rounds), got {self.rounds}")
+        if self.prompt_tokens < 2 or self.n_gen < 1:
+            raise InputError(f"--prompt-tokens must be at least 2 and --n-gen at least 1, got {self.prompt_tokens}/{self.n_gen}")
+        if not 0 < self.threshold < 1:
+            raise InputError(f"--threshold is a fraction between 0 and 1 (0.02 = 2%), got {self.threshold}")
+        if self.timeout_s <= 0:
+            raise InputError(f"--timeout must be positive, got {self.timeout_s}")
+
+
+@dataclass
+class ABOutcome:
+    document: Document
+    path: Path
+    models: list[dict]  # one summary per model, the rows of the scoreboard
+    overall: str
+    exit_code: ExitCode
+
+
+def benchmark_prompt(engine: Engine, prompt_tokens: int) -> str:
+    """Text for engines that tokenize; ids 1..T for those that take ids (cuda-dbg, capped at 256)."""
+    if engine.kind != "zinc-dbg":
+        return neutral_prompt(prompt_tokens)
+    cap = getattr(engine, "max_prompt_ids", None)
+    if cap is not None and prompt_tokens > cap:
+        raise InputError(f"zinc-dbg takes at most {cap} prompt ids (it drops the rest silently): use --prompt-tokens {cap} or less")
+    return id_prompt(prompt_tokens)
+
+
+# --- measuring ---------------------------------------------------------------------------------------
+
+
+class _GpuGuard:
+    """The clean-GPU check before each run, over a ``zincbench.gpu.nvml.Nvml``-like monitor."""
+
+    def __init__(self, monitor, uuid: str | None, require_clean: bool, warn):
+        self.monitor, self.require_clean, self.warn = monitor, require_clean, warn
+        if not monitor.available and uuid and "NotFound" in (monitor.error or ""):
+            raise InputError(f"--gpu {uuid}: NVML knows no GPU with this UUID")
+
+    def before_run(self) -> dict:
+        snap = self.monitor.snapshot()
+        others = snap.get("other_compute_processes") or []
+        if others:
+            listing = ", ".join(f"pid {p['pid']} ({p.get('used_mib', '?')} MiB)" for p in others)
+            if self.require_clean:
+                raise EnvironmentProblem(f"GPU is not clean, other compute processes: {listing} (--require-clean-gpu)")
+            self.warn(f"GPU is not clean, other compute processes: {listing}; numbers may be disturbed")
+        return snap
+
+    def after_run(self) -> dict:
+        """Clock, temperature and power right after a run, while the GPU still shows the run's state."""
+        snap = self.monitor.snapshot()
+        return {key: snap.get(key) for key in ("available", *AFTER_RUN_FIELDS)}
+
+
+def _run_record(model, arm: Arm, round_no: int, prompt: str, settings: ABSettings, guard: _GpuGuard) -> dict:
+    gpu = guard.before_run()
+    env = {**model.engine_env, **arm.env}
+    if settings.gpu_uuid:
+        env["CUDA_VISIBLE_DEVICES"] = settings.gpu_uuid
+    record = {"model": model.name, "arm": arm.name, "round": round_no, "warmup": round_no == 0, "gpu": gpu}
+    start = time.perf_counter()
+    try:
+        result = arm.engine.throughput(model.gguf, prompt, settings.n_gen, env=env, timeout_s=settings.timeout_s)
+    except NotSupported as exc:
+        raise InputError(f"arm {arm.name}: {exc}") from None
+    except EngineFailure as exc:
+        if exc.reason == "missing":
+            raise InputError(f"arm {arm.name}: {exc}") from None
+        record.update(status="error", error={"reason": exc.reason, "message": str(exc), "stderr_tail": exc.stderr_tail})
+    else:
+        record.update(status="ok", prefill_tokens=result.prefill_tokens, prefill_tps=result.prefill_tps,
+                      decode_tokens=result.decode_tokens, decode_tps=result.decode_tps, extra=result.extra)
+    record["wall_s"] = time.perf_counter() - start
+    record["gpu_after"] = guard.after_run()
+    return record
+
+
+# --- judging -----------------------------------------------------------------------------------------
+
+
+def _arm_stats(records: list[dict]) -> dict:
+    prefill = [r["prefill_tps"] for r in records]
+    decode = [r["decode_tps"] for r in records if r.get("decode_tps") is not None]
+    tokens = collections.Counter(r["prefill_tokens"] for r in records)
+    return {
+        "n": len(records),
+        "prefill_tokens": tokens.most_common(1)[0][0] if tokens else None,
+        "prefill_p90": nearest_rank(prefill, 0.9) if prefill else None,
+        "prefill_median": float(np.median(prefill)) if prefill else None,
+        "decode_p90": nearest_rank(decode, 0.9) if decode else None,
+        "decode_median": float(np.median(decode)) if decode else None,
+    }
+
+
+def _paired(records: list[dict], metric: str, threshold: float) -> dict | None:
+    """B/A per round over the rounds where both arms produced the metric."""
+    by_round = collections.defaultdict(dict)
+    for r in records:
+        if r.get(metric) is not None:
+            by_round[r["round"]][r["arm"]] = r[metric]
+    pairs = [(v["A"], v["B"]) for _, v in sorted(by_round.items()) if "A" in v and "B" in v]
+    if not pairs:
+        return None
+    a, b = zip(*pairs)
+    cmp = compare_paired(a, b, threshold=threshold, higher_is_better=True)
+    return {"ratio": cmp.ratio, "ci": list(cmp.ci), "confidence": cmp.confidence, "verdict": cmp.verdict.value,
+            "n_pairs": len(pairs), "method": cmp.method, "round_ratios": [y / x for x, y in pairs]}
+
+
+def combine_verdicts(prefill: str | None, decode: str | None) -> str:
+    """One verdict per model: slower if either metric is slower, faster if one is faster and none
+    slower, same only if every measured metric is the same; otherwise inconclusive."""
+    verdicts = [v for v in (prefill, decode) if v is not None]
+    if not verdicts:
+        return Verdict.INCONCLUSIVE.value
+    if Verdict.SLOWER.value in verdicts:
+        return Verdict.SLOWER.value
+    if Verdict.FASTER.value in verdicts:
+        return Verdict.FASTER.value
+    if all(v == Verdict.SAME.value for v in verdicts):
+        return Verdict.SAME.value
+    return Verdict.INCONCLUSIVE.value
+
+
+VERDICT_EXIT = {"faster": ExitCode.OK, "same": ExitCode.OK, "measured": ExitCode.OK,
+                "slower": ExitCode.FAIL, "inconclusive": ExitCode.INCONCLUSIVE, "error": ExitCode.INCONCLUSIVE}
+
+
+def summarize_model(model, records: list[dict], arms: Sequence[str], threshold: float) -> dict:
+    """The scoreboard row of one model from its run records (warm-up runs excluded from statistics)."""
+    measured = [r for r in records if not r["warmup"]]
+    ok = [r for r in measured if r["status"] == "ok"]
+    errors = [{"arm": r["arm"], "round": r["round"], **r["error"]} for r in records if r["status"] == "error"]
+    stats = {arm: _arm_stats([r for r in ok if r["arm"] == arm]) for arm in arms}
+    summary = {"model": model.name, "shape": model.shape, "gguf": str(model.gguf), "arms": stats,
+               "prefill": None, "decode": None, "errors": errors}
+    if len(arms) == 2:
+        summary["prefill"] = _paired(ok, "prefill_tps", threshold)
+        summary["decode"] = _paired(ok, "decode_tps", threshold)
+        verdict = combine_verdicts(*((summary[m] or {}).get("verdict") for m in ("prefill", "decode")))
+    else:
+        verdict = "measured"
+    summary["verdict"] = "error" if errors else verdict
+    tokens = {s["prefill_tokens"] for s in stats.values() if s["prefill_tokens"] is not None}
+    summary["prefill_tokens"] = stats[arms[-1]]["prefill_tokens"] or stats[arms[0]]["prefill_tokens"]
+    summary["notes"] = [f"arms report different prompt lengths {sorted(tokens)}: are the tokenizers the same?"] if len(tokens) > 1 else []
+    return summary
+
+
+# --- llama-bench baseline ----------------------------------------------------------------------------
+
+
+def _nearest(rows: list[LlamaBenchRow], size, target: int | None) -> LlamaBenchRow | None:
+    if not rows:
+        return None
+    return min(rows, key=lambda r: abs(size(r) - target) if target else 0)
+
+
+def llama_baseline(rows: Sequence[LlamaBenchRow], model, prefill_tokens: int | None, n_gen: int,
+                   only_model: bool) -> dict | None:
+    """This model's llama-bench pp (nearest to the engine's T) and tg (nearest to n_gen) results.
+
+    Rows are matched by GGUF file name or alias; markdown output names no file, so its rows are
+    used only when the run has one model and the file one model type.
+    """
+    matched = [r for r in rows if r.model_filename and model.matches_file(r.model_filename)]
+    if not matched and only_model and all(r.model_filename is None for r in rows) and len({r.model_type for r in rows}) == 1:
+        matched = list(rows)
+    pp = _nearest([r for r in matched if r.is_prefill], lambda r: r.n_prompt, prefill_tokens)
+    tg = _nearest([r for r in matched if r.is_decode], lambda r: r.n_gen, n_gen)
+    if pp is None and tg is None:
+        return None
+    return {name: (row.summary() if row else None) for name, row in (("pp", pp), ("tg", tg))}
+
+
+def _gap(summary: dict, arms: Sequence[str]) -> float | None:
+    """llama ppT over the newest build's prefill p90: how many times faster llama.cpp is."""
+    pp = ((summary.get("llama") or {}).get("pp") or {}).get("avg_ts")
+    p90 = summary["arms"][arms[-1]]["prefill_p90"]
+    return pp / p90 if pp and p90 else None
+
+
+# --- the run -----------------------------------------------------------------------------------------
+
+
+def _verdict(summaries: list[dict], arms: Sequence[str]) -> tuple[str, ExitCode]:
+    """The run's verdict and exit code: any slower model fails it, any error or inconclusive one
+    leaves it inconclusive."""
+    code = worst(VERDICT_EXIT[s["verdict"]] for s in summaries)
+    if len(arms) == 1:
+        return ("error" if code != ExitCode.OK else "measured"), code
+    verdicts = {s["verdict"] for s in summaries}
+    if "slower" in verdicts:
+        return "slower", code
+    if verdicts & {"error", "inconclusive"}:
+        return ("error" if "error" in verdicts else "inconclusive"), code
+    return ("faster" if "faster" in verdicts else "same"), code
+
+
+def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
+           llama_rows: Sequence[LlamaBenchRow] | None = None, llama_bench_bin: str | Path | None = None,
+           results_dir: str | Path | None = None, results_path: str | Path | None = None,
+           monitor=None, console=None, progress: bool = True) -> ABOutcome:
+    """Measure every model with every arm in counterbalanced rounds; return the judged scoreboard.
+
+    ``models`` are catalog models (``name``, ``gguf``, ``shape``, ``engine_env``, ``matches_file``);
+    ``arms`` one (scoreboard) or two (A/B). ``monitor`` defaults to NVML on ``settings.gpu_uuid``.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    settings.check()
+    if len(arms) not in (1, 2):
+        raise InputError("an A/B needs one arm (scoreboard) or two (A and B)")
+    names = [a.name for a in arms]
+    if not models:
+        raise InputError("no models to run (give --models with a catalog, or --model NAME=PATH)")
+    for model in models:
+        if not Path(model.gguf).is_file():
+            raise InputError(f"model {model.name}: GGUF file not found: {model.gguf}")
+    prompts = {a.name: benchmark_prompt(a.engine, settings.prompt_tokens) for a in arms}
+    console = console or Console(stderr=True)
+    if monitor is None:
+        from zincbench.gpu.nvml import Nvml
+
+        monitor = Nvml(uuid=settings.gpu_uuid)
+
+    doc = Document(kind="ab", config={
+        "settings": dataclasses.asdict(settings), "models": [m.name for m in models],
+        "arms": {a.name: {"engine": a.engine.describe(), "env": a.env} for a in arms},
+        "llama_bench": {"source": "live" if llama_bench_bin else ("file" if llama_rows else None),
+                        "binary": str(llama_bench_bin) if llama_bench_bin else None},
+        "prompt": prompts, "percentile": PERCENTILE_RULE,
+    }, environment={
+        "gpu": monitor.snapshot(),
+        "host": platform.node(), "python": platform.python_version(),
+    })
+    warned: set[str] = set()
+
+    def warn(message: str) -> None:
+        if message not in warned:
+            warned.add(message)
+            doc.notes.append(f"warning: {message}")
+            console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
+
+    if not monitor.available:
+        warn(f"NVML unavailable ({monitor.error}): clean-GPU check and clocks not recorded")
+    guard = _GpuGuard(monitor, settings.gpu_uuid, settings.require_clean_gpu, warn)
+    plan = [tuple(names)] + round_orders(names, settings.rounds, settings.order, settings.seed)
+    total = len(models) * (sum(map(len, plan)) + (1 if llama_bench_bin else 0))
+    engines = {a.name: a for a in arms}
+    summaries: list[dict] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with IncrementalWriter(doc, results_path, results_dir) as writer, \
+            Progress(*columns, console=console, disable=not progress) as bar:
+        task = bar.add_task("ab", total=total)
+        for model in models:
+            records = []
+            for round_no, order in enumerate(plan):
+                for name in order:
+                    bar.update(task, description=f"{model.name} {'warm-up' if round_no == 0 else f'round {round_no}'} {name}")
+                    record = _run_record(model, engines[name], round_no, prompts[name], settings, guard)
+                    if record["status"] == "error":
+                        warn(f"{model.name} arm {name} round {round_no}: {record['error']['message']}")
+                    records.append(record)
+                    doc.results.append(record)
+                    writer.flush()
+                    bar.advance(task)
+            summary = summarize_model(model, records, names, settings.threshold)
+            if llama_bench_bin:
+                bar.update(task, description=f"{model.name} llama-bench")
+                summary["llama"] = _live_llama(llama_bench_bin, model, summary["prefill_tokens"] or settings.prompt_tokens,
+                                               settings, warn)
+                bar.advance(task)
+            elif llama_rows:
+                summary["llama"] = llama_baseline(llama_rows, model, summary["prefill_tokens"], settings.n_gen,
+                                                  only_model=len(models) == 1)
+            summary["gap"] = _gap(summary, names)
+            summaries.append(summary)
+            overall, code = _verdict(summaries, names)
+            doc.verdict = {"overall": overall, "exit_code": int(code), "threshold": settings.threshold,
+                           "models": to_jsonable(summaries)}
+            writer.flush()
+    return ABOutcome(doc, writer.path, to_jsonable(summaries), overall, code)
+
+
+def _live_llama(binary, model, n_prompt: int, settings: ABSettings, warn) -> dict | None:
+    env = {"CUDA_VISIBLE_DEVICES": settings.gpu_uuid} if settings.gpu_uuid else None
+    try:
+        rows = run_llama_bench(binary, model.gguf, n_prompt, settings.n_gen, settings.llama_bench_reps,
+                               env=env, timeout_s=settings.timeout_s * settings.llama_bench_reps)
+    except EngineFailure as exc:
+        if exc.reason == "missing":
+            raise InputError(str(exc)) from None
+        warn(f"{model.name}: llama-bench failed: {exc}" + (f"\n{exc.stderr_tail}" if exc.stderr_tail else ""))
+        return {"error": {"reason": exc.reason, "message": str(exc), "stderr_tail": exc.stderr_tail}}
+    return llama_baseline(rows, model, n_prompt, settings.n_gen, only_model=True)

@@ -1,0 +1,292 @@
+"""Token-correctness gate: an engine's greedy tokens against llama.cpp's, per catalog model.
+
+Modes (shared/seed/prefill-gap-closure-plan.md, "5/5 token-correct; bit-identical for structural
+changes; token-tolerance for fp16/reduction-order"):
+- ``exact``: all n_gen generated ids identical to the reference;
+- ``tolerant``: the leading common prefix is at least min_match, or else, fed the reference
+  continuation (teacher forcing), the engine's argmax agrees on at least min_match positions.
+
+Each model ends OK, FAIL, MISSING (GGUF absent) or ERROR (crash, timeout, unreadable output).
+A divergence reports its position and llama.cpp's own top1−top2 logit margin there; below
+``near_tie`` it is labelled a near-tie (an fp16/reduction-order flip, not necessarily a bug).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import time
+from pathlib import Path
+from typing import Literal
+
+from zincbench import reference_store, records
+from zincbench.catalog import CatalogModel
+from zincbench.engines.base import Engine, EngineFailure, NotSupported
+from zincbench.engines.llama_cpp import LlamaCppModel, LlamaSettings, llama_cpp_version
+from zincbench.errors import ExitCode, InputError
+from zincbench.reference_store import Reference
+
+Mode = Literal["exact", "tolerant"]
+ReferenceSource = Literal["live", "recorded"]
+
+
+class Status(str, enum.Enum):
+    OK = "OK"
+    FAIL = "FAIL"
+    MISSING = "MISSING"
+    ERROR = "ERROR"
+
+
+@dataclasses.dataclass
+class ValidateOptions:
+    mode: Mode = "tolerant"
+    min_match: int | None = None  # overrides every model's catalog value
+    near_tie: float = 0.2
+    reference: ReferenceSource = "recorded"
+    references_dir: Path | None = None  # default: <results>/references
+    full_hash: bool = False
+    allow_missing: bool = False
+    timeout_s: float = 600.0
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # over each model's engine_env
+    llama: LlamaSettings = LlamaSettings()  # how live references run
+
+    def __post_init__(self):
+        if self.mode not in ("exact", "tolerant"):
+            raise InputError(f"mode must be exact or tolerant, got {self.mode!r}")
+        if self.reference not in ("live", "recorded"):
+            raise InputError(f"reference must be live or recorded, got {self.reference!r}")
+        if self.timeout_s <= 0:
+            raise InputError(f"--timeout must be positive, got {self.timeout_s}")
+        if self.near_tie < 0:
+            raise InputError(f"--near-tie must be a non-negative logit margin, got {self.near_tie}")
+        if self.min_match is not None and self.min_match < 1:
+            raise InputError(f"--min-match must be at least 1, got {self.min_match}")
+
+
+@dataclasses.dataclass
+class ModelOutcome:
+    model: str
+    gguf: str
+    status: Status
+    mode: str
+    n_gen: int
+    min_match: int
+    match: int | None = None  # length of the leading common prefix
+    tf_match: int | None = None  # teacher-forced agreement m/n, when it ran
+    tf_total: int | None = None
+    first_divergence: int | None = None  # generated position (0-based), None if all n_gen agree
+    margin: float | None = None  # reference top1 - top2 logit at first_divergence
+    near_tie: bool = False
+    reason: str = ""
+    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    reference_ids: list[int] = dataclasses.field(default_factory=list)
+    engine_ids: list[int] = dataclasses.field(default_factory=list)
+    stderr_tail: str = ""
+    wall_s: float = 0.0
+
+
+@dataclasses.dataclass
+class ValidateReport:
+    outcomes: list[ModelOutcome]
+    mode: str
+    allow_missing: bool
+    path: Path | None = None  # the results document, when one was written
+
+    @property
+    def n_ok(self) -> int:
+        return sum(o.status is Status.OK for o in self.outcomes)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        statuses = [o.status for o in self.outcomes]
+        if Status.FAIL in statuses or Status.ERROR in statuses:
+            return ExitCode.FAIL
+        if Status.MISSING in statuses and not self.allow_missing:
+            return ExitCode.FAIL
+        return ExitCode.OK if self.n_ok else ExitCode.INCONCLUSIVE  # all missing, allowed: nothing judged
+
+    @property
+    def summary(self) -> str:
+        text = f"{self.n_ok}/{len(self.outcomes)} catalog models token-correct"
+        missing = sum(o.status is Status.MISSING for o in self.outcomes)
+        if missing:
+            text += f" ({missing} missing{', allowed' if self.allow_missing else ''})"
+        return text
+
+    def verdict(self) -> dict:
+        return {"summary": self.summary, "n_ok": self.n_ok, "n_models": len(self.outcomes),
+                "exit_code": int(self.exit_code),
+                "counts": {s.value: sum(o.status is s for o in self.outcomes) for s in Status}}
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def make_reference(gguf: Path, prompt: str, n_gen: int, settings: LlamaSettings = LlamaSettings(),
+                   full_hash: bool = False) -> Reference:
+    """llama.cpp's greedy continuation of ``prompt``, with top-2 logits at each generated position."""
+    identity = reference_store.gguf_identity(gguf, full=full_hash)
+    llm = LlamaCppModel(gguf, settings)
+    try:
+        prompt_ids = llm.tokenize(prompt)
+        decoded = llm.greedy(prompt_ids, n_gen)
+    finally:
+        llm.close()
+    return Reference(gguf=str(gguf), identity=identity, prompt=prompt, n_gen=n_gen, prompt_ids=prompt_ids,
+                     generated_ids=decoded.ids, top2=decoded.top2,
+                     producer={"llama_cpp_python": llama_cpp_version(), **dataclasses.asdict(settings)})
+
+
+def _progress():
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=True)
+
+
+def record_references(models: list[CatalogModel], directory: str | Path, *, settings: LlamaSettings = LlamaSettings(),
+                      full_hash: bool = False, progress: bool = True) -> list[Path]:
+    """Run llama.cpp on every model and save its reference; every GGUF must exist."""
+    absent = [f"{m.name} ({m.gguf})" for m in models if not m.gguf.is_file()]
+    if absent:
+        raise InputError(f"cannot record references, GGUF not found: {'; '.join(absent)}")
+    paths = []
+    with _progress() if progress else contextlib.nullcontext() as bar:
+        task = bar.add_task("recording references", total=len(models)) if bar else None
+        for model in models:
+            if bar:
+                bar.update(task, description=f"llama.cpp reference: {model.name}")
+            ref = make_reference(model.gguf, model.prompt, model.n_gen, settings, full_hash)
+            paths.append(reference_store.save(ref, directory))
+            if bar:
+                bar.advance(task)
+    return paths
+
+
+def _record_args(model: CatalogModel) -> str:
+    """The `validate record` options that select this model with this file."""
+    args = f"--gguf {model.gguf}"
+    return f"{args} --models {model.name}" if model.in_catalog else args
+
+
+def _references(models: list[CatalogModel], options: ValidateOptions, directory: Path, bar) -> dict[str, Reference]:
+    """References of every present model, fetched before any engine runs (bad input fails early)."""
+    refs = {}
+    task = bar.add_task("references", total=len(models)) if bar else None
+    for model in models:
+        if bar:
+            bar.update(task, description=f"{options.reference} reference: {model.name}")
+        if model.gguf.is_file():
+            if options.reference == "live":
+                refs[model.name] = make_reference(model.gguf, model.prompt, model.n_gen, options.llama, options.full_hash)
+            else:
+                refs[model.name] = reference_store.load(directory, model.gguf, model.prompt, model.n_gen,
+                                                        full=options.full_hash, record_args=_record_args(model))
+        if bar:
+            bar.advance(task)
+    if bar:
+        bar.remove_task(task)
+    return refs
+
+
+def _min_match(model: CatalogModel, options: ValidateOptions) -> int:
+    return options.min_match if options.min_match is not None else model.min_match
+
+
+def _check_one(model: CatalogModel, ref: Reference, engine: Engine, options: ValidateOptions) -> ModelOutcome:
+    min_match = _min_match(model, options)
+    outcome = ModelOutcome(model=model.name, gguf=str(model.gguf), status=Status.FAIL, mode=options.mode,
+                           n_gen=ref.n_gen, min_match=min_match, prompt_ids=ref.prompt_ids,
+                           reference_ids=ref.generated_ids)
+    env = {**model.engine_env, **options.env}
+    start = time.perf_counter()
+    try:
+        generated = engine.generate(model.gguf, ref.prompt_ids, ref.n_gen, env=env, timeout_s=options.timeout_s)
+        outcome.engine_ids = generated.generated_ids[:ref.n_gen]
+        outcome.match = common_prefix(ref.generated_ids, outcome.engine_ids)
+        if outcome.match < ref.n_gen:
+            outcome.first_divergence = outcome.match
+            outcome.margin = ref.margin(outcome.match)
+            outcome.near_tie = outcome.margin < options.near_tie
+        if options.mode == "exact":
+            passed = outcome.match == ref.n_gen
+            outcome.reason = "all identical" if passed else "not all identical"
+        elif outcome.match >= min_match:
+            passed, outcome.reason = True, f"prefix >= {min_match}"
+        else:
+            tf = engine.teacher_forced(model.gguf, ref.prompt_ids, ref.generated_ids, env=env,
+                                       timeout_s=options.timeout_s)
+            outcome.tf_match, outcome.tf_total = tf.match, tf.total
+            passed = tf.match >= min_match
+            outcome.reason = f"teacher-forced {'>=' if passed else '<'} {min_match}"
+        outcome.status = Status.OK if passed else Status.FAIL
+    except EngineFailure as exc:
+        outcome.status, outcome.reason, outcome.stderr_tail = Status.ERROR, f"{exc.reason}: {exc}", exc.stderr_tail
+    except NotSupported as exc:
+        outcome.reason = f"prefix < {min_match}; {exc}"
+    outcome.wall_s = time.perf_counter() - start
+    return outcome
+
+
+def validate_models(models: list[CatalogModel], engine: Engine, options: ValidateOptions = ValidateOptions(), *,
+                    config: dict | None = None, results_dir: str | Path | None = None, write: bool = True,
+                    progress: bool = True) -> ValidateReport:
+    """Validate each model; with ``write`` the results document (kind "validate") is re-written
+    after every model, so an interrupted run keeps what it checked."""
+    if not models:
+        raise InputError("no models to validate")
+    for model in models:
+        if _min_match(model, options) > model.n_gen:
+            raise InputError(f"{model.name}: min_match {_min_match(model, options)} exceeds n_gen {model.n_gen}")
+    directory = Path(options.references_dir) if options.references_dir else reference_store.default_directory(results_dir)
+    report = ValidateReport(outcomes=[], mode=options.mode, allow_missing=options.allow_missing)
+    with _progress() if progress else contextlib.nullcontext() as bar:
+        refs = _references(models, options, directory, bar)
+        check_prompt = getattr(engine, "check_prompt", None)  # engines that cap the prompt length
+        for ref in refs.values():
+            if check_prompt is not None:
+                check_prompt(ref.prompt_ids)
+        doc = records.Document(
+            kind="validate",
+            config={**(config or {}), **records.to_jsonable(dataclasses.asdict(options)),
+                    "references_dir": str(directory), "engine": engine.describe(),
+                    "models": [m.name for m in models]},
+            environment=_environment(),
+        )
+        writer = records.IncrementalWriter(doc, directory=results_dir) if write else contextlib.nullcontext()
+        with writer:
+            task = bar.add_task("validate", total=len(models)) if bar else None
+            for model in models:
+                if bar:
+                    bar.update(task, description=f"{engine.kind}: {model.name}")
+                ref = refs.get(model.name)
+                if ref is None:
+                    outcome = ModelOutcome(model=model.name, gguf=str(model.gguf), status=Status.MISSING,
+                                           mode=options.mode, n_gen=model.n_gen, min_match=_min_match(model, options),
+                                           reason="GGUF not found")
+                else:
+                    outcome = _check_one(model, ref, engine, options)
+                report.outcomes.append(outcome)
+                doc.results.append(records.to_jsonable(outcome))
+                doc.verdict = report.verdict()
+                if write:
+                    writer.flush()
+                if bar:
+                    bar.advance(task)
+        if write:
+            report.path = writer.path
+    return report
+
+
+def _environment() -> dict:
+    from zincbench.gpu.device import environment_report
+
+    return {**environment_report(include_tools=False), "llama_cpp_python": llama_cpp_version()}

@@ -1,0 +1,131 @@
+"""The A/B scoreboard: one row per model, as a rich table, markdown (PR comments) or CSV.
+
+Input is the list of model summaries an A/B records (``verdict.models`` of an ``ab`` results
+document), so a saved run can be shown again without re-measuring. Columns:
+model | A prefill p90/median | B prefill p90/median | Δ prefill B/A with its 95% CI | verdict |
+decode p90 A/B | Δ decode | llama ppT | gap× (llama ppT ÷ the newest build's prefill p90) | shape.
+With one arm the B and Δ columns are left out: that is the plan's p90 scoreboard of one build
+against llama-bench.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Sequence
+
+TEXT_COLUMNS = ("model", "verdict", "shape")
+VERDICT_STYLE = {"faster": "green", "same": "cyan", "slower": "red", "inconclusive": "yellow", "error": "bold red"}
+
+
+def _num(value) -> str:
+    """Rates as the team's tables print them: whole tokens/s from 100 up, one decimal below."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def _pair(first, second) -> str:
+    return f"{_num(first)} / {_num(second)}"
+
+
+def _delta(comparison: dict | None, with_ci: bool = True) -> str:
+    if not comparison:
+        return "—"
+    ratio, (lo, hi) = comparison["ratio"], comparison["ci"]
+    if lo is None or hi is None or not with_ci:
+        return f"{(ratio - 1) * 100:+.1f}%"
+    return f"{(ratio - 1) * 100:+.1f}% [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]"
+
+
+def _llama(summary: dict) -> str:
+    llama = summary.get("llama")
+    if not llama:
+        return "—"
+    if "error" in llama:
+        return "ERROR"
+    pp = llama.get("pp")
+    return f"{_num(pp['avg_ts'])} ({pp['test']})" if pp else "—"
+
+
+def _verdict(summary: dict) -> str:
+    if summary["verdict"] == "error":
+        return f"error ({len(summary['errors'])} failed runs)"
+    return summary["verdict"]
+
+
+def display_rows(models: Sequence[dict], arms: Sequence[str]) -> list[dict[str, str]]:
+    """Each model's row as formatted text, keyed by column header (shared by table and markdown)."""
+    rows = []
+    for s in models:
+        row = {"model": s["model"]}
+        for arm in arms:
+            stats = s["arms"][arm]
+            row[f"{arm} prefill p90/med"] = _pair(stats["prefill_p90"], stats["prefill_median"])
+        if len(arms) == 2:
+            row["Δ prefill B/A [95% CI]"] = _delta(s.get("prefill"))
+        row["verdict"] = _verdict(s)
+        row["decode p90 " + "/".join(arms)] = " / ".join(_num(s["arms"][a]["decode_p90"]) for a in arms)
+        if len(arms) == 2:
+            row["Δ decode"] = _delta(s.get("decode"), with_ci=False)
+        row["llama ppT"] = _llama(s)
+        row["gap×"] = "—" if s.get("gap") is None else f"{s['gap']:.1f}×"
+        row["shape"] = s.get("shape") or "—"
+        rows.append(row)
+    return rows
+
+
+def render(models: Sequence[dict], arms: Sequence[str], console=None, title: str | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    rows = display_rows(models, arms)
+    table = Table(title=title)
+    for h in rows[0] if rows else ():
+        table.add_column(h, justify="left" if h in TEXT_COLUMNS else "right")
+    for row, s in zip(rows, models):
+        style = VERDICT_STYLE.get(s["verdict"])
+        if style:
+            row["verdict"] = f"[{style}]{row['verdict']}[/]"
+        table.add_row(*row.values())
+    console.print(table)
+
+
+def to_markdown(models: Sequence[dict], arms: Sequence[str], title: str | None = None) -> str:
+    rows = display_rows(models, arms)
+    headers = list(rows[0]) if rows else []
+    lines = [f"**{title}**", ""] if title else []
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("|" + "|".join("---" if h in TEXT_COLUMNS else "---:" for h in headers) + "|")
+    for row in rows:
+        lines.append("| " + " | ".join(v.replace("|", "\\|") for v in row.values()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_frame(models: Sequence[dict], arms: Sequence[str]):
+    """Numbers, not text: one row per model for CSV and pandas."""
+    import pandas as pd
+
+    records = []
+    for s in models:
+        rec = {"model": s["model"], "shape": s.get("shape"), "verdict": s["verdict"],
+               "prefill_tokens": s.get("prefill_tokens"), "failed_runs": len(s["errors"])}
+        for arm in arms:
+            for key in ("prefill_p90", "prefill_median", "decode_p90", "decode_median", "n"):
+                rec[f"{arm}_{key}"] = s["arms"][arm][key]
+        for metric in ("prefill", "decode"):
+            cmp = s.get(metric) or {}
+            ci = cmp.get("ci") or [None, None]
+            rec.update({f"{metric}_ratio": cmp.get("ratio"), f"{metric}_ci_low": ci[0], f"{metric}_ci_high": ci[1],
+                        f"{metric}_verdict": cmp.get("verdict")})
+        llama = s.get("llama") or {}
+        pp, tg = llama.get("pp") or {}, llama.get("tg") or {}
+        rec.update(llama_pp_test=pp.get("test"), llama_pp_ts=pp.get("avg_ts"), llama_tg_test=tg.get("test"),
+                   llama_tg_ts=tg.get("avg_ts"), gap=s.get("gap"))
+        records.append(rec)
+    return pd.DataFrame.from_records(records)
+
+
+def write_csv(models: Sequence[dict], arms: Sequence[str], path: str | os.PathLike) -> None:
+    to_frame(models, arms).to_csv(path, index=False)
