@@ -11,6 +11,8 @@
 //   status[2]       [0] ids >= E (skipped), [1] largest bucket: read by the caller after timing
 #define INVALID_ENTRY 0xFFFFFFFFu
 #define ROUTE_MAX_EXPERTS 1024u
+#define ROUTE_CACHE 12288u  // ids kept in shared memory between the two passes (24 KB as u16)
+#define ROUTE_BATCH 4u      // global loads in flight per thread in the histogram pass
 
 // Exclusive scan of one value per thread across the block (blockDim <= 1024); *total gets the sum.
 __device__ unsigned block_exclusive_scan(unsigned v, unsigned* total) {
@@ -44,15 +46,17 @@ __device__ unsigned block_exclusive_scan(unsigned v, unsigned* total) {
 }
 
 // One block of blockDim >= E threads (1024 is the launcher's choice; E <= 1024, T*top_k < 2^32).
-// Cost: two passes over the P = T*top_k ids (histogram, scatter) with shared-memory atomics, i.e.
-// about 2*P/1024 iterations per thread on a single SM, plus the max_tiles fill; a few microseconds at
-// P = 16K (unmeasured estimate). The rest of the GPU idles meanwhile, like the engine's build_expert_order.
+// Cost: two passes over the P = T*top_k ids (histogram, scatter) with shared-memory atomics on a single
+// SM, plus the max_tiles fill. Measured on an H200 before the batching/caching of pass 1: 7.4 us at
+// P = 2K and 28 us at P = 16K (latency-bound global loads); the rest of the GPU idles meanwhile, like
+// the engine's build_expert_order.
 extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
                                            unsigned* tiles, unsigned* status, unsigned T, unsigned top_k,
                                            unsigned routing_stride, unsigned n_experts, unsigned tile_n,
                                            unsigned max_tiles) {
     __shared__ unsigned counts[ROUTE_MAX_EXPERTS];
     __shared__ unsigned cursor[ROUTE_MAX_EXPERTS];
+    __shared__ unsigned short id_cache[ROUTE_CACHE];
     __shared__ unsigned n_bad, largest;
     const unsigned tid = threadIdx.x, n_threads = blockDim.x, n_items = T * top_k;
     for (unsigned e = tid; e < n_experts; e += n_threads) counts[e] = 0u;
@@ -60,11 +64,25 @@ extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offset
     if (tid == 0) { n_bad = 0u; largest = 0u; }
     __syncthreads();
 
-    for (unsigned p = tid; p < n_items; p += n_threads) {
-        const unsigned t = p / top_k, slot = p - t * top_k;
-        const unsigned id = ids[(size_t)t * routing_stride + slot];
-        if (id < n_experts) atomicAdd(&counts[id], 1u);
-        else atomicAdd(&n_bad, 1u);
+    // Pass 1: histogram. Loads are batched (ROUTE_BATCH in flight per thread) and the ids kept in
+    // shared memory (first ROUTE_CACHE items) so the scatter pass does not wait on global memory again.
+    for (unsigned base = tid; base < n_items; base += ROUTE_BATCH * n_threads) {
+        unsigned batch[ROUTE_BATCH];
+#pragma unroll
+        for (unsigned b = 0; b < ROUTE_BATCH; ++b) {
+            const unsigned p = base + b * n_threads;
+            const unsigned t = p / top_k, slot = p - t * top_k;
+            batch[b] = p < n_items ? ids[(size_t)t * routing_stride + slot] : INVALID_ENTRY;
+        }
+#pragma unroll
+        for (unsigned b = 0; b < ROUTE_BATCH; ++b) {
+            const unsigned p = base + b * n_threads;
+            if (p >= n_items) continue;
+            const unsigned id = batch[b];
+            if (p < ROUTE_CACHE) id_cache[p] = id < n_experts ? (unsigned short)id : (unsigned short)0xFFFFu;
+            if (id < n_experts) atomicAdd(&counts[id], 1u);
+            else atomicAdd(&n_bad, 1u);
+        }
     }
     __syncthreads();
 
@@ -83,8 +101,14 @@ extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offset
     __syncthreads();
 
     for (unsigned p = tid; p < n_items; p += n_threads) {
-        const unsigned t = p / top_k, slot = p - t * top_k;
-        const unsigned id = ids[(size_t)t * routing_stride + slot];
+        unsigned id;
+        if (p < ROUTE_CACHE) {
+            const unsigned short cached = id_cache[p];
+            id = cached == 0xFFFFu ? INVALID_ENTRY : cached;
+        } else {
+            const unsigned t = p / top_k, slot = p - t * top_k;
+            id = ids[(size_t)t * routing_stride + slot];
+        }
         if (id < n_experts) sorted_ids[atomicAdd(&cursor[id], 1u)] = p;
     }
     if (tid == 0) { status[0] = n_bad; status[1] = largest; }

@@ -80,22 +80,24 @@ __device__ __forceinline__ void zb_mma16816(float (&c)[4], unsigned a0, unsigned
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Q4_K 6-bit scale and min of sub-block j from the 16-byte block header (d, dmin, scales[12]).
-__device__ __forceinline__ void zb_q4k_scale_min(const uint4& hdr, int j, float& dsc, float& dm) {
+// Q4_K 6-bit scale and min of sub-blocks j and j + 4 (j < 4) from the 16-byte block header
+// (d, dmin, scales[12]), as fp16x2 splats of d*sc and -(dmin*m).
+struct ZbScale {
+    unsigned dsc, ndm;
+};
+
+__device__ __forceinline__ ZbScale zb_q4k_scale(float d, float dmin, unsigned sc, unsigned mn) {
+    return {zb_half2_splat(d * (float)sc), zb_half2_splat(-dmin * (float)mn)};
+}
+
+__device__ __forceinline__ void zb_q4k_scales(const uint4& hdr, int j, ZbScale& low, ZbScale& high) {
     const unsigned y = hdr.y, z = hdr.z, w = hdr.w;  // scales bytes 0-3, 4-7, 8-11
-    unsigned sc, mn;
-    if (j < 4) {
-        sc = (y >> (8 * j)) & 63u;
-        mn = (z >> (8 * j)) & 63u;
-    } else {
-        const int s = 8 * (j - 4);
-        sc = ((w >> s) & 0xFu) | (((y >> s) >> 6 & 3u) << 4);
-        mn = ((w >> s) >> 4 & 0xFu) | (((z >> s) >> 6 & 3u) << 4);
-    }
+    const int s = 8 * j;
     const float d = zb_half_to_float((unsigned short)(hdr.x & 0xFFFFu));
     const float dmin = zb_half_to_float((unsigned short)(hdr.x >> 16));
-    dsc = d * (float)sc;
-    dm = dmin * (float)mn;
+    const unsigned yb = y >> s, zb = z >> s, wb = w >> s;
+    low = zb_q4k_scale(d, dmin, yb & 63u, zb & 63u);
+    high = zb_q4k_scale(d, dmin, (wb & 0xFu) | ((yb >> 6 & 3u) << 4), (wb >> 4 & 0xFu) | ((zb >> 6 & 3u) << 4));
 }
 
 // X f32 [rows][K] -> fp16 [rows][K] in the permuted order the fused kernel reads: per half superblock
@@ -134,6 +136,43 @@ struct ZbTile {
     static constexpr int STAGE_BYTES = X_BYTES + Q_BYTES + H_BYTES;
 };
 
+// One pipeline stage's math: a half superblock (H = 0 or 1) of this warp's rows times its tokens.
+// dsc/ndm: fp16x2 scale d*sc and negated min dmin*m of the lane's low- and high-nibble sub-blocks.
+template <int WM, int WN>
+__device__ __forceinline__ void zb_q4k_mma_half(float (&acc)[WM][WN][4], const uint4 (&nib)[WM][2],
+                                                const unsigned (&dsc_lo)[WM][2], const unsigned (&ndm_lo)[WM][2],
+                                                const unsigned (&dsc_hi)[WM][2], const unsigned (&ndm_hi)[WM][2],
+                                                unsigned x_even, unsigned x_odd) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        unsigned a_lo[WM][4], a_hi[WM][4];
+#pragma unroll
+        for (int mt = 0; mt < WM; ++mt) {
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+                const unsigned v = i == 0 ? nib[mt][rr].x : i == 1 ? nib[mt][rr].y : i == 2 ? nib[mt][rr].z : nib[mt][rr].w;
+                const unsigned bias = 0x64006400u;
+                // a0/a1 hold k-pairs (2c, 2c+1) of rows g / g+8; a2/a3 hold (2c+8, 2c+9).
+                a_lo[mt][rr] = zb_dequant_pair((v & 0x000F000Fu) | bias, dsc_lo[mt][rr], ndm_lo[mt][rr]);
+                a_lo[mt][2 + rr] = zb_dequant_pair(((v >> 8) & 0x000F000Fu) | bias, dsc_lo[mt][rr], ndm_lo[mt][rr]);
+                a_hi[mt][rr] = zb_dequant_pair(((v >> 4) & 0x000F000Fu) | bias, dsc_hi[mt][rr], ndm_hi[mt][rr]);
+                a_hi[mt][2 + rr] = zb_dequant_pair(((v >> 12) & 0x000F000Fu) | bias, dsc_hi[mt][rr], ndm_hi[mt][rr]);
+            }
+        }
+        // Chunk (i, c) of token row r sits at ((i ^ (r & 1)) * 4 + c) * 16: x_even/x_odd fold the swizzle in.
+        const unsigned x_base = ((i & 1) ? x_odd : x_even) + (i & 2) * 64;
+#pragma unroll
+        for (int nt = 0; nt < WN; ++nt) {
+            const uint4 b = zb_lds128(x_base + nt * 8 * 256);
+#pragma unroll
+            for (int mt = 0; mt < WM; ++mt) {
+                zb_mma16816(acc[mt][nt], a_lo[mt][0], a_lo[mt][1], a_lo[mt][2], a_lo[mt][3], b.x, b.y);
+                zb_mma16816(acc[mt][nt], a_hi[mt][0], a_hi[mt][1], a_hi[mt][2], a_hi[mt][3], b.z, b.w);
+            }
+        }
+    }
+}
+
 template <int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool GROUPED>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N)
 gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at w + e * expert_bytes
@@ -147,6 +186,8 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
              int top_k, int x_per_slot) {
     using Tile = ZbTile<WM, WN, WARPS_M, WARPS_N>;
     constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS;
+    constexpr int X_CHUNKS = BN * 16, Q_CHUNKS = BM * 4;
+    constexpr int X_ITERS = (X_CHUNKS + THREADS - 1) / THREADS, Q_ITERS = (Q_CHUNKS + THREADS - 1) / THREADS;
     extern __shared__ __align__(16) unsigned char smem[];
     __shared__ int s_xrow[BN];
     __shared__ int s_orow[BN];
@@ -181,27 +222,40 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
 
     const int row_bytes = (K / 256) * 144;
     const int x_chunks_per_row = K / 8;
-    const int n_steps = K / 128;  // half superblocks
+    const int n_sb = K / 256;
     const unsigned smem_base = zb_smem_addr(smem);
 
+    // Per-thread copy assignments, fixed for the whole K loop (no index math inside it).
+    const unsigned char* q_src[Q_ITERS];
+    unsigned q_dst[Q_ITERS];
+#pragma unroll
+    for (int it = 0; it < Q_ITERS; ++it) {
+        const int idx = min(tid + it * THREADS, Q_CHUNKS - 1);  // surplus threads repeat the last chunk
+        const int r = idx >> 2, q = idx & 3;
+        const int row = min(row0 + r, M - 1);  // rows past M load a valid row; never stored
+        q_src[it] = w + w_base + (unsigned long long)row * row_bytes + 16 + q * 16;
+        q_dst[it] = Tile::X_BYTES + r * 64 + q * 16;
+    }
+    const unsigned char* h_src = w + w_base + (unsigned long long)min(row0 + min(tid, BM - 1), M - 1) * row_bytes;
+
+    // Stage s holds half superblock `step` (= 2 * sb + h). Headers travel with the h = 0 half only.
     auto load_stage = [&](int stage, int step) {
         const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
-        const unsigned qs = xs + Tile::X_BYTES;
-        const unsigned hs = qs + Tile::Q_BYTES;
         const int sb = step >> 1, h = step & 1;
-        for (int idx = tid; idx < BN * 16; idx += THREADS) {
-            const int r = idx >> 4, q = idx & 15;
-            const int xrow = s_xrow[r];
-            const uint4* src = xp + (long long)(xrow < 0 ? 0 : xrow) * x_chunks_per_row + step * 16 + q;
-            zb_cp_async16(xs + r * 256 + ((q ^ ((r & 1) << 2)) << 4), src, xrow < 0 ? 0u : 16u);
+#pragma unroll
+        for (int it = 0; it < X_ITERS; ++it) {
+            const int idx = tid + it * THREADS;
+            if (X_CHUNKS % THREADS == 0 || idx < X_CHUNKS) {
+                const int r = idx >> 4, q = idx & 15;
+                const int xrow = s_xrow[r];
+                const uint4* src = xp + (long long)(xrow < 0 ? 0 : xrow) * x_chunks_per_row + step * 16 + q;
+                zb_cp_async16(xs + r * 256 + ((q ^ ((r & 1) << 2)) << 4), src, xrow < 0 ? 0u : 16u);
+            }
         }
-        for (int idx = tid; idx < BM * 5; idx += THREADS) {
-            const int r = idx / 5, q = idx % 5;
-            const int row = min(row0 + r, M - 1);  // rows past M load a valid row; never stored
-            const unsigned char* blk = w + w_base + (unsigned long long)row * row_bytes + sb * 144;
-            if (q == 0) zb_cp_async16(hs + r * 16, blk, 16u);
-            else zb_cp_async16(qs + r * 64 + (q - 1) * 16, blk + 16 + h * 64 + (q - 1) * 16, 16u);
-        }
+        const int w_off = sb * 144 + h * 64;
+#pragma unroll
+        for (int it = 0; it < Q_ITERS; ++it) zb_cp_async16(xs + q_dst[it], q_src[it] + w_off, 16u);
+        if (h == 0 && tid < BM) zb_cp_async16(xs + Tile::X_BYTES + Tile::Q_BYTES + tid * 16, h_src + sb * 144, 16u);
     };
 
     float acc[WM][WN][4];
@@ -212,73 +266,63 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
 #pragma unroll
             for (int v = 0; v < 4; ++v) acc[mt][nt][v] = 0.f;
 
+    const int n_steps = 2 * n_sb;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < n_steps) load_stage(s, s);
         zb_cp_async_commit();
     }
 
+    // Lane-constant shared-memory offsets: this lane's token row in the X tile and its weight rows.
+    const int r_x = wn * 8 * WN + g;
+    const unsigned x_even = r_x * 256 + c * 16 + (g & 1) * 64;
+    const unsigned x_odd = r_x * 256 + c * 16 + 64 - (g & 1) * 64;
+    unsigned dsc_lo[WM][2], ndm_lo[WM][2], dsc_hi[WM][2], ndm_hi[WM][2];
+    unsigned dsc_lo1[WM][2], ndm_lo1[WM][2], dsc_hi1[WM][2], ndm_hi1[WM][2];  // the h = 1 half's, decoded early
+
+    int stage = 0;
     for (int step = 0; step < n_steps; ++step) {
         zb_cp_async_wait<STAGES - 2>();
         __syncthreads();
         {
             const int next = step + STAGES - 1;
-            if (next < n_steps) load_stage(next % STAGES, next);
+            const int next_stage = stage == 0 ? STAGES - 1 : stage - 1;  // (step + STAGES - 1) % STAGES
+            if (next < n_steps) load_stage(next_stage, next);
             zb_cp_async_commit();
         }
-        const int stage = step % STAGES;
         const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
         const unsigned qs = xs + Tile::X_BYTES;
         const unsigned hs = qs + Tile::Q_BYTES;
-        const int h = step & 1;
-        const int j_lo = 2 * (2 * h + (c >> 1));  // sub-block of this lane's low nibbles
-
-        // Per m-tile: this lane's two rows (g, g+8): 16 bytes of nibbles each and their scales.
         uint4 nib[WM][2];
-        unsigned dsc_lo[WM][2], ndm_lo[WM][2], dsc_hi[WM][2], ndm_hi[WM][2];
 #pragma unroll
         for (int mt = 0; mt < WM; ++mt)
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) {
                 const int r = wm * 16 * WM + mt * 16 + g + 8 * rr;
-                const uint4 hdr = zb_lds128(hs + r * 16);
                 nib[mt][rr] = zb_lds128(qs + r * 64 + c * 16);
-                float dsc, dm;
-                zb_q4k_scale_min(hdr, j_lo, dsc, dm);
-                dsc_lo[mt][rr] = zb_half2_splat(dsc);
-                ndm_lo[mt][rr] = zb_half2_splat(-dm);
-                zb_q4k_scale_min(hdr, j_lo + 1, dsc, dm);
-                dsc_hi[mt][rr] = zb_half2_splat(dsc);
-                ndm_hi[mt][rr] = zb_half2_splat(-dm);
             }
-
+        if ((step & 1) == 0) {
+            // Sub-blocks of this lane: low/high nibbles of chunk c>>1 (h = 0) and 2 + (c>>1) (h = 1).
+            const int j0 = 2 * (c >> 1);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            unsigned a_lo[WM][4], a_hi[WM][4];
-#pragma unroll
-            for (int mt = 0; mt < WM; ++mt) {
+            for (int mt = 0; mt < WM; ++mt)
 #pragma unroll
                 for (int rr = 0; rr < 2; ++rr) {
-                    const unsigned v = i == 0 ? nib[mt][rr].x : i == 1 ? nib[mt][rr].y : i == 2 ? nib[mt][rr].z : nib[mt][rr].w;
-                    const unsigned bias = 0x64006400u;
-                    // a0/a1 hold k-pairs (2c, 2c+1) of rows g / g+8; a2/a3 hold (2c+8, 2c+9).
-                    a_lo[mt][rr] = zb_dequant_pair((v & 0x000F000Fu) | bias, dsc_lo[mt][rr], ndm_lo[mt][rr]);
-                    a_lo[mt][2 + rr] = zb_dequant_pair(((v >> 8) & 0x000F000Fu) | bias, dsc_lo[mt][rr], ndm_lo[mt][rr]);
-                    a_hi[mt][rr] = zb_dequant_pair(((v >> 4) & 0x000F000Fu) | bias, dsc_hi[mt][rr], ndm_hi[mt][rr]);
-                    a_hi[mt][2 + rr] = zb_dequant_pair(((v >> 12) & 0x000F000Fu) | bias, dsc_hi[mt][rr], ndm_hi[mt][rr]);
+                    const int r = wm * 16 * WM + mt * 16 + g + 8 * rr;
+                    const uint4 hdr = zb_lds128(hs + r * 16);
+                    ZbScale s0, s4, s1, s5;
+                    zb_q4k_scales(hdr, j0, s0, s4);
+                    zb_q4k_scales(hdr, j0 + 1, s1, s5);
+                    dsc_lo[mt][rr] = s0.dsc, ndm_lo[mt][rr] = s0.ndm;
+                    dsc_hi[mt][rr] = s1.dsc, ndm_hi[mt][rr] = s1.ndm;
+                    dsc_lo1[mt][rr] = s4.dsc, ndm_lo1[mt][rr] = s4.ndm;
+                    dsc_hi1[mt][rr] = s5.dsc, ndm_hi1[mt][rr] = s5.ndm;
                 }
-            }
-#pragma unroll
-            for (int nt = 0; nt < WN; ++nt) {
-                const int r = wn * 8 * WN + nt * 8 + g;
-                const uint4 b = zb_lds128(xs + r * 256 + (((i * 4 + c) ^ ((r & 1) << 2)) << 4));
-#pragma unroll
-                for (int mt = 0; mt < WM; ++mt) {
-                    zb_mma16816(acc[mt][nt], a_lo[mt][0], a_lo[mt][1], a_lo[mt][2], a_lo[mt][3], b.x, b.y);
-                    zb_mma16816(acc[mt][nt], a_hi[mt][0], a_hi[mt][1], a_hi[mt][2], a_hi[mt][3], b.z, b.w);
-                }
-            }
+            zb_q4k_mma_half<WM, WN>(acc, nib, dsc_lo, ndm_lo, dsc_hi, ndm_hi, xs + x_even, xs + x_odd);
+        } else {
+            zb_q4k_mma_half<WM, WN>(acc, nib, dsc_lo1, ndm_lo1, dsc_hi1, ndm_hi1, xs + x_even, xs + x_odd);
         }
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
     }
     zb_cp_async_wait<0>();
 

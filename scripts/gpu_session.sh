@@ -37,6 +37,7 @@ for step in "${@:-env tests}"; do
     case $step in
         env) run env 60 $ZB env ;;
         tests) run tests ${TESTS_LIMIT:-300} python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests ;;
+        tests_quick) run tests_quick 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider -k "routing or fused" tests ;;
         sanitizer) run sanitizer 420 python3 -m pytest -m sanitizer -q -rs -p no:cacheprovider tests ;;
         capture) run capture 180 bash tests/fixtures/profile/capture.sh "$LOGS/profile" ;;
         t2) run t2 200 $ZB microbench t2 --quick --no-progress --markdown "$LOGS/t2.md" ;;
@@ -46,6 +47,7 @@ for step in "${@:-env tests}"; do
         t1full) TAIL=80 run t1full 400 $ZB microbench t1 --no-progress --markdown "$LOGS/t1full.md" ;;
         aa) run aa 400 $ZB aa microbench ;;
         profile) run profile 300 $ZB profile microbench t2 --case Ne16 ;;
+        probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
         *) echo "unknown step $step" ;;
     esac
     tar czf "$OUT/session.tgz" -C "$LOGS" . 2>/dev/null  # after every step: a killed session keeps its logs

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType
 
-from ggml_ref import c_quantize, varied_blocks
+from ggml_ref import c_quantize, ggml_base, varied_blocks
 from zincbench.errors import InputError
 from zincbench.quant import FORMATS, Q4K, Q6K, check_row_length, get_format, gguf_io, q4k
 
@@ -26,9 +26,9 @@ def test_registry_describes_the_ggml_types():
 
 
 @pytest.mark.parametrize("name", FORMATS)
-def test_dequantize_is_bit_identical_to_gguf_py(name):
+def test_dequantize_is_bit_identical_to_gguf_py(name, rng):
     fmt = FORMATS[name]
-    blocks = fmt.random_blocks(np.random.default_rng(1), rows=N_BLOCKS // 16, k=16 * 256)
+    blocks = fmt.random_blocks(rng, rows=N_BLOCKS // 16, k=16 * 256)
     ours = fmt.dequantize(blocks)
     theirs = gguf.quants.dequantize(blocks, GGUF_TYPES[name])
     assert ours.dtype == np.float32 and ours.shape == theirs.shape == (N_BLOCKS // 16, 16 * 256)
@@ -36,9 +36,10 @@ def test_dequantize_is_bit_identical_to_gguf_py(name):
 
 
 @pytest.mark.parametrize("name", FORMATS)
-def test_quantize_is_bit_identical_to_ggml_c_reference(name):
-    x = varied_blocks(np.random.default_rng(2), N_BLOCKS).reshape(-1, 10 * 256)
-    expected = c_quantize(name, x)  # skips when llama-cpp-python is not installed
+def test_quantize_is_bit_identical_to_ggml_c_reference(name, rng):
+    ggml_base()  # skips when llama-cpp-python is not installed
+    x = varied_blocks(rng, N_BLOCKS).reshape(-1, 10 * 256)
+    expected = c_quantize(name, x)
     ours = FORMATS[name].quantize(x)
     assert ours.shape == expected.shape == (N_BLOCKS // 10, 10 * FORMATS[name].block_bytes)
     mismatched = int((ours.reshape(N_BLOCKS, -1) != expected.reshape(N_BLOCKS, -1)).any(axis=1).sum())
@@ -46,9 +47,9 @@ def test_quantize_is_bit_identical_to_ggml_c_reference(name):
 
 
 @pytest.mark.parametrize("name", FORMATS)
-def test_quantize_keeps_leading_axes(name):
+def test_quantize_keeps_leading_axes(name, rng):
     fmt = FORMATS[name]
-    x = np.random.default_rng(3).standard_normal((2, 3, 512)).astype(np.float32)
+    x = rng.standard_normal((2, 3, 512)).astype(np.float32)
     q = fmt.quantize(x)
     assert q.shape == (2, 3, 2 * fmt.block_bytes)
     assert np.array_equal(q.reshape(6, -1), fmt.quantize(x.reshape(6, 512)))
@@ -63,9 +64,9 @@ ROUND_TRIP_BOUNDS = {"q4_k": (0.075, 0.10), "q6_k": (0.019, 0.035)}
 
 @pytest.mark.parametrize("sigma", [0.02, 1.0])
 @pytest.mark.parametrize("name", FORMATS)
-def test_round_trip_error_is_bounded(name, sigma):
+def test_round_trip_error_is_bounded(name, sigma, rng):
     fmt = FORMATS[name]
-    x = (np.random.default_rng(4).standard_normal((2048, 256)) * sigma).astype(np.float32)
+    x = (rng.standard_normal((2048, 256)) * sigma).astype(np.float32)
     err = fmt.dequantize(fmt.quantize(x)) - x
     overall = np.sqrt((err**2).mean() / (x**2).mean())
     per_block = np.sqrt((err**2).mean(axis=1) / (x**2).mean(axis=1))
@@ -94,8 +95,8 @@ def fp16_field(blocks: np.ndarray, offset: int) -> np.ndarray:
     return blocks[:, offset : offset + 2].copy().view(np.float16)[:, 0].astype(np.float32)
 
 
-def test_q4_k_random_blocks_cover_every_code():
-    blocks = Q4K.random_blocks(np.random.default_rng(5), rows=64, k=64 * 256).reshape(-1, 144)
+def test_q4_k_random_blocks_cover_every_code(rng):
+    blocks = Q4K.random_blocks(rng, rows=64, k=64 * 256).reshape(-1, 144)
     scale, minimum = q4k.unpack_scale_min(blocks[:, 4:16])
     assert set(np.unique(scale)) == set(range(64)) and set(np.unique(minimum)) == set(range(64))
     qs = blocks[:, 16:]
@@ -106,8 +107,8 @@ def test_q4_k_random_blocks_cover_every_code():
     assert np.isfinite(Q4K.dequantize(blocks)).all()
 
 
-def test_q6_k_random_blocks_cover_every_code():
-    blocks = Q6K.random_blocks(np.random.default_rng(6), rows=64, k=64 * 256).reshape(-1, 210)
+def test_q6_k_random_blocks_cover_every_code(rng):
+    blocks = Q6K.random_blocks(rng, rows=64, k=64 * 256).reshape(-1, 210)
     scales = blocks[:, 192:208].view(np.int8)
     d = fp16_field(blocks, 208)
     sub_scale = d[:, None] * scales.astype(np.float32)
@@ -154,9 +155,8 @@ def test_row_length_message_names_k():
 
 
 @pytest.fixture
-def small_gguf(tmp_path):
+def small_gguf(tmp_path, rng):
     """A GGUF with a Q4_K expert stack in layer 1, Q6_K/Q4_K projections in layer 0, and a norm."""
-    rng = np.random.default_rng(8)
     tensors = {
         "blk.0.attn_q.weight": (Q4K.random_blocks(rng, 64, 512), GGMLQuantizationType.Q4_K),
         "blk.0.ffn_down.weight": (Q6K.random_blocks(rng, 32, 256), GGMLQuantizationType.Q6_K),

@@ -8,7 +8,6 @@ our fused-dequant mma.sync kernel (activation permute + GEMM), tile autotuned pe
 
 from __future__ import annotations
 
-import math
 import zlib
 from dataclasses import dataclass, field
 from typing import Literal
@@ -19,7 +18,6 @@ from zincbench.bench.base import Case, GateRule, NotApplicable, Prepared, Varian
 from zincbench.bench.t2_moe import TimerSettings
 from zincbench.config import load_config
 from zincbench.measure.timer import TimerConfig
-from zincbench.measure.traffic import Traffic
 from zincbench.quant import check_row_length, get_format
 
 
@@ -129,46 +127,26 @@ class T1Family:
         return T1Inputs(p["rows"], p["k"], p["tokens"], p["weights"], w_host, w, x_host, cupy.asarray(x_host),
                         cupy.empty((p["tokens"], p["rows"]), dtype=cupy.float32))
 
-    def _traffic(self, inp: T1Inputs, extra: int, note: str) -> Traffic:
-        w_bytes = inp.w_host.nbytes
-        io = 4 * inp.t * inp.k + 4 * inp.t * inp.m
-        return Traffic(bytes_min=w_bytes + io, bytes_model=w_bytes + io + extra, flops=2 * inp.t * inp.m * inp.k, note=note)
-
     def prepare(self, cfg: T1Config, case: Case, inp: T1Inputs, variant: str, tuner) -> Prepared:
-        import cupy
+        if variant == "round_trip":
+            from zincbench.ops.moe_cublas import DenseDequantCublas
 
-        from zincbench.ops.dequant import DequantToF16, F32ToF16
-        from zincbench.ops.moe_cublas import CublasGemmF16
+            op = DenseDequantCublas(inp.fmt, inp.w, inp.x, inp.y)
+            return Prepared(op, inp.y, op.traffic().with_flops(op.flops(), "fp16 weight scratch and fp16 activations"))
+        if variant == "cublas_f16":
+            from zincbench.ops.moe_cublas import DenseDequantCublas
 
-        w16_bytes = 2 * inp.m * inp.k
-        x16_bytes = 2 * inp.t * inp.k
-        if variant in ("round_trip", "cublas_f16"):
-            w16 = cupy.empty((inp.m, inp.k), dtype=cupy.float16)
-            x16 = cupy.empty((inp.t, inp.k), dtype=cupy.float16)
-            dequant, downcast = DequantToF16(inp.fmt, inp.w, w16), F32ToF16(inp.x, x16)
-            gemm = CublasGemmF16(w16, x16, inp.y)
-            if variant == "cublas_f16":
-                dequant()
-                downcast()
-                return Prepared(gemm, inp.y, Traffic(w16_bytes + x16_bytes + 4 * inp.t * inp.m,
-                                                     w16_bytes + x16_bytes + 4 * inp.t * inp.m, 2 * inp.t * inp.m * inp.k,
-                                                     "fp16 operands prepared outside the timed region"))
-
-            def round_trip():
-                dequant()
-                downcast()
-                gemm()
-            return Prepared(round_trip, inp.y, self._traffic(inp, 2 * w16_bytes + 2 * x16_bytes,
-                                                             "fp16 weight scratch and fp16 activations written and read back"))
+            dequant, downcast, gemm = DenseDequantCublas(inp.fmt, inp.w, inp.x, inp.y).steps
+            dequant()
+            downcast()  # fp16 operands prepared once, outside the timed region
+            return Prepared(gemm, inp.y, gemm.traffic().with_flops(gemm.flops(), "cuBLAS alone on fp16 operands"))
         if variant == "engine_tc":
             from zincbench.ops.gemm_tc import GemmQ4KTC
 
             if inp.fmt != "q4_k":
                 raise NotApplicable("engine_tc is Q4_K only")
             op = GemmQ4KTC(inp.w, inp.x, inp.y)
-            tiles_t = math.ceil(inp.t / 64)
-            return Prepared(op, inp.y, self._traffic(inp, (tiles_t - 1) * inp.w_host.nbytes,
-                                                     f"weights re-read by each of {tiles_t} 64-token tiles"))
+            return Prepared(op, inp.y, op.traffic().with_flops(op.flops(), "weights re-read per 64-token tile"))
         if variant == "fused":
             return self._prepare_fused(cfg, case, inp, tuner)
         raise ValueError(variant)
@@ -176,10 +154,10 @@ class T1Family:
     def _prepare_fused(self, cfg: T1Config, case: Case, inp: T1Inputs, tuner) -> Prepared:
         import cupy
 
-        from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+        from zincbench.ops.fused import FusedQ4KGemm, MmaTile, dense_traffic, permute_activations, permuted_activations
 
         if inp.fmt != "q4_k":
-            raise NotApplicable("the fused kernel reads Q4_K only (Q6_K fused: not implemented yet)")
+            raise NotApplicable("the fused kernel reads Q4_K only (a Q6_K fused kernel is not implemented)")
         xp = permuted_activations(cupy, inp.t, inp.k)
 
         def make_run(tile_text: str):
@@ -194,9 +172,7 @@ class T1Family:
 
         choice, medians = tuner(f"t1/fused/{case.key}", cfg.fused_tiles, make_run)
         run = make_run(choice)
-        tiles_t = math.ceil(inp.t / run.tile.bn)
-        return Prepared(run, inp.y, self._traffic(inp, (tiles_t - 1) * inp.w_host.nbytes + 3 * inp.t * inp.k,
-                                                  f"weights re-read by each of {tiles_t} token tiles; x permuted to fp16"),
+        return Prepared(run, inp.y, dense_traffic(inp.m, inp.k, inp.t, run.tile),
                         detail={"tile": run.tile.label, "tile_spec": choice, "autotune_median_us": medians})
 
     def check(self, cfg: T1Config, case: Case, inp: T1Inputs, output) -> tuple[float, bool]:

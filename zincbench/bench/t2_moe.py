@@ -11,14 +11,13 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 import numpy as np
 
 from zincbench.bench.base import Case, GateRule, Prepared, VariantInfo
 from zincbench.config import load_config
 from zincbench.measure.timer import TimerConfig
-from zincbench.measure.traffic import Traffic
 from zincbench.quant import check_row_length, get_format
 
 
@@ -180,33 +179,20 @@ class T2Family:
         return T2Inputs(t, e, m, k, top_k, w_host, w, x_host, cupy.asarray(x_host), ids_host, cupy.asarray(ids_host),
                         cupy.empty((t, top_k, m), dtype=cupy.float32), np.bincount(ids_host.ravel(), minlength=e))
 
-    # ---- traffic model -------------------------------------------------------------------------
-    def _traffic(self, cfg: T2Config, inp: T2Inputs, weight_reads: int, extra: int = 0, note: str = "") -> Traffic:
-        row_bytes = get_format(cfg.weights).row_bytes(inp.k)
-        hit = int((inp.counts > 0).sum())
-        x_bytes = 4 * inp.x_host.size
-        y_bytes = 4 * inp.t * inp.top_k * inp.m
-        io = x_bytes + y_bytes + 4 * inp.ids_host.size
-        return Traffic(bytes_min=hit * inp.m * row_bytes + io, bytes_model=weight_reads * inp.m * row_bytes + io + extra,
-                       flops=2 * inp.t * inp.top_k * inp.m * inp.k, note=note)
-
     def prepare(self, cfg: T2Config, case: Case, inp: T2Inputs, variant: str, tuner) -> Prepared:
+        hit = int((inp.counts > 0).sum())
         if variant == "matvec":
             from zincbench.ops.matvec import ExpertsMatvec
 
             op = ExpertsMatvec(cfg.weights, inp.w, inp.x, inp.ids, inp.y, top_k=inp.top_k, x_per_slot=cfg.x_per_slot)
-            return Prepared(op, inp.y, self._traffic(cfg, inp, inp.t * inp.top_k,
-                                                     note="each routed (token, slot) re-reads its expert's rows"))
+            return Prepared(op, inp.y, op.traffic(hit).with_flops(op.flops(), "each routed (token, slot) re-reads its expert's rows"))
         if variant == "dequant_cublas":
             from zincbench.ops.moe_cublas import MoeDequantCublas
 
             capacity = int(-(-inp.counts.max() // 8) * 8)  # largest bucket of this routing, rounded to 8
             op = MoeDequantCublas(cfg.weights, inp.w, inp.x, inp.ids, inp.y, top_k=inp.top_k, capacity=capacity,
                                   x_per_slot=cfg.x_per_slot)
-            fp16_w = inp.e * inp.m * inp.k * 2
-            grouped = inp.e * capacity * (2 * inp.k + 4 * inp.m)
-            return Prepared(op, inp.y, self._traffic(cfg, inp, inp.e, extra=2 * fp16_w + 2 * grouped,
-                                                     note="dequantizes every expert: fp16 weights written and read back"),
+            return Prepared(op, inp.y, op.traffic(hit).with_flops(op.flops(), "dequantizes every expert to fp16 scratch"),
                             detail={"capacity": capacity}, after_check=_capacity_check(op))
         if variant == "fused_grouped":
             return self._prepare_fused(cfg, case, inp, tuner)
@@ -215,7 +201,7 @@ class T2Family:
     def _prepare_fused(self, cfg: T2Config, case: Case, inp: T2Inputs, tuner) -> Prepared:
         import cupy
 
-        from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+        from zincbench.ops.fused import FusedQ4KGemm, MmaTile, grouped_traffic, permute_activations, permuted_activations
         from zincbench.ops.routing import RoutingWorkspace, build_routing
 
         x_rows = inp.t * inp.top_k if cfg.x_per_slot else inp.t
@@ -237,12 +223,8 @@ class T2Family:
 
         choice, medians = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}", cfg.fused_tiles, make_run)
         run = make_run(choice)
-        tile = run.tile
-        reads = int(np.ceil(inp.counts / tile.bn).sum())  # each token tile of an expert reads its rows once
-        return Prepared(run, inp.y,
-                        self._traffic(cfg, inp, reads, extra=2 * inp.x_host.size,
-                                      note=f"weights read once per {tile.bn}-token tile ({reads} tile reads)"),
-                        detail={"tile": tile.label, "tile_spec": choice, "autotune_median_us": medians})
+        return Prepared(run, inp.y, grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile),
+                        detail={"tile": run.tile.label, "tile_spec": choice, "autotune_median_us": medians})
 
     # ---- correctness ---------------------------------------------------------------------------
     def check(self, cfg: T2Config, case: Case, inp: T2Inputs, output) -> tuple[float, bool]:

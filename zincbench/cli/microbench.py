@@ -27,7 +27,6 @@ from zincbench.cli._common import echo_json, json_option, results_dir_option
 @results_dir_option
 @json_option
 def command(family, experiment, case_filter, variants, no_ceilings, quick, seed, markdown_path, no_progress, results_dir, as_json):
-    from rich.console import Console
 
     from zincbench import records
     from zincbench.bench.runner import run_microbench

@@ -42,9 +42,6 @@ def command() -> None:
     """
 
 
-_TABLE_ROW_KIND = {"categories": "category", "kernels": "kernel", "ranges": "range"}
-
-
 def _finish(console: Console, runs: list[prof.ToolRun], reason: str, argv: list[str], out: Path, doc: Document,
             results: str | None, as_json: bool, top: int, ok_exit_codes: tuple[int, ...] = (0,),
             traffic=None) -> int:
@@ -58,11 +55,10 @@ def _finish(console: Console, runs: list[prof.ToolRun], reason: str, argv: list[
         except EnvironmentProblem as exc:
             run.notes.append(f"no chart: {exc}")
     traffic_rows = frame_records(traffic) if traffic is not None else []
-    doc.results = [{"tool": run.tool, "table": kind, **row} for run in runs
-                   for table, kind in _TABLE_ROW_KIND.items() for row in run.tables.to_dict()[table]]
-    doc.results += [{"tool": "ncu", "table": "traffic", **row} for row in traffic_rows]
+    doc.results = prof.result_rows(runs, traffic)
     doc.notes = [reason] + [note for run in runs for note in run.notes + run.tables.notes]
     doc.config["artifacts"] = {run.tool: run.artifacts for run in runs}
+    doc.config["tool_versions"] = {run.tool: run.version for run in runs}
     failed = [run for run in runs if run.exit_code is not None and run.exit_code not in ok_exit_codes]
     doc.complete = not failed
     path = write(doc, directory=results)
@@ -111,6 +107,8 @@ def run_command(tool, categories_file, out_dir, nvtx_include, timeout_s, top, re
     """Profile COMMAND (put it after --), e.g. `zincbench profile run -- ./zinc --prompt-file p.txt`."""
     rules = load_rules(categories_file)
     argv = list(argv)
+    if nvtx_include and tool == "auto":
+        tool = "ncu"  # only ncu filters launches by NVTX range
     doc, out, tools, reason = _start({"mode": "run"}, argv, tool, categories_file, out_dir, results_dir, False)
     runs = prof.profile_command(argv, tools, out, rules, nvtx_include=tuple(nvtx_include), timeout_s=timeout_s)
     return _finish(Console(), runs, reason, argv, out, doc, results_dir, as_json, top)
@@ -126,9 +124,12 @@ def run_command(tool, categories_file, out_dir, nvtx_include, timeout_s, top, re
 @json_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def microbench_command(tool, categories_file, out_dir, timeout_s, top, results_dir, as_json, args) -> None:
-    """Profile `zincbench microbench ARGS...` (each variant x shape is an NVTX range); with ncu, compare the
-    measured DRAM bytes per range with the microbench's traffic model. Every launch is replayed under ncu:
-    pass the microbench's own options to keep the sample count small."""
+    """Profile `zincbench microbench ARGS...` (each variant x case is an NVTX range); with ncu, compare the
+    measured DRAM bytes per range with the microbench's traffic model.
+
+    Options of this command come before ARGS (`zincbench profile microbench --json t2 --quick`): everything
+    from the first argument on goes to the microbench. ncu replays every launch, so keep the microbench
+    short (--quick, --case Ne16)."""
     rules = load_rules(categories_file)
     argv = prof.microbench_argv(args)
     doc, out, tools, reason = _start({"mode": "microbench", "microbench_args": list(args)}, argv, tool,

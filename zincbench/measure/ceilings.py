@@ -41,5 +41,4 @@ def measure_ceilings(timer: GpuTimer) -> CeilingRecord:
     copy_us = summarize(copy.gpu_us).median
     gemm_us = summarize(gemm.gpu_us).median
     ceilings = Ceilings(copy_gbps=2 * COPY_BYTES / (copy_us * 1e3), fp16_tflops=2 * GEMM_N**3 / (gemm_us * 1e6))
-    del src, dst, a, b, c
     return CeilingRecord(ceilings, copy, gemm)

@@ -15,8 +15,16 @@ from dataclasses import dataclass
 class Traffic:
     bytes_min: int
     bytes_model: int
-    flops: int
+    flops: int = 0
     note: str = ""
+
+    def __add__(self, other: "Traffic") -> "Traffic":
+        note = "; ".join(n for n in (self.note, other.note) if n)
+        return Traffic(self.bytes_min + other.bytes_min, self.bytes_model + other.bytes_model,
+                       self.flops + other.flops, note)
+
+    def with_flops(self, flops: int, note: str = "") -> "Traffic":
+        return Traffic(self.bytes_min, self.bytes_model, flops, note or self.note)
 
 
 @dataclass(frozen=True)

@@ -2,39 +2,24 @@
 
 This is the engine's cuBLAS round-trip (``dequant_q*_to_f16`` + ``f32_to_f16``). A whole expert tensor
 ``[E][M][row bytes]`` dequantizes in one launch. This module also holds what every launcher module
-shares: the buffer checks done when a launch is prepared, and the ``Traffic`` record of bytes moved.
+shares: the buffer checks done when a launch is prepared. Traffic models use zincbench.measure.traffic.Traffic
+(bytes_min: what the operation must move; bytes_model: what this implementation moves by design).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import prod
 
 import numpy as np
 
 from zincbench.errors import InputError
 from zincbench.gpu.runtime import get_kernel
+from zincbench.measure.traffic import Traffic
 from zincbench.quant import get_format
 
 SOURCE = "dequant.cu"
 THREADS = 256  # the engine's grid: ceil(n/256) blocks of 256, one thread per element
 KERNELS = {"q4_k": "dequant_q4k_to_f16", "q6_k": "dequant_q6k_to_f16"}
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """Bytes one launch (or path) reads plus writes in DRAM terms.
-
-    ``minimum``: what the operation must move whatever the algorithm (each input read once, each
-    output written once). ``actual``: what this implementation moves by design, re-reads and
-    intermediate buffers included, assuming caches catch nothing beyond what the docstring says.
-    """
-
-    minimum: int
-    actual: int
-
-    def __add__(self, other: "Traffic") -> "Traffic":
-        return Traffic(self.minimum + other.minimum, self.actual + other.actual)
 
 
 def check_array(array, dtype, shape: tuple | None, name: str):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zincbench.gpu.runtime import get_kernel
+from zincbench.measure.traffic import Traffic
 from zincbench.quant import check_row_length
 
 SOURCE = "q4k_fused_mma.cu"
@@ -109,3 +110,26 @@ class FusedQ4KGemm:
                     (w, xp, y, np.int32(m), np.int32(k), np.int32(0), np.uint64(expert_bytes), tiles, offsets,
                      sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0)),
                     shared_mem=self.tile.smem_bytes)
+
+
+def dense_traffic(m: int, k: int, t: int, tile: MmaTile) -> Traffic:
+    """minimum: Q4_K W, f32 X and Y once; model: W re-read by every token tile, X permuted to fp16
+    (read f32, write fp16, read fp16 back per row tile from L2: counted once)."""
+    w_bytes = m * (k // 256) * Q4K_BLOCK_BYTES
+    io = 4 * t * k + 4 * t * m
+    token_tiles = -(-t // tile.bn)
+    return Traffic(w_bytes + io, w_bytes * token_tiles + io + 4 * t * k, 2 * m * k * t,
+                   f"weights read by each of {token_tiles} {tile.bn}-token tiles; x permuted to fp16")
+
+
+def grouped_traffic(counts, m: int, k: int, top_k: int, x_rows: int, tile: MmaTile) -> Traffic:
+    """counts: tokens per expert of the routing. minimum: hit experts' Q4_K rows, x, y and ids once;
+    model: each expert's rows once per token tile of its bucket, plus the permuted fp16 x and routing."""
+    counts = np.asarray(counts)
+    row_bytes = (k // 256) * Q4K_BLOCK_BYTES
+    items = int(counts.sum())
+    reads = int(np.ceil(counts / tile.bn).sum())
+    io = 4 * x_rows * k + 4 * items * m + 4 * items
+    return Traffic(int((counts > 0).sum()) * m * row_bytes + io,
+                   reads * m * row_bytes + io + 4 * x_rows * k + 8 * items, 2 * items * m * k,
+                   f"weights read once per {tile.bn}-token tile ({reads} tile reads)")

@@ -10,7 +10,8 @@ import numpy as np
 
 from zincbench.errors import InputError
 from zincbench.gpu.runtime import get_kernel
-from zincbench.ops.dequant import Traffic, check_array, row_weights
+from zincbench.measure.traffic import Traffic
+from zincbench.ops.dequant import check_array, row_weights
 from zincbench.quant import get_format
 
 SOURCE = "q4k_matvec.cu"

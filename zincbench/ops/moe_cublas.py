@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from zincbench.errors import InputError
-from zincbench.ops.dequant import DequantToF16, F32ToF16, Traffic, check_array, dequant_traffic, row_weights
+from zincbench.measure.traffic import Traffic
+from zincbench.ops.dequant import DequantToF16, F32ToF16, check_array, dequant_traffic, row_weights
 from zincbench.ops.matvec import experts_matvec_traffic
 from zincbench.ops.routing import GatherRows, RoutingWorkspace, ScatterRows, build_routing, routing_traffic
 from zincbench.quant import get_format
@@ -106,7 +107,7 @@ class DenseDequantCublas:
         """minimum: quantized W, f32 X and Y once; actual: the three steps including both fp16 scratch buffers."""
         minimum = self.m * get_format(self.fmt).row_bytes(self.k) + 4 * self.t * self.k + 4 * self.t * self.m
         actual = self.steps[0].traffic() + self.steps[1].traffic() + self.steps[2].traffic()
-        return Traffic(minimum, actual.actual)
+        return Traffic(minimum, actual.bytes_model)
 
     def flops(self) -> int:
         return 2 * self.m * self.k * self.t
@@ -170,10 +171,10 @@ class MoeDequantCublas:
     def traffic(self, experts_hit: int) -> Traffic:
         """minimum: the MoE op's (hit experts' quantized weights once, x, y); actual: the five steps."""
         minimum = experts_matvec_traffic(self.fmt, self.t, self.top_k, self.m, self.k, experts_hit,
-                                         self.x_per_slot).minimum
+                                         self.x_per_slot).bytes_min
         actual = (routing_traffic(self.t, self.top_k, self.n_experts, self.capacity)
                   + dequant_traffic(self.fmt, self.n_experts * self.m, self.k)
-                  + self.gather.traffic() + self.gemm.traffic() + self.scatter.traffic()).actual
+                  + self.gather.traffic() + self.gemm.traffic() + self.scatter.traffic()).bytes_model
         return Traffic(minimum, actual)
 
     def flops(self) -> int:

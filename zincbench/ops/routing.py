@@ -13,7 +13,8 @@ import numpy as np
 
 from zincbench.errors import InputError
 from zincbench.gpu.runtime import get_kernel
-from zincbench.ops.dequant import Traffic, check_array
+from zincbench.measure.traffic import Traffic
+from zincbench.ops.dequant import check_array
 
 SOURCE = "moe_routing.cu"
 ROUTE_THREADS = 1024  # one expert per thread in the block scans

@@ -6,7 +6,8 @@ Library API (the CLI, ``zincbench profile``, only wires these):
 - ``profile_command(argv, tools, out_dir, rules)``: run them, parse what they wrote -> ``ToolRun`` per tool;
 - ``microbench_argv(args)``: the microbench command line profiled by ``zincbench profile microbench``;
 - ``parse.parse_file(path)``: tables from an existing .sqlite / nsys stats CSV / ncu CSV;
-- ``parse.traffic_comparison``: ncu's DRAM bytes per microbench range next to the traffic model.
+- ``parse.traffic_comparison``: ncu's DRAM bytes per microbench range next to the traffic model;
+- ``result_rows(runs, traffic)``: the rows of the ``kind: profile`` results document.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from zincbench.errors import EnvironmentProblem, InputError
 from zincbench.gpu.tools import find_tool, nsys_importer_problem
 from zincbench.profile import ncu, nsys
 from zincbench.profile.categories import CategoryRules
-from zincbench.profile.parse import ProfileTables, parse_file
+from zincbench.profile.parse import ProfileTables, frame_records, parse_file
 
 TOOL_CHOICES = ("auto", "nsys", "ncu", "both")
 
@@ -87,6 +88,19 @@ def profile_command(argv: list[str], tools: list[str], out_dir: str | os.PathLik
             artifacts = {"csv": str(run.csv), "log": str(run.log)}
         runs.append(ToolRun(tool, tables, artifacts, run.exit_code, run.version, list(run.notes)))
     return runs
+
+
+_TABLE_ROW_KIND = {"categories": "category", "kernels": "kernel", "ranges": "range"}
+
+
+def result_rows(runs: list[ToolRun], traffic=None) -> list[dict]:
+    """Rows of the profile results document: every table row, tagged with its tool and table
+    (category | kernel | range | traffic), so ``records.load`` gives one filterable DataFrame."""
+    rows = [{"tool": run.tool, "table": kind, **row} for run in runs
+            for table, kind in _TABLE_ROW_KIND.items() for row in run.tables.to_dict()[table]]
+    if traffic is not None:
+        rows += [{"tool": "ncu", "table": "traffic", **row} for row in frame_records(traffic)]
+    return rows
 
 
 def microbench_argv(args: tuple[str, ...] | list[str]) -> list[str]:

@@ -87,6 +87,7 @@ def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = 
     log = out / f"{name}.log"
     report = base.with_suffix(".nsys-rep")
     report.unlink(missing_ok=True)
+    log.write_text("")
     run = _run(log, [nsys, "profile", *PROFILE_OPTIONS, "-o", str(base), *argv], timeout_s, env)
     if not report.exists():
         problem = nsys_importer_problem(nsys) if list(out.glob("*.qdstrm")) else None

@@ -1,0 +1,362 @@
+"""`zincbench gate`: loading and schema checks, statuses and exit codes, re-judging recorded documents,
+JUnit XML (parsed back with xml.etree), markdown and $GITHUB_STEP_SUMMARY, and the CPU-only CI config.
+
+Recorded documents are built here in the runner's row format with samples whose verdict is known by
+construction (a candidate 20% faster with 0.5% noise is GO; 20% slower is NO-GO).
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zincbench import records
+from zincbench.bench import DEFAULT_EXPERIMENTS, load_family
+from zincbench.cli import main
+from zincbench.config import EXPERIMENTS_DIR, experiment_path
+from zincbench.errors import ConfigError, ExitCode, InputError
+from zincbench.gate import Status, load_gates, rejudge_document, run_gates
+from zincbench.show.gate_summary import append_step_summary, to_markdown
+from zincbench.show.junit import junit_xml, xml_text
+
+
+
+# --- recorded documents -----------------------------------------------------------------------------------
+
+
+def microbench_document(family: str = "t2", *, candidate_factor: float = 0.8, decision: str = "GO",
+                        device: str = "NVIDIA H200", n_cases: int | None = None, seed: int = 0,
+                        complete: bool = True) -> records.Document:
+    """A microbench document shaped like the runner's: every variant timed, the candidate at
+    ``candidate_factor`` x the baseline's time, other variants at 0.9x; ``decision`` is recorded."""
+    fam = load_family(family)
+    cfg = fam.load(experiment_path(DEFAULT_EXPERIMENTS[family]))
+    rule = fam.gate_rule(cfg)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for case in fam.cases(cfg)[:n_cases]:
+        base_us = 50.0 + case.params["tokens"] / 8
+        for info in fam.variants(cfg):
+            factor = 1.0 if info.name == rule.baseline else candidate_factor if info.name == rule.candidate else 0.9
+            samples = base_us * factor * (1 + 0.005 * rng.standard_normal(40))
+            row = {"family": family, "case": case.key, "params": case.params, "variant": info.name, "role": info.role,
+                   "check": {"rel_error": 1e-6, "fully_written": True, "tolerance": info.tolerance, "failure": None,
+                             "passed": True},
+                   "floor": {"us": base_us * 0.4, "bound": "memory"},
+                   "measurement": {"gpu_us": samples.tolist()},
+                   "summary": {"n": 40, "median_us": float(np.median(samples)), "p90_us": float(np.quantile(samples, 0.9))}}
+            if info.name != rule.baseline:
+                row["vs_baseline"] = {"baseline": rule.baseline, "speedup": 1 / factor}
+            rows.append(row)
+    return records.Document(
+        kind="microbench", config={"family": family, "settings": records.to_jsonable(cfg)},
+        environment={"gpu": {"name": device}}, results=rows, complete=complete,
+        verdict={"decision": decision, "rule": asdict(rule), "cells": []})
+
+
+def validate_document(statuses: dict[str, str], exit_code: int, device: str = "NVIDIA H200") -> records.Document:
+    rows = [{"model": name, "gguf": f"/models/{name}.gguf", "status": status, "mode": "tolerant", "n_gen": 12,
+             "min_match": 8, "match": 12 if status == "OK" else 3, "reason": ""} for name, status in statuses.items()]
+    return records.Document(kind="validate", config={"mode": "tolerant", "allow_missing": False},
+                            environment={"gpu": {"name": device}}, results=rows, verdict={"exit_code": exit_code})
+
+
+def reference_document(margins: list[float]) -> records.Document:
+    return records.Document(
+        kind="reference",
+        config={"gguf": "/models/tiny.gguf", "identity": "header:abc", "prompt": "Hi", "n_gen": len(margins),
+                "prompt_ids": [1, 2]},
+        environment={"producer": {}},
+        results=[{"position": i, "token": 7 + i, "top1_logit": 10.0, "top2_token": 3, "top2_logit": 10.0 - m,
+                  "margin": m} for i, m in enumerate(margins)])
+
+
+def write_gates(directory: Path, checks: list[dict], name: str = "gates.yaml") -> Path:
+    import yaml
+
+    path = directory / name
+    path.write_text(yaml.safe_dump({"checks": checks}))
+    return path
+
+
+# --- re-judging ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", ["t2", "t1"])
+def test_recorded_go_rejudges_go_from_raw_samples(family):
+    data = records.to_jsonable(microbench_document(family, n_cases=6 if family == "t1" else None))
+    judged = rejudge_document(data, "doc.json")
+    assert judged.status is Status.PASS, judged.reason
+    assert judged.details["rejudged"] == "GO" and "drift" not in judged.details
+    assert all(cell["verdict"] == "faster" for cell in judged.details["cells"]) and judged.details["cells"]
+
+
+def test_slower_candidate_rejudges_no_go():
+    data = records.to_jsonable(microbench_document(candidate_factor=1.2, decision="NO-GO"))
+    judged = rejudge_document(data, "doc.json")
+    assert judged.status is Status.FAIL and judged.details["rejudged"] == "NO-GO"
+    assert "slower" in judged.reason
+
+
+def test_recorded_decision_that_the_samples_contradict_is_judge_drift():
+    data = records.to_jsonable(microbench_document(candidate_factor=1.2, decision="GO"))
+    assert "judge drift: recorded decision GO, re-judged NO-GO" in rejudge_document(data, "doc.json").details["drift"]
+
+
+def test_rule_changed_since_recording_is_no_drift_but_said():
+    data = records.to_jsonable(microbench_document(candidate_factor=1.2, decision="GO"))
+    data["verdict"]["rule"]["threshold"] = 0.5
+    judged = rejudge_document(data, "doc.json")
+    assert judged.status is Status.FAIL and "drift" not in judged.details
+    assert "recorded GO under another rule" in judged.reason
+
+
+def test_incomplete_document_is_inconclusive():
+    doc = microbench_document(complete=False)
+    doc.notes.append("interrupted (SIGINT)")
+    judged = rejudge_document(records.to_jsonable(doc), "doc.json")
+    assert judged.status is Status.INCONCLUSIVE and "interrupted (SIGINT)" in judged.reason
+
+
+@pytest.mark.parametrize("statuses, code, status", [
+    ({"a": "OK", "b": "OK"}, 0, Status.PASS),
+    ({"a": "OK", "b": "FAIL"}, 1, Status.FAIL),
+    ({"a": "OK", "b": "MISSING"}, 1, Status.FAIL),
+])
+def test_validate_document_rejudged_from_its_outcomes(statuses, code, status):
+    judged = rejudge_document(records.to_jsonable(validate_document(statuses, code)), "v.json")
+    assert judged.status is status and "drift" not in judged.details
+
+
+def test_validate_document_whose_exit_code_disagrees_is_drift():
+    judged = rejudge_document(records.to_jsonable(validate_document({"a": "FAIL"}, 0)), "v.json")
+    assert "recorded exit code 0, re-judged 1" in judged.details["drift"]
+
+
+def test_reference_documents_are_checked():
+    assert rejudge_document(records.to_jsonable(reference_document([0.5, 2.0])), "r.json").status is Status.PASS
+    bad = rejudge_document(records.to_jsonable(reference_document([0.5, -1.0])), "r.json")
+    assert bad.status is Status.FAIL and "positions [1]" in bad.reason
+
+
+def test_a_document_of_another_schema_is_bad_input():
+    data = records.to_jsonable(microbench_document())
+    del data["results"][0]["case"]
+    with pytest.raises(InputError, match="not a valid microbench document"):
+        rejudge_document(data, "doc.json")
+
+
+def test_unjudgeable_kind_is_bad_input():
+    with pytest.raises(InputError, match="cannot re-judge a 'profile' document"):
+        rejudge_document({"kind": "profile", "schema_version": 1}, "p.json")
+
+
+# --- loading -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"name": "x", "kind": "nope"}, "kind: must be one of"),
+    ({"name": "x", "kind": "recorded"}, "missing required key 'path'"),
+    ({"name": "x", "kind": "recorded", "path": "a.json", "expect": "MAYBE"}, "expect: must be one of"),
+    ({"name": "x", "kind": "microbench", "family": "t3"}, "family: must be one of"),
+    ({"name": "x", "kind": "microbench", "experiment": "missing.yaml"}, "file not found"),
+    ({"name": "x", "kind": "validate", "models": ["no-such-model"]}, "unknown catalog model 'no-such-model'"),
+    ({"name": "x", "kind": "ab", "a": "bin"}, "give models"),
+    ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "rounds": 1}, "--rounds must be at least 2"),
+    ({"name": "x", "kind": "parse", "parser": "llama-bench", "path": "${BROKEN"}, "bad ${VAR} placeholder"),
+    ({"name": "x", "kind": "parse", "parser": "llama-bench", "path": "a", "colour": 1}, "unknown key 'colour'"),
+])
+def test_bad_check_is_rejected_at_load_time(tmp_path, entry, message):
+    with pytest.raises(InputError, match=None) as exc:
+        load_gates(write_gates(tmp_path, [entry]))
+    assert message in str(exc.value) and "checks[0]" in str(exc.value)
+
+
+def test_duplicate_names_and_empty_files_are_rejected(tmp_path):
+    entry = {"name": "x", "kind": "recorded", "path": "a.json"}
+    with pytest.raises(ConfigError, match="'x' is used by another check"):
+        load_gates(write_gates(tmp_path, [entry, entry]))
+    with pytest.raises(ConfigError, match="declares no checks"):
+        load_gates(write_gates(tmp_path, []))
+
+
+def test_experiment_with_k_not_a_multiple_of_256_is_rejected(tmp_path):
+    text = (EXPERIMENTS_DIR / "t2_moe_expert.yaml").read_text().replace("k: 2048", "k: 300")
+    (tmp_path / "bad.yaml").write_text(text)
+    with pytest.raises(InputError, match="K=300 is not a multiple of 256"):
+        load_gates(write_gates(tmp_path, [{"name": "t2", "kind": "microbench", "experiment": "bad.yaml"}]))
+
+
+def test_bundled_gate_files_load():
+    assert [c.kind for c in load_gates().checks][:4] == ["microbench", "microbench", "validate", "ab"]
+    assert {c.kind for c in load_gates(EXPERIMENTS_DIR / "gates_ci.yaml").checks} == {"recorded", "parse"}
+
+
+# --- running ----------------------------------------------------------------------------------------------
+
+
+def test_statuses_exit_codes_and_gate_document(tmp_path, monkeypatch):
+    records.write(microbench_document(), tmp_path / "go.json")
+    records.write(microbench_document(candidate_factor=1.2, decision="NO-GO"), tmp_path / "nogo.json")
+    monkeypatch.delenv("ZINC_DBG_BIN", raising=False)
+    gates = load_gates(write_gates(tmp_path, [
+        {"name": "go", "kind": "recorded", "path": "go.json"},
+        {"name": "expected-no-go", "kind": "recorded", "path": "nogo.json", "expect": "FAIL"},
+        {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"},
+        {"name": "no-engine", "kind": "validate", "engine_bin": "${ZINC_DBG_BIN}", "needs_gpu": False},
+    ]))
+    result = run_gates(gates, results_dir=tmp_path / "results")
+    by_name = {o.name: o for o in result.outcomes}
+    assert by_name["go"].status is Status.PASS
+    assert by_name["expected-no-go"].status is Status.PASS and "as expected" in by_name["expected-no-go"].reason
+    assert by_name["absent"].status is Status.SKIPPED and "no file matches" in by_name["absent"].reason
+    assert by_name["no-engine"].status is Status.SKIPPED
+    assert "ZINC_MODELS" in by_name["no-engine"].reason or "ZINC_DBG_BIN" in by_name["no-engine"].reason
+    assert result.exit_code == ExitCode.OK
+    saved = records.read(result.path)
+    assert saved["kind"] == "gate" and saved["complete"] is True
+    assert [r["status"] for r in saved["results"]] == ["PASS", "PASS", "SKIPPED", "SKIPPED"]
+    assert saved["verdict"]["counts"]["SKIPPED"] == 2 and saved["verdict"]["exit_code"] == 0
+
+    strict = run_gates(gates, strict=True, results_dir=tmp_path / "results")
+    assert strict.exit_code == ExitCode.FAIL
+    assert [o.status for o in strict.outcomes][2:] == [Status.FAIL, Status.FAIL]
+    assert all(o.skipped and "--strict" in o.reason for o in strict.outcomes[2:])
+
+
+def test_worst_check_decides_the_exit_code(tmp_path):
+    records.write(microbench_document(candidate_factor=1.2, decision="NO-GO"), tmp_path / "nogo.json")
+    incomplete = microbench_document(complete=False)
+    records.write(incomplete, tmp_path / "partial.json")
+    (tmp_path / "broken.json").write_text("{not json")
+    checks = [{"name": "nogo", "kind": "recorded", "path": "nogo.json"},
+              {"name": "partial", "kind": "recorded", "path": "partial.json"}]
+    result = run_gates(load_gates(write_gates(tmp_path, checks)), results_dir=tmp_path / "r")
+    assert [o.status for o in result.outcomes] == [Status.FAIL, Status.INCONCLUSIVE]
+    assert result.exit_code == ExitCode.FAIL  # a failure outranks an inconclusive check
+
+    checks.append({"name": "broken", "kind": "recorded", "path": "broken.json"})
+    result = run_gates(load_gates(write_gates(tmp_path, checks)), results_dir=tmp_path / "r")
+    assert result.outcomes[-1].status is Status.ERROR and "invalid JSON" in result.outcomes[-1].reason
+    assert result.exit_code == ExitCode.USAGE  # input the gate could not judge outranks both
+
+
+def test_microbench_check_is_skipped_without_a_gpu(tmp_path):
+    from zincbench.errors import EnvironmentProblem
+    from zincbench.gpu import require_cupy
+
+    try:
+        require_cupy()
+    except EnvironmentProblem as exc:
+        reason = str(exc)
+    else:
+        pytest.skip("this machine has a GPU: the microbench check would run")
+    result = run_gates(load_gates(write_gates(tmp_path, [{"name": "t2", "kind": "microbench", "quick": True}])),
+                       results_dir=tmp_path / "r")
+    (outcome,) = result.outcomes
+    assert outcome.status is Status.SKIPPED and reason in outcome.reason and outcome.reason.startswith("needs a GPU")
+    assert not list((tmp_path / "r").glob("microbench-*"))
+
+
+def test_parse_check_fails_on_a_recorded_output_that_no_longer_parses(tmp_path):
+    (tmp_path / "good.jsonl").write_text(json.dumps({"n_prompt": 512, "n_gen": 0, "avg_ts": 1000.0}) + "\n")
+    (tmp_path / "bad.jsonl").write_text('{"n_prompt": 512, "n_gen": 0, "avg_ts": 10')
+    ok = run_gates(load_gates(write_gates(tmp_path, [
+        {"name": "p", "kind": "parse", "parser": "llama-bench", "path": "good.jsonl"}])), results_dir=tmp_path / "r")
+    assert ok.outcomes[0].status is Status.PASS and "1 rows" in ok.outcomes[0].reason
+    bad = run_gates(load_gates(write_gates(tmp_path, [
+        {"name": "p", "kind": "parse", "parser": "llama-bench", "path": "*.jsonl"}])), results_dir=tmp_path / "r")
+    assert bad.outcomes[0].status is Status.FAIL and "1 of 2 file(s) failed" in bad.outcomes[0].reason
+    assert "bad.jsonl:1" in bad.outcomes[0].reason
+
+
+# --- outputs ----------------------------------------------------------------------------------------------
+
+
+def _mixed_gate_document() -> dict:
+    rows = [{"name": n, "kind": "recorded", "status": s, "exit_code": c, "reason": f"why {n}", "wall_s": 0.25,
+             "results_file": f"/r/{n}.json" if s != "SKIPPED" else None, "skipped": s == "SKIPPED", "details": {}}
+            for n, s, c in (("p", "PASS", 0), ("f", "FAIL", 1), ("i", "INCONCLUSIVE", 3), ("s", "SKIPPED", 0),
+                            ("e", "ERROR", 2))]
+    return {"kind": "gate", "config": {"gates_file": "g.yaml"}, "results": rows, "timestamp": "t", "complete": True,
+            "verdict": {"status": "ERROR", "exit_code": 2, "strict": False,
+                        "counts": {"PASS": 1, "FAIL": 1, "INCONCLUSIVE": 1, "SKIPPED": 1, "ERROR": 1}}}
+
+
+def test_junit_xml_has_one_testcase_per_check():
+    root = ET.fromstring(junit_xml(_mixed_gate_document()))
+    suite = root.find("testsuite")
+    assert suite.attrib["tests"] == "5" and suite.attrib["failures"] == "2"
+    assert suite.attrib["errors"] == "1" and suite.attrib["skipped"] == "1"
+    cases = {c.attrib["name"]: c for c in suite.iter("testcase")}
+    assert list(cases) == ["p", "f", "i", "s", "e"]
+    assert len(cases["p"]) == 1 and cases["p"][0].tag == "system-out"
+    assert cases["f"].find("failure").attrib == {"message": "why f", "type": "FAIL"}
+    assert cases["i"].find("failure").attrib["type"] == "INCONCLUSIVE"
+    assert cases["s"].find("skipped").attrib["message"] == "why s"
+    assert "results: /r/e.json" in cases["e"].find("error").text
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(), st.text(min_size=1))
+def test_junit_xml_parses_back_whatever_the_reason_text(reason, name):
+    doc = _mixed_gate_document()
+    doc["results"][1].update(reason=reason, name=name)
+    case = ET.fromstring(junit_xml(doc)).find("testsuite")[1]
+    assert case.attrib["name"] == xml_text(name)
+    assert case.find("failure").attrib["message"] == xml_text(reason)  # only XML-illegal characters replaced
+
+
+def test_markdown_summary_and_github_step_summary(tmp_path):
+    doc = _mixed_gate_document()
+    markdown = to_markdown(doc)
+    assert markdown.count("\n| ") == 7  # header, separator, five checks
+    assert "❌ FAIL" in markdown and "gate ERROR" in markdown
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    assert append_step_summary(markdown, {"GITHUB_STEP_SUMMARY": str(summary)}) == summary
+    assert summary.read_text() == "earlier step\n" + markdown + "\n"
+    assert append_step_summary(markdown, {}) is None
+
+
+def test_cli_writes_junit_markdown_json_and_step_summary(tmp_path, capsys, monkeypatch):
+    records.write(microbench_document(), tmp_path / "go.json")
+    records.write(microbench_document(candidate_factor=1.2, decision="NO-GO"), tmp_path / "nogo.json")
+    gates = write_gates(tmp_path, [{"name": "go", "kind": "recorded", "path": "go.json"},
+                                   {"name": "nogo", "kind": "recorded", "path": "nogo.json"}])
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "step.md"))
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", str(gates), "--junit", str(tmp_path / "j.xml"), "--markdown", str(tmp_path / "g.md"),
+              "--json", "--results-dir", str(tmp_path / "results")])
+    out = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 1 and out["status"] == "FAIL" and out["exit_code"] == 1
+    assert [c["status"] for c in out["checks"]] == ["PASS", "FAIL"]
+    failure = ET.parse(tmp_path / "j.xml").getroot().find("testsuite/testcase[@name='nogo']/failure")
+    assert failure is not None and "NO-GO" in failure.attrib["message"]
+    assert (tmp_path / "g.md").read_text() == (tmp_path / "step.md").read_text().rstrip("\n") + "\n"
+    assert records.read(out["results"])["verdict"]["status"] == "FAIL"
+
+
+def test_cli_refuses_an_output_folder_that_does_not_exist_before_running(tmp_path, capsys):
+    gates = write_gates(tmp_path, [{"name": "go", "kind": "recorded", "path": "go.json"}])
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", str(gates), "--junit", str(tmp_path / "nope" / "j.xml"), "--results-dir", str(tmp_path / "r")])
+    assert exc.value.code == 2 and "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_ci_gate_passes_on_this_machine(tmp_path, capsys):
+    """The CPU-only configuration CI runs: whatever is recorded in results/ must re-judge as it says."""
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", str(EXPERIMENTS_DIR / "gates_ci.yaml"), "--json", "--results-dir", str(tmp_path)])
+    out = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0, out["checks"]
+    parsed = {c["name"]: c for c in out["checks"] if c["kind"] == "parse"}
+    assert parsed["parse-nsys-sqlite"]["status"] == "PASS" and parsed["parse-ncu"]["status"] == "PASS"

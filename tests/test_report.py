@@ -1,0 +1,170 @@
+"""`zincbench report`: merging runs side by side, refusing mixed devices, incomplete runs, markdown/JSON,
+PNG plots (matplotlib) and the exit-4 line without it. The A/B document is a real one, measured
+against the fake engine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from fake_engine import write_launcher
+from test_gate import microbench_document, validate_document
+from zincbench import records
+from zincbench.cli import main
+from zincbench.errors import EnvironmentProblem, InputError
+from zincbench.report import build_report, microbench_table, to_markdown, validate_table
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+REPO_RESULTS = Path(__file__).resolve().parent.parent / "results"
+
+
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(["report", *map(str, args)])
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+@pytest.fixture
+def two_h200_runs(tmp_path):
+    first = records.write(microbench_document(seed=1), tmp_path / "first.json")
+    second = records.write(microbench_document(candidate_factor=0.7, seed=2), tmp_path / "second.json")
+    return first, second
+
+
+@pytest.fixture(scope="module")
+def ab_document(tmp_path_factory):
+    """A real two-arm A/B of the fake engine (B 5% slower), as `zincbench ab` records it."""
+    from zincbench.catalog import load_catalog
+    from zincbench.engines import make_engine
+    from zincbench.runs.ab import ABSettings, Arm, run_ab
+
+    root = tmp_path_factory.mktemp("ab")
+    gguf = root / "tiny.gguf"
+    gguf.touch()
+    fake = write_launcher(root)
+    model = load_catalog().for_file(gguf)
+    arms = [Arm("A", make_engine("zinc-main", bin=fake)), Arm("B", make_engine("zinc-main", bin=fake), {"FAKE_SPEED": "0.95"})]
+    outcome = run_ab([model], arms, ABSettings(rounds=2), results_dir=root, progress=False)
+    return outcome.path
+
+
+def test_runs_of_one_device_are_merged_side_by_side(two_h200_runs):
+    first, second = two_h200_runs
+    report = build_report([first, second, first])  # a path given twice is read once
+    labels = report.labels("microbench", "t2")
+    docs = [records.read(p) for p in (first, second)]
+    assert labels == [f"NVIDIA H200 · {d['run_id']}" for d in docs]
+    headers, cells = microbench_table(report, "t2")
+    assert headers[2:] == [f"{label} median/p90 µs" for label in labels]
+    assert len(cells) == len(docs[0]["results"])  # one row per case x variant, not per run
+    row = next(r for r in report.microbench if r["variant"] == "fused_grouped")
+    for label, doc in zip(labels, docs):
+        recorded = next(r for r in doc["results"] if r["case"] == row["case"] and r["variant"] == "fused_grouped")
+        assert row["runs"][label]["median_us"] == recorded["summary"]["median_us"]
+
+
+def test_families_get_their_own_tables(tmp_path, two_h200_runs):
+    t1 = records.write(microbench_document("t1", n_cases=3), tmp_path / "t1.json")
+    report = build_report([two_h200_runs[0], t1])
+    assert report.families == ["t2", "t1"]
+    assert report.labels("microbench", "t1") == report.labels("microbench", "t2") == ["NVIDIA H200"]
+    assert len(microbench_table(report, "t1")[1]) == 3 * 4  # cases x variants
+    assert "### microbench t2" in to_markdown(report) and "### microbench t1" in to_markdown(report)
+
+
+def test_runs_from_different_devices_are_refused_unless_asked(tmp_path, capsys):
+    h200 = records.write(microbench_document(), tmp_path / "h200.json")
+    rtx = records.write(microbench_document(device="NVIDIA GeForce RTX 4090"), tmp_path / "rtx.json")
+    with pytest.raises(InputError, match="refusing to compare microbench runs from different devices"):
+        build_report([h200, rtx])
+    code, out, err = run_cli(capsys, h200, rtx)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("zincbench: error: refusing to compare")
+    assert "NVIDIA H200: h200.json" in err and "NVIDIA GeForce RTX 4090: rtx.json" in err and "--ignore-device" in err
+
+    code, out, _ = run_cli(capsys, h200, rtx, "--ignore-device", "--json")
+    assert code == 0
+    assert [r["label"] for r in json.loads(out)["runs"]] == ["NVIDIA H200", "NVIDIA GeForce RTX 4090"]
+
+
+def test_different_kinds_on_different_devices_are_not_a_mismatch(tmp_path):
+    micro = records.write(microbench_document(), tmp_path / "m.json")
+    valid = records.write(validate_document({"a": "OK"}, 0, device="NVIDIA GeForce RTX 5090"), tmp_path / "v.json")
+    report = build_report([micro, valid])
+    assert report.labels("validate") == ["NVIDIA GeForce RTX 5090"]
+
+
+def test_incomplete_run_is_labelled_and_noted(tmp_path):
+    doc = microbench_document(complete=False)
+    doc.notes.append("interrupted (SIGINT)")
+    doc.results = doc.results[:4]
+    path = records.write(doc, tmp_path / "partial.json")
+    report = build_report([path])
+    assert report.labels("microbench", "t2") == ["NVIDIA H200 (incomplete)"]
+    assert any("partial.json: incomplete run (interrupted (SIGINT))" in n for n in report.notes)
+    assert "(incomplete)" in to_markdown(report)
+
+
+def test_validate_statuses_per_model_and_run(tmp_path):
+    a = records.write(validate_document({"qwen35-9b": "OK", "gemma4-31b": "FAIL"}, 1), tmp_path / "a.json")
+    b = records.write(validate_document({"qwen35-9b": "OK", "gemma4-31b": "OK"}, 0), tmp_path / "b.json")
+    headers, cells = validate_table(build_report([a, b]))
+    assert headers[0] == "model" and len(headers) == 3
+    assert cells == [["qwen35-9b", "OK 12/12", "OK 12/12"], ["gemma4-31b", "FAIL 3/12", "OK 12/12"]]
+
+
+def test_ab_scoreboard_rows_and_markdown(ab_document, capsys):
+    code, out, _ = run_cli(capsys, ab_document, "--markdown")
+    assert code == 0
+    assert "### ab · " in out and "| tiny |" in out and "slower" in out
+
+
+def test_other_kinds_are_left_out_and_nothing_to_report_is_bad_input(tmp_path, capsys, two_h200_runs):
+    gate = records.write(records.Document(kind="gate", config={}, environment={}), tmp_path / "gate.json")
+    report = build_report([two_h200_runs[0], gate])
+    assert any("gate.json: a gate document has no report table" in n for n in report.notes)
+    code, _, err = run_cli(capsys, gate)
+    assert code == 2 and err.startswith("zincbench: error: nothing to report") and err.count("\n") == 1
+
+
+def test_unreadable_document_is_one_line(tmp_path, capsys):
+    (tmp_path / "junk.json").write_text('{"kind": "microbench"')
+    code, out, err = run_cli(capsys, tmp_path / "junk.json")
+    assert code == 2 and "invalid JSON" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_plots_are_written_as_png(tmp_path, capsys, two_h200_runs, ab_document):
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed (pip install -e '.[plot]')")
+    t1 = records.write(microbench_document("t1", n_cases=6), tmp_path / "t1.json")
+    code, out, err = run_cli(capsys, *two_h200_runs, t1, ab_document, "--plot", tmp_path / "plots", "--json",
+                             "--ignore-device")
+    assert code == 0
+    written = sorted(Path(p).name for p in json.loads(out)["plots"])
+    assert written == ["ab_scoreboard.png", "t1_vs_round_trip.png", "t2_time_vs_ne.png"]
+    for name in written:
+        data = (tmp_path / "plots" / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+
+
+def test_missing_matplotlib_is_an_environment_error(tmp_path, capsys, monkeypatch, two_h200_runs):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
+    from zincbench.show.plots import require_matplotlib
+
+    with pytest.raises(EnvironmentProblem, match=r"pip install -e '\.\[plot\]'"):
+        require_matplotlib()
+    code, out, err = run_cli(capsys, two_h200_runs[0], "--plot", tmp_path / "plots")
+    assert code == 4 and out == "" and err.count("\n") == 1 and "needs matplotlib" in err
+    assert not (tmp_path / "plots").exists()
+
+
+def test_recorded_results_in_the_repository_report_cleanly():
+    paths = [p for p in sorted(REPO_RESULTS.glob("**/*.json"))
+             if records.read(p)["kind"] in ("microbench", "validate", "ab")]
+    if not paths:
+        pytest.skip("no recorded microbench/validate/ab documents under results/ yet")
+    report = build_report(paths, ignore_device=True)
+    assert to_markdown(report).startswith("###")

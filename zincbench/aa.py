@@ -1,0 +1,477 @@
+"""A/A self-test: how often do zincbench's verdicts call identical code faster or slower?
+
+A gate is only worth as much as its false-positive rate (nvbench #316: repeat runs of the same code
+flagged SLOW/FAST). Two modes, both writing one results document of kind ``aa``:
+
+- ``run_microbench_aa``: N separate processes of ``python -m zincbench microbench`` time the same
+  variant of the same case (separate processes, so that between-process variation counts as it does
+  when a gate runs); every pair of processes is compared with ``judge.compare_medians`` at the
+  family's gate threshold and confidence.
+- ``run_ab_aa``: the same engine binary as arm A and arm B through ``zincbench.runs.ab``, repeated R
+  times; every repeat's per-model verdict is one comparison.
+
+Reported: the false-positive rate (``faster`` or ``slower`` verdicts) with a Clopper-Pearson interval
+over *independent* comparisons only, the inconclusive rate, the noise floor (spread between processes
+or rounds) and the minimum detectable change: the smallest uniform speed change of the candidate the
+verdict would call in ``detection_coverage`` of the observed comparisons. Exit code: 0 when the
+measured false-positive rate is at most the target, 1 above it, 3 when a process or repeat failed to
+produce a verdict (and no false positive decided already), 4 when the machine lacks a GPU.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from zincbench import records
+from zincbench.config import experiment_path, load_config
+from zincbench.errors import EnvironmentProblem, ExitCode, InputError
+from zincbench.judge import Verdict, compare_medians
+
+DEFAULT_CONFIG = "aa"
+STDERR_TAIL_LINES = 20
+
+
+# --- configuration (experiments/aa.yaml) ---------------------------------------------------------------
+
+
+@dataclass
+class MicrobenchAASettings:
+    family: str = "t2"
+    experiment: str | None = None
+    case: str = "E256-M512-K2048-Ne16"
+    variant: str = "fused_grouped"
+    processes: int = 10
+    quick: bool = False
+    seed: int | None = None
+    timeout_s: float = 600.0
+
+    def __post_init__(self):
+        if self.processes < 2:
+            raise ValueError(f"processes must be at least 2 (an A/A compares two processes), got {self.processes}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+
+
+@dataclass
+class ABAASettings:
+    repeats: int = 20
+    rounds: int = 6
+    order: Literal["abba", "ab", "random"] = "abba"
+    threshold: float = 0.02
+    prompt_tokens: int = 512
+    n_gen: int = 160
+    timeout_s: float = 600.0
+
+    def __post_init__(self):
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be at least 1, got {self.repeats}")
+
+    def ab_settings(self, repeat: int, gpu_uuid: str | None = None):
+        """The ``zincbench ab`` settings of one repeat (its own seed for the random order)."""
+        from zincbench.runs.ab import ABSettings
+
+        return ABSettings(rounds=self.rounds, order=self.order, seed=repeat, prompt_tokens=self.prompt_tokens,
+                          n_gen=self.n_gen, gpu_uuid=gpu_uuid, threshold=self.threshold, timeout_s=self.timeout_s)
+
+
+@dataclass
+class AAConfig:
+    target_fp_rate: float = 0.01
+    interval_confidence: float = 0.95
+    detection_coverage: float = 0.95
+    microbench: MicrobenchAASettings = field(default_factory=MicrobenchAASettings)
+    ab: ABAASettings = field(default_factory=ABAASettings)
+
+    def __post_init__(self):
+        for name in ("target_fp_rate", "interval_confidence", "detection_coverage"):
+            if not 0 < getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a fraction strictly between 0 and 1, got {getattr(self, name)}")
+
+    def with_overrides(self, mode: Literal["microbench", "ab"], **values) -> AAConfig:
+        """A copy with the given ``mode`` settings replaced (None values are left alone); bad values are InputError."""
+        values = {k: v for k, v in values.items() if v is not None}
+        try:
+            return dataclasses.replace(self, **{mode: dataclasses.replace(getattr(self, mode), **values)})
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+
+
+def load_aa_config(path: str | Path | None = None) -> AAConfig:
+    """experiments/aa.yaml, or the given file."""
+    return load_config(AAConfig, experiment_path(path or DEFAULT_CONFIG))
+
+
+# --- statistics ----------------------------------------------------------------------------------------
+
+
+def clopper_pearson(events: int, trials: int, confidence: float) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval of a binomial rate; (nan, nan) without trials."""
+    from scipy import stats
+
+    if trials == 0:
+        return (math.nan, math.nan)
+    ci = stats.binomtest(events, trials).proportion_ci(confidence_level=confidence, method="exact")
+    return (float(ci.low), float(ci.high))
+
+
+def trials_to_bound(target: float, confidence: float) -> int:
+    """Independent comparisons, all without a false positive, that put the Clopper-Pearson upper
+    bound at or below ``target``: the upper bound of 0/n is 1 - (alpha/2)^(1/n)."""
+    return math.ceil(math.log((1.0 - confidence) / 2.0) / math.log1p(-target))
+
+
+@dataclass(frozen=True)
+class VerdictTally:
+    """How many comparisons of identical code ended in each verdict."""
+
+    faster: int = 0
+    slower: int = 0
+    same: int = 0
+    inconclusive: int = 0
+
+    @classmethod
+    def of(cls, verdicts: Iterable[str | Verdict]) -> VerdictTally:
+        counts = collections.Counter(Verdict(v).value for v in verdicts)
+        return cls(**{v.value: counts[v.value] for v in Verdict})
+
+    @property
+    def comparisons(self) -> int:
+        return self.faster + self.slower + self.same + self.inconclusive
+
+    @property
+    def false_positives(self) -> int:
+        return self.faster + self.slower
+
+    def rate(self, events: int, confidence: float) -> dict:
+        n = self.comparisons
+        return {"events": events, "n": n, "rate": events / n if n else None,
+                "ci": list(clopper_pearson(events, n, confidence)), "confidence": confidence}
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def change_to_call(ratio: float, ci: Sequence[float], threshold: float, higher_is_better: bool) -> tuple[float, float]:
+    """(speed-up, slow-down) of the candidate, as fractions of its speed, that this comparison would call.
+
+    Scaling every candidate value by s scales the ratio and its interval by s exactly (bootstrap of
+    medians and paired geometric mean alike), so the verdict turns to the "higher" side for every
+    s >= max(1/lo, (1+threshold)/ratio) and to the "lower" side for every s <= min(1/hi, (1-threshold)/ratio).
+    For times (lower is better) the speed is 1/s. (inf, inf) when the comparison has no interval.
+    """
+    lo, hi = ci
+    if not all(v is not None and math.isfinite(v) and v > 0 for v in (ratio, lo, hi)):
+        return (math.inf, math.inf)
+    up = max(1.0 / lo, (1.0 + threshold) / ratio)
+    down = min(1.0 / hi, (1.0 - threshold) / ratio)
+    gain, loss = (up, down) if higher_is_better else (1.0 / down, 1.0 / up)
+    return (max(0.0, gain - 1.0), max(0.0, 1.0 - loss))
+
+
+def detectable_change(changes: Sequence[tuple[float, float]], coverage: float) -> dict:
+    """The minimum detectable effect: the speed-up (slow-down) that ``coverage`` of the comparisons would call."""
+    if not changes:
+        return {"speedup": None, "slowdown": None, "coverage": coverage, "n": 0}
+    gains, losses = np.array(changes, dtype=float).T
+    # inverted_cdf: the smallest value with at least ``coverage`` of the comparisons at or below it
+    return {"speedup": float(np.quantile(gains, coverage, method="inverted_cdf")),
+            "slowdown": float(np.quantile(losses, coverage, method="inverted_cdf")), "coverage": coverage,
+            "n": len(changes)}
+
+
+def judge_aa(verdicts: Sequence[str], independent: Sequence[str], failures: int, config: AAConfig) -> dict:
+    """The A/A summary: false-positive and inconclusive rates, the pass/fail decision and its exit code.
+
+    ``verdicts``: every comparison (the point estimate); ``independent``: the subset of comparisons
+    that share no measurement (the Clopper-Pearson interval assumes independent trials).
+    """
+    every, indep = VerdictTally.of(verdicts), VerdictTally.of(independent)
+    confidence = config.interval_confidence
+    fp = every.rate(every.false_positives, confidence)
+    summary = {
+        "target_fp_rate": config.target_fp_rate,
+        "comparisons": {"tally": every.as_dict(), "false_positive": fp,
+                        "inconclusive": every.rate(every.inconclusive, confidence)},
+        "independent": {"tally": indep.as_dict(), "false_positive": indep.rate(indep.false_positives, confidence),
+                        "inconclusive": indep.rate(indep.inconclusive, confidence)},
+        "independent_needed": trials_to_bound(config.target_fp_rate, confidence),
+        "failures": failures,
+        "notes": [],
+    }
+    if fp["rate"] is None:
+        code, outcome = ExitCode.INCONCLUSIVE, "no comparisons"
+    elif fp["rate"] <= config.target_fp_rate:
+        code, outcome = ExitCode.OK, "pass"
+    else:
+        code, outcome = ExitCode.FAIL, "fail"
+    if failures:
+        summary["notes"].append(f"{failures} run(s) produced no verdict: see the results rows")
+        if code == ExitCode.OK:
+            code, outcome = ExitCode.INCONCLUSIVE, "inconclusive"
+    upper = summary["independent"]["false_positive"]["ci"][1]
+    if indep.comparisons and upper > config.target_fp_rate:
+        summary["notes"].append(
+            f"the {confidence:.0%} upper bound of the false-positive rate ({upper:.1%}, {indep.comparisons} independent "
+            f"comparisons) is above the {config.target_fp_rate:.0%} target: {summary['independent_needed']} independent "
+            f"comparisons without a false positive would bound it")
+    if every.inconclusive > every.comparisons / 2:
+        summary["notes"].append("most comparisons are inconclusive: a low false-positive rate here also means "
+                                "the verdict rarely decides; more samples or rounds would narrow the intervals")
+    summary.update(outcome=outcome, exit_code=int(code))
+    return summary
+
+
+# --- microbench A/A ------------------------------------------------------------------------------------
+
+Launcher = Callable[[list, float], subprocess.CompletedProcess]
+
+
+def launch_process(argv: list, timeout_s: float) -> subprocess.CompletedProcess:
+    """Run one microbench process to completion (raises subprocess.TimeoutExpired)."""
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout_s)
+
+
+def microbench_argv(settings: MicrobenchAASettings, results_dir: Path) -> list:
+    argv = [sys.executable, "-m", "zincbench", "microbench", settings.family, "--case", settings.case,
+            "--variant", settings.variant, "--no-ceilings", "--json", "--results-dir", str(results_dir)]
+    if settings.experiment:
+        argv += ["--experiment", settings.experiment]
+    if settings.quick:
+        argv.append("--quick")
+    if settings.seed is not None:
+        argv += ["--seed", str(settings.seed)]
+    return argv
+
+
+def _tail(text: str | None) -> str:
+    return "\n".join((text or "").strip().splitlines()[-STDERR_TAIL_LINES:])
+
+
+def _last_line(text: str | None) -> str:
+    """A child's one-line error, without its own "zincbench: error: " prefix."""
+    lines = (text or "").strip().splitlines()
+    return lines[-1].removeprefix("zincbench: error: ") if lines else "(no output)"
+
+
+def _process_row(index: int, completed: subprocess.CompletedProcess, settings: MicrobenchAASettings) -> tuple[dict, dict]:
+    """One process's row (its raw samples, or why it has none) and its results document's environment.
+
+    A child that finds no GPU (exit 4) or rejects its input (exit 2) would fail the same way every
+    time: those abort the A/A with the child's own message. A single-variant microbench exits 3
+    (the gate has no baseline to judge): that, 0 and 1 are normal ends.
+    """
+    rc = completed.returncode
+    if rc == ExitCode.ENVIRONMENT:
+        raise EnvironmentProblem(f"microbench process: {_last_line(completed.stderr)}")
+    if rc == ExitCode.USAGE:
+        raise InputError(f"microbench process: {_last_line(completed.stderr)}")
+    row = {"type": "process", "index": index, "exit_code": rc}
+    if rc not in (ExitCode.OK, ExitCode.FAIL, ExitCode.INCONCLUSIVE):
+        return {**row, "status": "error", "error": f"exit code {rc}", "stderr_tail": _tail(completed.stderr)}, {}
+    try:
+        doc = records.read(json.loads(completed.stdout)["results_file"])
+    except (ValueError, KeyError, TypeError, InputError) as exc:
+        return {**row, "status": "error", "error": f"unreadable output: {exc}", "stderr_tail": _tail(completed.stderr)}, {}
+    found = [r for r in doc.get("results") or [] if r.get("case") == settings.case and r.get("variant") == settings.variant]
+    if not found or "measurement" not in found[0]:
+        why = (found[0].get("skipped") or f"correctness check: {found[0].get('check')}") if found else "no row"
+        return {**row, "status": "error", "error": f"no timing for {settings.variant} on {settings.case}: {why}"}, {}
+    result = found[0]
+    m = result["measurement"]
+    return {**row, "status": "ok", "gpu_us": m["gpu_us"], "summary": result["summary"], "stop_reason": m["stop_reason"],
+            "dropped_throttled": m["dropped_throttled"], "detail": result.get("detail")}, doc.get("environment") or {}
+
+
+def _process_noise(rows: list[dict]) -> dict:
+    """Spread of the per-process medians (between-process noise) and the median in-process CI half-width."""
+    medians = np.array([r["summary"]["median_us"] for r in rows], dtype=float)
+    within = [r["summary"]["rel_noise"] for r in rows if r["summary"].get("rel_noise") is not None]
+    return {"median_us": float(np.median(medians)),
+            "process_cv": float(np.std(medians, ddof=1) / np.mean(medians)),
+            "process_range": float((medians.max() - medians.min()) / np.median(medians)),
+            "within_process_rel_noise": float(np.median(within)) if within else None}
+
+
+def compare_processes(samples: Sequence[Sequence[float]], threshold: float, confidence: float) -> list[dict]:
+    """Every pair (i < j) of processes, i as baseline; pairs (0,1), (2,3), ... share no process and
+    are marked independent."""
+    out = []
+    for i, j in itertools.combinations(range(len(samples)), 2):
+        cmp = compare_medians(samples[i], samples[j], threshold=threshold, confidence=confidence)
+        out.append({"type": "comparison", "baseline": i, "candidate": j, "independent": i % 2 == 0 and j == i + 1,
+                    "time_ratio": cmp.ratio, "ci": list(cmp.ci), "verdict": cmp.verdict.value,
+                    "change_to_call": change_to_call(cmp.ratio, cmp.ci, threshold, higher_is_better=False)})
+    return out
+
+
+@dataclass
+class AAOutcome:
+    document: records.Document
+    path: Path
+    summary: dict  # the document's verdict
+    exit_code: ExitCode
+
+
+def _progress(enabled: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True, disable=not (enabled and console.is_terminal))
+
+
+def _gate_rule(settings: MicrobenchAASettings):
+    """The family's gate rule, after checking that the case and variant exist (no GPU needed)."""
+    from zincbench.bench import DEFAULT_EXPERIMENTS, load_family
+
+    family = load_family(settings.family)
+    path = experiment_path(settings.experiment or DEFAULT_EXPERIMENTS[settings.family])
+    cfg = family.load(path)
+    cases = [c.key for c in family.cases(cfg)]
+    if settings.case not in cases:
+        raise InputError(f"no {settings.family} case {settings.case!r} in {path} (cases: {', '.join(cases)})")
+    variants = [v.name for v in family.variants(cfg)]
+    if settings.variant not in variants:
+        raise InputError(f"no {settings.family} variant {settings.variant!r} in {path} (variants: {', '.join(variants)})")
+    return family.gate_rule(cfg), path
+
+
+def run_microbench_aa(config: AAConfig, *, results_dir=None, launch: Launcher = launch_process,
+                      progress: bool = True) -> AAOutcome:
+    """Time one kernel against itself in ``config.microbench.processes`` separate processes and judge
+    every pair at the family's gate threshold and confidence."""
+    settings = config.microbench
+    rule, experiment = _gate_rule(settings)
+    doc = records.Document(kind="aa", environment={}, config={
+        "mode": "microbench", "settings": dataclasses.asdict(settings), "experiment": str(experiment),
+        "verdict_rule": {"method": "bootstrap-median", "threshold": rule.threshold, "confidence": rule.confidence,
+                         "source": f"{experiment} gate"},
+        "target_fp_rate": config.target_fp_rate, "interval_confidence": config.interval_confidence,
+        "detection_coverage": config.detection_coverage})
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="zincbench-aa-") as scratch, _progress(progress) as bar:
+        task = bar.add_task(f"A/A {settings.variant} {settings.case}", total=settings.processes)
+        argv = microbench_argv(settings, Path(scratch))
+
+        def measured():
+            for index in range(settings.processes):
+                try:
+                    yield _process_row(index, launch(argv, settings.timeout_s), settings)
+                except subprocess.TimeoutExpired:
+                    yield {"type": "process", "index": index, "status": "error",
+                           "error": f"timed out after {settings.timeout_s:g} s"}, {}
+                bar.advance(task)
+
+        processes = measured()
+        first = next(processes)  # no GPU or bad input stops here, before a results file exists
+        with records.IncrementalWriter(doc, directory=results_dir) as writer:
+            for row, environment in itertools.chain([first], processes):
+                doc.environment = doc.environment or environment
+                rows.append(row)
+                doc.results.append(row)
+                writer.flush()
+            ok = [r for r in rows if r["status"] == "ok"]
+            comparisons = compare_processes([r["gpu_us"] for r in ok], rule.threshold, rule.confidence)
+            doc.results.extend(comparisons)
+            summary = judge_aa([c["verdict"] for c in comparisons],
+                               [c["verdict"] for c in comparisons if c["independent"]], len(rows) - len(ok), config)
+            summary.update(mode="microbench", threshold=rule.threshold, confidence=rule.confidence,
+                           processes={"requested": settings.processes, "ok": len(ok)},
+                           noise=_process_noise(ok) if len(ok) >= 2 else None,
+                           detectable=detectable_change([c["change_to_call"] for c in comparisons],
+                                                        config.detection_coverage))
+            doc.verdict = summary
+    return AAOutcome(doc, writer.path, summary, ExitCode(summary["exit_code"]))
+
+
+# --- ab A/A --------------------------------------------------------------------------------------------
+
+AB_METRICS = ("prefill", "decode")
+
+
+def _ab_noise(rows: list[dict]) -> dict:
+    """Round-to-round spread of the B/A ratios pooled over repeats (standard deviation of log B/A,
+    about the relative spread): the noise the paired verdict sees."""
+    out = {}
+    for metric in AB_METRICS:
+        logs = np.log([x for r in rows for x in ((r.get(metric) or {}).get("round_ratios") or [])])
+        out[f"{metric}_round_cv"] = float(np.std(logs, ddof=1)) if logs.size > 1 else None
+    return out
+
+
+def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = None, gpu_uuid: str | None = None,
+              results_dir=None, monitor=None, progress: bool = True) -> AAOutcome:
+    """The same ``engine`` as arm A and arm B, ``config.ab.repeats`` independent A/B runs; every
+    (repeat, model) verdict is one comparison of identical code."""
+    from rich.console import Console
+
+    from zincbench.runs.ab import Arm, run_ab
+
+    settings = config.ab
+    settings.ab_settings(0, gpu_uuid).check()
+    if monitor is None:
+        from zincbench.gpu.nvml import Nvml
+
+        monitor = Nvml(uuid=gpu_uuid)
+    arms = [Arm("A", engine, dict(env or {})), Arm("B", engine, dict(env or {}))]
+    doc = records.Document(kind="aa", environment={}, config={
+        "mode": "ab", "settings": dataclasses.asdict(settings), "engine": engine.describe(), "env": env or {},
+        "models": [m.name for m in models], "gpu_uuid": gpu_uuid,
+        "verdict_rule": {"method": "paired-t-log", "threshold": settings.threshold,
+                         "source": "zincbench ab (runs.ab.summarize_model)"},
+        "target_fp_rate": config.target_fp_rate, "interval_confidence": config.interval_confidence,
+        "detection_coverage": config.detection_coverage})
+    rows = []
+    quiet = Console(quiet=True)  # run_ab's warnings land in its document's notes, gathered below
+    with _progress(progress) as bar:
+        task = bar.add_task("A/A ab", total=settings.repeats)
+
+        def repeated():
+            for repeat in range(settings.repeats):
+                with tempfile.TemporaryDirectory(prefix="zincbench-aa-") as scratch:
+                    yield repeat, run_ab(models, arms, settings.ab_settings(repeat, gpu_uuid), results_dir=scratch,
+                                         monitor=monitor, console=quiet, progress=False)
+                bar.advance(task)
+
+        repeats = repeated()
+        first = next(repeats)  # bad input (a missing model file, a binary that is no engine) stops here, before a results file
+        with records.IncrementalWriter(doc, directory=results_dir) as writer:
+            for repeat, outcome in itertools.chain([first], repeats):
+                doc.environment = doc.environment or outcome.document.environment
+                doc.notes.extend(n for n in outcome.document.notes if n not in doc.notes)
+                for model in outcome.models:
+                    row = {"type": "repeat", "repeat": repeat, "model": model["model"], "verdict": model["verdict"],
+                           "arms": model["arms"], "errors": model["errors"],
+                           **{metric: model[metric] for metric in AB_METRICS}}
+                    rows.append(row)
+                    doc.results.append(row)
+                writer.flush()
+            judged = [r for r in rows if r["verdict"] != "error"]
+            verdicts = [r["verdict"] for r in judged]
+            summary = judge_aa(verdicts, verdicts, len(rows) - len(judged), config)
+            changes = {metric: [change_to_call(r[metric]["ratio"], r[metric]["ci"], settings.threshold, True)
+                                for r in judged if r.get(metric)] for metric in AB_METRICS}
+            confidences = {r[m]["confidence"] for r in judged for m in AB_METRICS if r.get(m)}
+            summary.update(mode="ab", threshold=settings.threshold, confidence=min(confidences, default=None),
+                           repeats={"requested": settings.repeats, "models": len(models)},
+                           by_metric={metric: VerdictTally.of(r[metric]["verdict"] for r in judged if r.get(metric)).as_dict()
+                                      for metric in AB_METRICS},
+                           noise=_ab_noise(judged),
+                           detectable={metric: detectable_change(changes[metric], config.detection_coverage)
+                                       for metric in AB_METRICS})
+            doc.verdict = summary
+    return AAOutcome(doc, writer.path, summary, ExitCode(summary["exit_code"]))

@@ -1,0 +1,121 @@
+"""``zincbench aa``: the A/A self-test of the verdicts (a kernel against itself, or one engine as A and B)."""
+
+from __future__ import annotations
+
+import click
+
+from zincbench.cli._common import echo_json, json_option, parse_env_pairs, results_dir_option
+from zincbench.cli.ab import ENGINE_KINDS, _models
+from zincbench.runs.ab import ORDERS
+
+EXIT_CODES = """\b
+Exit codes: 0 false-positive rate at or below the target (experiments/aa.yaml target_fp_rate),
+1 above it, 3 some run produced no verdict, 2 bad input, 4 environment (no GPU)."""
+
+config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+                             help="A/A settings YAML (default: experiments/aa.yaml); options below override it.")
+markdown_option = click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
+                               help="Also write the summary as markdown to this file.")
+no_progress_option = click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
+
+
+@click.group("aa", help="A/A self-test: compare identical code with itself many times and report how often the "
+                        "verdict says faster or slower (the false-positive rate, with a Clopper-Pearson interval), "
+                        "how often it is inconclusive, and the smallest change it detects on this machine.")
+def command() -> None:
+    pass
+
+
+def _finish(outcome, as_json: bool, markdown_path: str | None) -> int:
+    from zincbench import records
+    from zincbench.show import aa_table
+
+    data = records.to_jsonable(outcome.document)
+    if markdown_path:
+        with open(markdown_path, "w") as fh:
+            fh.write(aa_table.to_markdown(data))
+    if as_json:
+        echo_json({"results_file": str(outcome.path), "summary": data["verdict"], "notes": data["notes"]})
+    else:
+        aa_table.render(data, path=outcome.path)
+    return int(outcome.exit_code)
+
+
+@command.command("microbench", help=f"""Time one kernel variant against itself in separate processes.
+
+\b
+Runs `python -m zincbench microbench FAMILY --case C --variant V --no-ceilings --json` --processes
+times and compares every pair of processes with the family's gate rule (threshold and confidence of
+the gate: block in its experiment YAML). The interval of the false-positive rate uses only disjoint
+pairs (1-2, 3-4, ...), the comparisons that share no process.
+
+{EXIT_CODES}""")
+@click.option("--processes", type=int, default=None, help="Separate microbench processes (at least 2).")
+@click.option("--case", default=None, help="Case key, e.g. E256-M512-K2048-Ne16.")
+@click.option("--variant", default=None, help="Variant to time, e.g. fused_grouped.")
+@click.option("--family", type=click.Choice(["t2", "t1"]), default=None, help="Microbench family.")
+@click.option("--experiment", "-e", default=None, help="The family's experiment YAML (default: its bundled one).")
+@click.option("--quick/--no-quick", default=None, help="Shorter timing budget per process (wider intervals).")
+@click.option("--seed", type=int, default=None, help="Same inputs in every process (default: fresh per process).")
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per process.")
+@config_option
+@markdown_option
+@no_progress_option
+@results_dir_option
+@json_option
+def microbench(processes, case, variant, family, experiment, quick, seed, timeout_s, config_path, markdown_path,
+               no_progress, results_dir, as_json):
+    from zincbench.aa import load_aa_config, run_microbench_aa
+
+    config = load_aa_config(config_path).with_overrides(
+        "microbench", processes=processes, case=case, variant=variant, family=family, experiment=experiment,
+        quick=quick, seed=seed, timeout_s=timeout_s)
+    outcome = run_microbench_aa(config, results_dir=results_dir, progress=not (no_progress or as_json))
+    return _finish(outcome, as_json, markdown_path)
+
+
+@command.command("ab", help=f"""Run one engine binary as both arms of `zincbench ab`, --repeats times.
+
+\b
+Every repeat is a full, independent A/B (warm-up round, then --rounds counterbalanced rounds) judged
+by the paired verdict of `zincbench ab` at --threshold; each model's verdict is one comparison.
+
+{EXIT_CODES}""")
+@click.option("--a", "bin_a", required=True, type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+              help="Engine binary (used as both A and B).")
+@click.option("--engine-kind", type=click.Choice(ENGINE_KINDS), default="zinc-main", show_default=True)
+@click.option("--engine-config", type=click.Path(exists=True, dir_okay=False), help="Engine YAML (generic kind).")
+@click.option("--catalog", "catalog_path", type=click.Path(dir_okay=False), help="Model catalog YAML.")
+@click.option("--models", "model_names", help="Comma-separated catalog names or aliases.")
+@click.option("--model", "model_pairs", multiple=True, metavar="NAME=PATH", help="A model file (repeatable).")
+@click.option("--repeats", type=int, default=None, help="Independent A/A runs.")
+@click.option("--rounds", type=int, default=None, help="Measured rounds per run.")
+@click.option("--order", type=click.Choice(ORDERS), default=None)
+@click.option("--threshold", type=float, default=None, help="Smallest relative change the verdict counts.")
+@click.option("--prompt-tokens", type=int, default=None)
+@click.option("--n-gen", type=int, default=None)
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per engine run.")
+@click.option("--gpu", "gpu_uuid", metavar="UUID", help="Pin runs to this GPU (CUDA_VISIBLE_DEVICES).")
+@click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Extra environment of both arms (repeatable).")
+@config_option
+@markdown_option
+@no_progress_option
+@results_dir_option
+@json_option
+def ab(bin_a, engine_kind, engine_config, catalog_path, model_names, model_pairs, repeats, rounds, order, threshold,
+       prompt_tokens, n_gen, timeout_s, gpu_uuid, env_pairs, config_path, markdown_path, no_progress, results_dir,
+       as_json):
+    from zincbench.aa import load_aa_config, run_ab_aa
+    from zincbench.engines import make_engine
+
+    config = load_aa_config(config_path).with_overrides(
+        "ab", repeats=repeats, rounds=rounds, order=order, threshold=threshold, prompt_tokens=prompt_tokens,
+        n_gen=n_gen, timeout_s=timeout_s)
+    models = _models(catalog_path, model_names, model_pairs)
+    options = {"config": engine_config} if engine_config else {}
+    if engine_kind == "llama-bench":
+        options["n_prompt"] = config.ab.prompt_tokens
+    engine = make_engine(engine_kind, bin=bin_a, **options)
+    outcome = run_ab_aa(models, engine, config, env=parse_env_pairs(env_pairs, "--env"), gpu_uuid=gpu_uuid,
+                        results_dir=results_dir, progress=not (no_progress or as_json))
+    return _finish(outcome, as_json, markdown_path)

@@ -1,0 +1,71 @@
+"""``zincbench gate``: run the declared checks (experiments/gates.yaml) and exit with the worst code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from zincbench.cli._common import echo_json, json_option, results_dir_option
+
+
+def _output_file(value: str | None, option: str) -> Path | None:
+    """Refuse an output file whose folder is missing before any check runs (not after an hour of them)."""
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.parent.is_dir():
+        raise click.BadParameter(f"folder {path.parent} does not exist", param_hint=option)
+    return path
+
+
+@click.command(help="""Run a declared list of checks and exit with the worst of their codes.
+
+\b
+GATES_YAML (default: the bundled experiments/gates.yaml) lists checks of kinds microbench (a
+family's GO rule), validate (catalog token correctness), ab (A/B at a threshold), recorded
+(re-judge recorded results from their raw data) and parse (recorded tool outputs still parse).
+Each ends PASS, FAIL, INCONCLUSIVE, SKIPPED (no GPU, model, binary or recorded file here; the
+reason is shown) or ERROR. Writes a results document (kind gate), optionally JUnit XML and
+markdown; the markdown is also appended to $GITHUB_STEP_SUMMARY when that is set.
+
+\b
+Exit codes: 0 every check passed or was skipped, 1 a check failed (or, with --strict, was
+skipped), 3 inconclusive, 2 bad input (the gates file or a check's input), 4 environment.""")
+@click.argument("gates_yaml", required=False, type=click.Path(dir_okay=False))
+@click.option("--strict", is_flag=True, help="A skipped check fails the gate (a GPU host that must run everything).")
+@click.option("--junit", "junit_path", metavar="FILE", help="Write JUnit XML (one testcase per check) to FILE.")
+@click.option("--markdown", "markdown_path", metavar="FILE", help="Write the summary as markdown to FILE.")
+@json_option
+@results_dir_option
+def command(gates_yaml, strict, junit_path, markdown_path, as_json, results_dir):
+    from rich.console import Console
+
+    from zincbench.gate import load_gates, run_gates
+    from zincbench.records import to_jsonable
+    from zincbench.show import gate_summary
+    from zincbench.show.junit import junit_xml
+
+    junit_file = _output_file(junit_path, "--junit")
+    markdown_file = _output_file(markdown_path, "--markdown")
+    gates = load_gates(gates_yaml)
+    log = Console(stderr=True, highlight=False)
+
+    def announce(index, total, check):
+        log.print(f"[{index + 1}/{total}] {check.kind} {check.name}", markup=False)
+
+    result = run_gates(gates, strict=strict, results_dir=results_dir, on_check=announce)
+    data = to_jsonable(result.document)
+    markdown = gate_summary.to_markdown(data)
+    if junit_file:
+        junit_file.write_text(junit_xml(data))
+    if markdown_file:
+        markdown_file.write_text(markdown)
+    gate_summary.append_step_summary(markdown)
+    if as_json:
+        echo_json({"status": data["verdict"]["status"], "exit_code": int(result.exit_code), "results": str(result.path),
+                   "checks": data["results"]})
+    else:
+        gate_summary.print_summary(data)
+        log.print(f"results: {result.path}", markup=False)
+    return int(result.exit_code)

@@ -1,0 +1,258 @@
+"""``zincbench report``: results documents of several runs (and GPUs) merged into one view.
+
+- microbench: one row per family x case x variant, median and p90 per run side by side;
+- validate: one row per model, each run's status and leading match;
+- ab: each run's scoreboard (zincbench.show.scoreboard).
+
+Runs are labelled by their device; when one device has several runs of a kind, the run id is added,
+and an interrupted run is labelled "(incomplete)". Numbers from different GPUs differ by hardware,
+not by code, so documents of one kind from different devices are refused unless ``ignore_device``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from zincbench import records
+from zincbench.errors import InputError
+
+TABULATED = ("microbench", "validate", "ab")
+
+
+@dataclass
+class Source:
+    path: Path
+    doc: dict
+    label: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.doc["kind"]
+
+    @property
+    def device(self) -> str:
+        """The GPU's name; its UUID where only NVML was asked (ab runs); "no-gpu" without one."""
+        gpu = (self.doc.get("environment") or {}).get("gpu") or {}
+        return gpu.get("name") or gpu.get("uuid") or records.device_label(self.doc.get("environment") or {})
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.doc.get("complete", True))
+
+    @property
+    def group(self) -> tuple:
+        """Documents that share a table: one kind, and for the microbench one family."""
+        return (self.kind, (self.doc.get("config") or {}).get("family")) if self.kind == "microbench" else (self.kind,)
+
+
+@dataclass
+class Report:
+    sources: list[Source]
+    microbench: list[dict] = field(default_factory=list)  # one per family x case x variant, per-run columns
+    validate: list[dict] = field(default_factory=list)  # one per model
+    ab: list[dict] = field(default_factory=list)  # one per ab run: label, arms, models (scoreboard rows)
+    notes: list[str] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[Source]:
+        return [s for s in self.sources if s.kind == kind]
+
+    def labels(self, *group) -> list[str]:
+        """Run labels of one table: ``labels("validate")``, ``labels("microbench", "t2")``."""
+        return [s.label for s in self.sources if s.group == group]
+
+    @property
+    def families(self) -> list[str]:
+        return list(dict.fromkeys(row["family"] for row in self.microbench))
+
+
+def load_sources(paths: Iterable[str | os.PathLike]) -> list[Source]:
+    """Every document once (a path given twice is read once), in the order given."""
+    seen, sources = set(), []
+    for p in paths:
+        key = Path(p).resolve()
+        if key not in seen:
+            seen.add(key)
+            sources.append(Source(Path(p), records.read(p)))
+    if not sources:
+        raise InputError("no results documents given")
+    return sources
+
+
+def check_devices(sources: list[Source], ignore_device: bool = False) -> None:
+    """Refuse to put runs of one kind from different devices side by side, unless told to."""
+    if ignore_device:
+        return
+    for kind in TABULATED:
+        by_device = collections.defaultdict(list)
+        for s in sources:
+            if s.kind == kind:
+                by_device[s.device].append(s.path.name)
+        if len(by_device) > 1:
+            listing = "; ".join(f"{device}: {', '.join(names)}" for device, names in by_device.items())
+            raise InputError(f"refusing to compare {kind} runs from different devices ({listing}): their numbers "
+                             f"differ by hardware, not by code; pass --ignore-device to show them side by side anyway")
+
+
+def _label(sources: list[Source]) -> None:
+    """Device name; plus the run id where a device has several runs in one table; plus incompleteness."""
+    runs = collections.Counter((s.group, s.device) for s in sources)
+    for s in sources:
+        label = s.device if runs[(s.group, s.device)] == 1 else f"{s.device} · {s.doc.get('run_id', s.path.stem)}"
+        s.label = label if s.complete else f"{label} (incomplete)"
+
+
+def _microbench_rows(sources: list[Source]) -> list[dict]:
+    rows: dict[tuple, dict] = {}
+    for s in sources:
+        for r in s.doc.get("results") or []:
+            key = (r.get("family") or s.doc["config"].get("family"), r["case"], r["variant"])
+            row = rows.setdefault(key, {"family": key[0], "case": key[1], "variant": key[2], "role": r.get("role"),
+                                        "runs": {}})
+            summary = r.get("summary") or {}
+            check = r.get("check") or {}
+            status = "n/a" if "skipped" in r else ("ok" if check.get("passed") else "FAIL") if check else "?"
+            row["runs"][s.label] = {"median_us": summary.get("median_us"), "p90_us": summary.get("p90_us"),
+                                    "speedup": (r.get("vs_baseline") or {}).get("speedup"),
+                                    "verdict": (r.get("vs_baseline") or {}).get("verdict"), "check": status}
+    return list(rows.values())
+
+
+def _validate_rows(sources: list[Source]) -> list[dict]:
+    rows: dict[str, dict] = {}
+    for s in sources:
+        for r in s.doc.get("results") or []:
+            row = rows.setdefault(r["model"], {"model": r["model"], "runs": {}})
+            row["runs"][s.label] = {"status": r.get("status"), "match": r.get("match"), "n_gen": r.get("n_gen"),
+                                    "reason": r.get("reason")}
+    return list(rows.values())
+
+
+def _ab_runs(sources: list[Source], notes: list[str]) -> list[dict]:
+    out = []
+    for s in sources:
+        models = (s.doc.get("verdict") or {}).get("models")
+        if not models:
+            notes.append(f"{s.path.name}: ab run with no scoreboard yet ({len(s.doc.get('results') or [])} runs recorded)")
+            continue
+        out.append({"run": s.label, "arms": list(s.doc["config"]["arms"]), "models": models,
+                    "overall": (s.doc.get("verdict") or {}).get("overall"), "path": str(s.path)})
+    return out
+
+
+def build_report(paths: Iterable[str | os.PathLike], ignore_device: bool = False) -> Report:
+    """Read, check devices, label runs and merge; unknown kinds are left out with a note."""
+    sources = load_sources(paths)
+    check_devices(sources, ignore_device)
+    report = Report(sources=[s for s in sources if s.kind in TABULATED])
+    for s in sources:
+        if s.kind not in TABULATED:
+            report.notes.append(f"{s.path.name}: a {s.kind} document has no report table; left out")
+        elif not s.complete:
+            report.notes.append(f"{s.path.name}: incomplete run ({'; '.join(s.doc.get('notes') or []) or 'interrupted'})")
+    if not report.sources:
+        raise InputError(f"nothing to report: no {', '.join(TABULATED)} documents among the {len(sources)} given")
+    _label(report.sources)
+    report.microbench = _microbench_rows(report.of_kind("microbench"))
+    report.validate = _validate_rows(report.of_kind("validate"))
+    report.ab = _ab_runs(report.of_kind("ab"), report.notes)
+    return report
+
+
+def to_dict(report: Report) -> dict:
+    """The merged view as JSON-ready data (``--json``)."""
+    return records.to_jsonable({
+        "runs": [{"path": str(s.path), "kind": s.kind, "label": s.label, "device": s.device, "complete": s.complete,
+                  "run_id": s.doc.get("run_id"), "timestamp": s.doc.get("timestamp")} for s in report.sources],
+        "microbench": report.microbench, "validate": report.validate, "ab": report.ab, "notes": report.notes,
+    })
+
+
+# --- text views ------------------------------------------------------------------------------------------
+
+
+def _us(value) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def microbench_table(report: Report, family: str) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of one family: case, variant, then median/p90 µs per run (a failed check says so)."""
+    labels = report.labels("microbench", family)
+    headers = ["case", "variant"] + [f"{label} median/p90 µs" for label in labels]
+    cells = []
+    for row in report.microbench:
+        if row["family"] != family:
+            continue
+        line = [row["case"], row["variant"]]
+        for label in labels:
+            run = row["runs"].get(label)
+            if run is None:
+                line.append("—")
+            elif run["check"] != "ok":
+                line.append(run["check"])
+            else:
+                line.append(f"{_us(run['median_us'])} / {_us(run['p90_us'])}")
+        cells.append(line)
+    return headers, cells
+
+
+def validate_table(report: Report) -> tuple[list[str], list[list[str]]]:
+    labels = report.labels("validate")
+    cells = []
+    for row in report.validate:
+        line = [row["model"]]
+        for label in labels:
+            run = row["runs"].get(label)
+            match = f" {run['match']}/{run['n_gen']}" if run and run["match"] is not None else ""
+            line.append(f"{run['status']}{match}" if run else "—")
+        cells.append(line)
+    return ["model", *labels], cells
+
+
+def _md_table(headers: list[str], cells: list[list[str]]) -> str:
+    def row(values) -> str:
+        return "| " + " | ".join(str(v).replace("|", "\\|") for v in values) + " |"
+
+    return "\n".join([row(headers), row(["---"] * len(headers)), *(row(c) for c in cells)])
+
+
+def to_markdown(report: Report) -> str:
+    from zincbench.show import scoreboard
+
+    parts = []
+    for family in report.families:
+        parts += [f"### microbench {family}", "", _md_table(*microbench_table(report, family)), ""]
+    if report.validate:
+        parts += ["### validate", "", _md_table(*validate_table(report)), ""]
+    for run in report.ab:
+        parts += [f"### ab · {run['run']} · {run['overall']}", "", scoreboard.to_markdown(run["models"], run["arms"])]
+    if report.notes:
+        parts += ["", *(f"- {note}" for note in report.notes)]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def print_report(report: Report, console=None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from zincbench.show import scoreboard
+
+    console = console or Console()
+    tables = [(f"microbench {family}", microbench_table(report, family), 2) for family in report.families]
+    if report.validate:
+        tables.append(("validate", validate_table(report), len(report.labels("validate")) + 1))
+    for title, (headers, cells), first_number in tables:
+        table = Table(title=title, title_justify="left")
+        for i, header in enumerate(headers):
+            table.add_column(escape(header), justify="right" if i >= first_number else "left", overflow="fold")
+        for line in cells:
+            table.add_row(*(escape(c) for c in line))
+        console.print(table)
+    for run in report.ab:
+        scoreboard.render(run["models"], run["arms"], console, title=f"ab · {run['run']} · {run['overall']}")
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)

@@ -1,0 +1,114 @@
+"""An A/A results document as a rich table (terminal) or markdown (README, PR descriptions).
+
+Input is the plain document (``records.to_jsonable`` of the ``aa`` Document, or a saved file read
+back), so a recorded A/A can be shown again without re-measuring.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+OUTCOME_STYLE = {"pass": "bold green", "fail": "bold red", "inconclusive": "bold yellow", "no comparisons": "bold yellow"}
+
+
+def _pct(value, digits: int = 1) -> str:
+    return "—" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def _rate(rate: dict, with_ci: bool) -> str:
+    text = f"{_pct(rate['rate'])} ({rate['events']}/{rate['n']})"
+    lo, hi = rate["ci"]
+    if with_ci and lo is not None and hi is not None:
+        text += f", {rate['confidence']:.0%} CI {_pct(lo)}–{_pct(hi)}"
+    return text
+
+
+def _tally(tally: dict) -> str:
+    return " · ".join(f"{name} {count}" for name, count in tally.items())
+
+
+def _detectable(d: dict) -> str:
+    if not d or not d.get("n"):
+        return "—"
+    return f"speed-up ≥ {_pct(d['speedup'])}, slow-down ≥ {_pct(d['slowdown'])} (called in {d['coverage']:.0%} of {d['n']})"
+
+
+def title(data: dict) -> str:
+    config, verdict = data["config"], data["verdict"]
+    rule = f"threshold {verdict['threshold']:.0%}, {verdict['confidence']:.0%} CI" if verdict.get("confidence") else \
+        f"threshold {verdict['threshold']:.0%}"
+    s = config["settings"]
+    if config["mode"] == "microbench":
+        what = f"microbench {s['family']} {s['variant']} {s['case']}, {s['processes']} processes"
+    else:
+        engine = config["engine"]
+        binary = Path(engine.get("binary") or engine.get("bin") or "").name
+        what = f"ab {engine['kind']} {binary} vs itself, {s['repeats']} repeats × {s['rounds']} rounds {s['order']}"
+    gpu = ((data.get("environment") or {}).get("gpu") or {}).get("name")
+    return f"A/A self-test · {what} · {rule}" + (f" · {gpu}" if gpu else "")
+
+
+def rows(data: dict) -> list[tuple[str, str]]:
+    """(label, value) lines of the summary, shared by the terminal and markdown forms."""
+    v = data["verdict"]
+    every, indep = v["comparisons"], v["independent"]
+    out = [
+        ("comparisons", f"{every['false_positive']['n']} ({indep['false_positive']['n']} independent)"),
+        ("verdicts", _tally(every["tally"])),
+        ("false-positive rate", _rate(every["false_positive"], with_ci=False)),
+        ("  over independent comparisons", _rate(indep["false_positive"], with_ci=True)),
+        ("inconclusive rate", _rate(every["inconclusive"], with_ci=False)),
+    ]
+    noise = v.get("noise") or {}
+    if v["mode"] == "microbench":
+        if noise:
+            within = noise.get("within_process_rel_noise")
+            spread = (f"per-process medians {noise['median_us']:.1f} µs: CV {_pct(noise['process_cv'], 2)}, "
+                      f"range {_pct(noise['process_range'], 2)}; in-process CI half-width {_pct(within, 2)}")
+            out.append(("noise floor", spread))
+        out.append(("minimum detectable change", _detectable(v.get("detectable"))))
+        out.append(("processes", f"{v['processes']['ok']}/{v['processes']['requested']} measured"))
+    else:
+        for metric, tally in v["by_metric"].items():
+            out.append((f"{metric} verdicts", _tally(tally)))
+        for metric in v["by_metric"]:
+            out.append((f"{metric} round-to-round spread", _pct(noise.get(f"{metric}_round_cv"), 2)))
+            out.append((f"{metric} minimum detectable change", _detectable(v["detectable"].get(metric))))
+    return out
+
+
+def verdict_line(data: dict) -> str:
+    v = data["verdict"]
+    rate = v["comparisons"]["false_positive"]["rate"]
+    return (f"A/A {v['outcome'].upper()}: false-positive rate {_pct(rate)} vs target ≤ {_pct(v['target_fp_rate'])} "
+            f"(exit {v['exit_code']})")
+
+
+def render(data: dict, console: Console | None = None, path=None) -> None:
+    console = console or Console()
+    table = Table(title=title(data), title_justify="left", show_header=False)
+    table.add_column("what", style="bold", no_wrap=True)
+    table.add_column("value")
+    for label, value in rows(data):
+        table.add_row(label, value)
+    console.print(table)
+    for note in (data["verdict"].get("notes") or []) + (data.get("notes") or []):
+        console.print(f"note: {note}", style="dim", highlight=False, soft_wrap=True)
+    console.print(verdict_line(data), style=OUTCOME_STYLE.get(data["verdict"]["outcome"], "bold"), highlight=False)
+    if path:
+        console.print(f"results: {path}", highlight=False)
+
+
+def _escape(cell: str) -> str:
+    return cell.replace("|", "\\|")
+
+
+def to_markdown(data: dict) -> str:
+    lines = [f"**{title(data)}**", "", "| | |", "|---|---|"]
+    lines += [f"| {label.strip()} | {_escape(value)} |" for label, value in rows(data)]
+    lines += ["", f"**{verdict_line(data)}**"]
+    lines += [f"- {note}" for note in (data["verdict"].get("notes") or [])]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,67 @@
+"""A gate document as a rich table (terminal) or markdown (PR comments, GitHub's job summary).
+
+``append_step_summary`` adds the markdown to the file named by ``$GITHUB_STEP_SUMMARY`` (GitHub
+Actions shows it on the run's page); without the variable it does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+STATUS_STYLE = {"PASS": "bold green", "FAIL": "bold red", "ERROR": "bold red", "INCONCLUSIVE": "bold magenta",
+                "SKIPPED": "yellow"}
+STATUS_ICON = {"PASS": "✅", "FAIL": "❌", "ERROR": "💥", "INCONCLUSIVE": "❔", "SKIPPED": "⏭️"}
+COLUMNS = ("check", "kind", "status", "reason", "results")
+
+
+def _cells(row: dict) -> list[str]:
+    return [row["name"], row["kind"], row["status"], row["reason"], Path(row["results_file"]).name if row.get("results_file") else "—"]
+
+
+def verdict_line(doc: dict) -> str:
+    verdict = doc.get("verdict") or {}
+    counts = ", ".join(f"{n} {s.lower()}" for s, n in (verdict.get("counts") or {}).items() if n)
+    state = "" if doc.get("complete", True) else " (incomplete)"
+    return (f"gate {verdict.get('status', 'INCOMPLETE')}{state}: {counts or 'no checks'} "
+            f"(exit {verdict.get('exit_code', '?')}{', strict' if verdict.get('strict') else ''})")
+
+
+def print_summary(doc: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"zincbench gate · {(doc.get('config') or {}).get('gates_file', '')}", title_justify="left")
+    for name in COLUMNS:
+        table.add_column(name, overflow="fold", no_wrap=name in ("check", "kind", "status"))
+    for row in doc.get("results") or []:
+        cells = [escape(c) for c in _cells(row)]
+        cells[2] = f"[{STATUS_STYLE.get(row['status'], '')}]{cells[2]}[/]"
+        table.add_row(*cells)
+    console.print(table)
+    status = (doc.get("verdict") or {}).get("status")
+    console.print(verdict_line(doc), style=STATUS_STYLE.get(status, "bold"), highlight=False, markup=False)
+
+
+def to_markdown(doc: dict) -> str:
+    def row(cells) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+    lines = ["### zincbench gate", "", row(COLUMNS), row(["---"] * len(COLUMNS))]
+    for r in doc.get("results") or []:
+        cells = _cells(r)
+        cells[2] = f"{STATUS_ICON.get(r['status'], '')} {r['status']}"
+        lines.append(row(cells))
+    return "\n".join(lines) + f"\n\n**{verdict_line(doc)}**\n"
+
+
+def append_step_summary(markdown: str, environ=os.environ) -> Path | None:
+    """Append to $GITHUB_STEP_SUMMARY when it is set; returns the file written, if any."""
+    target = environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    with open(target, "a", encoding="utf-8") as fh:
+        fh.write(markdown + "\n")
+    return Path(target)

@@ -1,0 +1,216 @@
+"""Launch one group of bundled kernels once at edge shapes, for compute-sanitizer.
+
+    compute-sanitizer --tool memcheck python -m zincbench.testing.sanitize_driver fused [--seed N]
+
+Edge shapes: tiles cut by the shape (M not a multiple of 64, T not a multiple of the token tile),
+experts that receive no token, one token per expert (N_e = 1), a single token (T = 1), K = 256 (one
+super-block), routing tables wider than top_k whose extra entries are junk. Inputs are fresh random
+data (the seed is printed; --seed replays it); every output the kernels should write is left
+uninitialised, so initcheck reports a kernel that reads what it did not write.
+
+CuPy's memory pool is switched off: every array is its own cudaMalloc, so memcheck sees each
+buffer's exact bounds (inside a pool chunk an overrun would land in a neighbouring array unseen).
+Exit codes: 0 after the group ran and synchronised, 2 unknown group, 4 no GPU/CuPy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+from collections.abc import Callable
+
+import numpy as np
+
+from zincbench.errors import ExitCode, ZincbenchError
+from zincbench.quant import get_format
+
+FORMATS = ("q4_k", "q6_k")
+FUSED_TILES = ("1,2,4,1,3", "1,8,4,1,3", "2,4,2,1,3", "2,8,4,2,2")
+
+
+def routing_table(rng, t: int, top_k: int, n_experts: int, stride: int, skip_last: int = 0) -> np.ndarray:
+    """uint32 [T][stride]: top_k distinct experts per token among the first E - skip_last (the rest never
+    routed), then junk ids that the kernels must not read."""
+    table = rng.integers(0, 2**32, size=(t, stride), dtype=np.uint32)
+    table[:, :top_k] = np.argsort(rng.random((t, n_experts - skip_last)), axis=1)[:, :top_k]
+    return table
+
+
+def one_token_per_expert(rng, n_experts: int, top_k: int) -> np.ndarray:
+    """N_e = 1: T = E / top_k tokens, every expert routed exactly once."""
+    return rng.permutation(n_experts).astype(np.uint32).reshape(n_experts // top_k, top_k)
+
+
+def bucket_sizes(ids: np.ndarray, top_k: int, n_experts: int) -> np.ndarray:
+    return np.bincount(ids[:, :top_k].ravel(), minlength=n_experts)
+
+
+def quantized(cupy, rng, fmt: str, lead: tuple, k: int):
+    """Random valid blocks uint8 [*lead][row bytes] for rows of K weights."""
+    return cupy.asarray(get_format(fmt).random_blocks(rng, int(np.prod(lead)), k).reshape(*lead, -1))
+
+
+def activations(cupy, rng, shape):
+    return cupy.asarray(rng.standard_normal(shape, dtype=np.float32))
+
+
+def run_matvec(cupy, rng) -> None:
+    from zincbench.ops.matvec import ExpertsMatvec
+
+    cases = [  # (T, top_k, E, M, K, routing stride / top_k, x per slot)
+        (1, 1, 3, 5, 256, 1, False),     # T = 1, top_k = 1
+        (7, 4, 9, 67, 512, 2, False),    # the engine's 2*top_k routing table, M = 67
+        (5, 8, 64, 33, 256, 1, True),    # down form, most experts empty
+        (3, 2, 2, 130, 768, 1, False),   # three super-blocks, M = 130
+    ]
+    for fmt in FORMATS:
+        for t, top_k, e, m, k, stride, per_slot in cases:
+            ids = cupy.asarray(routing_table(rng, t, top_k, e, top_k * stride))
+            x = activations(cupy, rng, (t, top_k, k) if per_slot else (t, k))
+            y = cupy.empty((t, top_k, m), dtype=cupy.float32)
+            ExpertsMatvec(fmt, quantized(cupy, rng, fmt, (e, m), k), x, ids, y, top_k=top_k, x_per_slot=per_slot)()
+
+
+def run_dequant(cupy, rng) -> None:
+    from zincbench.ops.dequant import DequantToF16, F32ToF16
+
+    shapes = [(3, 5, 256), (67, 512), (1, 256)]
+    for fmt in FORMATS:
+        for shape in shapes:
+            DequantToF16(fmt, quantized(cupy, rng, fmt, shape[:-1], shape[-1]), cupy.empty(shape, dtype=cupy.float16))()
+    for n in (1, 4 * 256 + 37):  # one element; a partial last block
+        F32ToF16(activations(cupy, rng, (n,)), cupy.empty(n, dtype=cupy.float16))()
+
+
+def run_routing(cupy, rng) -> None:
+    from zincbench.ops.routing import GatherRows, RoutingWorkspace, ScatterRows, build_routing
+
+    def built(ids: np.ndarray, top_k: int, n_experts: int, tile_n: int) -> RoutingWorkspace:
+        ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n)
+        build_routing(cupy.asarray(ids), ws)
+        return ws
+
+    for t, top_k, e, tile_n, stride in [(1, 1, 1, 64, 1), (37, 8, 256, 64, 2), (300, 8, 16, 16, 1), (64, 6, 1024, 8, 1)]:
+        built(routing_table(rng, t, top_k, e, top_k * stride), top_k, e, tile_n)
+    bad = routing_table(rng, 9, 3, 12, 3)
+    bad[4, 1] = 12  # an id >= E: counted in the status word, never followed
+    built(bad, 3, 12, 4)
+
+    top_k, k, m = 4, 96, 37
+    for ids, n_experts in ((routing_table(rng, 23, top_k, 13, top_k, skip_last=3), 13),  # 3 experts never routed
+                           (one_token_per_expert(rng, 12, top_k), 12)):                     # N_e = 1
+        t = ids.shape[0]
+        ws = built(ids, top_k, n_experts, 16)
+        capacity = int(bucket_sizes(ids, top_k, n_experts).max()) + 2  # padding rows the kernels must skip
+        for per_slot in (False, True):
+            x = activations(cupy, rng, (t, top_k, k) if per_slot else (t, k))
+            for cap in (0, capacity):  # contiguous [P][*] and padded [E][capacity][*]
+                lead = (n_experts, cap) if cap else (t * top_k,)
+                GatherRows(x, ws, cupy.empty((*lead, k), dtype=cupy.float16), capacity=cap, x_per_slot=per_slot)()
+                ScatterRows(activations(cupy, rng, (*lead, m)), ws, cupy.empty((t, top_k, m), dtype=cupy.float32),
+                            capacity=cap)()
+
+
+def run_gemm_tc(cupy, rng) -> None:
+    from zincbench.ops.gemm_tc import GemmQ4KTC
+
+    shapes = [(67, 70, 512), (64, 1, 256), (130, 129, 256)]  # (M, T, K): tiles cut in M and T, T = 1
+    for m, t, k in shapes:
+        w = quantized(cupy, rng, "q4_k", (m,), k)
+        x = activations(cupy, rng, (t, k))
+        GemmQ4KTC(w, x, cupy.empty((t, m), dtype=cupy.float32))()
+        GemmQ4KTC(w, x, activations(cupy, rng, (t, m)), accumulate=True)()
+
+
+def run_moe_cublas(cupy, rng) -> None:
+    from zincbench.ops.moe_cublas import CublasGemmF16, DenseDequantCublas, MoeDequantCublas
+
+    for m, n, k in [(67, 1, 256), (130, 45, 512)]:
+        w16 = cupy.asarray(rng.standard_normal((m, k)).astype(np.float16))
+        x16 = cupy.asarray(rng.standard_normal((n, k)).astype(np.float16))
+        CublasGemmF16(w16, x16, cupy.empty((n, m), dtype=cupy.float32))()
+    for fmt in FORMATS:
+        for m, t, k in [(67, 45, 512), (64, 1, 256)]:
+            DenseDequantCublas(fmt, quantized(cupy, rng, fmt, (m,), k), activations(cupy, rng, (t, k)),
+                               cupy.empty((t, m), dtype=cupy.float32))()
+    cases = [  # (routing table, top_k, E, M, K, x per slot)
+        (routing_table(rng, 1, 1, 3, 1), 1, 3, 5, 256, False),                  # T = 1, top_k = 1
+        (routing_table(rng, 11, 3, 9, 3), 3, 9, 67, 256, False),                # M = 67
+        (routing_table(rng, 13, 4, 40, 4, skip_last=8), 4, 40, 70, 512, True),  # down form, empty experts
+        (one_token_per_expert(rng, 8, 2), 2, 8, 100, 256, False),               # N_e = 1
+    ]
+    for fmt in FORMATS:
+        for ids, top_k, e, m, k, per_slot in cases:
+            t = ids.shape[0]
+            capacity = int(bucket_sizes(ids, top_k, e).max())  # exactly full: the edge of the padding
+            path = MoeDequantCublas(fmt, quantized(cupy, rng, fmt, (e, m), k),
+                                    activations(cupy, rng, (t, top_k, k) if per_slot else (t, k)), cupy.asarray(ids),
+                                    cupy.empty((t, top_k, m), dtype=cupy.float32), top_k=top_k, capacity=capacity,
+                                    x_per_slot=per_slot)
+            path()
+            path.check()
+
+
+def run_fused(cupy, rng) -> None:
+    from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+    def permuted(x):
+        xp = permuted_activations(cupy, x.shape[0], x.shape[1])
+        permute_activations(x, xp)
+        return xp
+
+    for tile in map(MmaTile.parse, FUSED_TILES):
+        gemm = FusedQ4KGemm(tile, grouped=False)
+        for m, k, t in [(197, 256, 1), (64, 768, 37), (300, 512, 130)]:  # M and T cut the tile, T = 1
+            gemm.dense(quantized(cupy, rng, "q4_k", (m,), k), permuted(activations(cupy, rng, (t, k))),
+                       cupy.empty((t, m), dtype=cupy.float32), m, k, t)
+    grouped_cases = [  # (routing table, top_k, E, M, K)
+        (routing_table(rng, 23, 2, 7, 2, skip_last=1), 2, 7, 100, 512),  # expert 6 never routed, T = 23
+        (one_token_per_expert(rng, 8, 2), 2, 8, 100, 256),                # N_e = 1, K = 256
+        (routing_table(rng, 1, 1, 4, 1), 1, 4, 33, 256),                  # T = 1, three empty experts
+    ]
+    for tile in map(MmaTile.parse, FUSED_TILES[:3]):
+        gemm = FusedQ4KGemm(tile, grouped=True)
+        for ids, top_k, e, m, k in grouped_cases:
+            t = ids.shape[0]
+            ws = RoutingWorkspace(t, top_k, e, tile.bn)
+            build_routing(cupy.asarray(ids), ws)
+            w = quantized(cupy, rng, "q4_k", (e, m), k)
+            for per_slot in (False, True):
+                rows = t * top_k if per_slot else t
+                y = cupy.empty((t, top_k, m), dtype=cupy.float32)
+                gemm.grouped_call(w, permuted(activations(cupy, rng, (rows, k))), y, m, k, ws.tiles, ws.offsets,
+                                  ws.sorted_ids, top_k, x_per_slot=per_slot)
+
+
+GROUPS: dict[str, Callable[[object, np.random.Generator], None]] = {
+    "matvec": run_matvec, "dequant": run_dequant, "routing": run_routing, "gemm_tc": run_gemm_tc,
+    "moe_cublas": run_moe_cublas, "fused": run_fused,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m zincbench.testing.sanitize_driver",
+                                     description="Launch one group of bundled kernels once at edge shapes.")
+    parser.add_argument("group", choices=sorted(GROUPS))
+    parser.add_argument("--seed", type=int, default=None, help="replay the inputs of an earlier run")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else secrets.randbits(63)
+    try:
+        from zincbench.gpu import require_cupy
+
+        cupy = require_cupy()
+        cupy.cuda.set_allocator(None)
+        GROUPS[args.group](cupy, np.random.default_rng(seed))
+        cupy.cuda.Device().synchronize()
+    except ZincbenchError as exc:
+        print(f"sanitize_driver: error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    print(f"sanitize_driver {args.group}: all launches completed and synchronised (seed {seed})")
+    return int(ExitCode.OK)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
