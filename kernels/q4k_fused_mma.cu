@@ -63,6 +63,13 @@ __device__ __forceinline__ unsigned zb_half2_pack(float lo, float hi) {
     return r;
 }
 
+// (v & mask) | bias in one LOP3 (the compiler splits it in two when both operands are immediates).
+__device__ __forceinline__ unsigned zb_and_or(unsigned v, unsigned mask, unsigned bias) {
+    unsigned r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(v), "r"(mask), "r"(bias));
+    return r;
+}
+
 // (nibble pair as 1024 + q in fp16x2) -> (q * dsc - dm), exact subtraction then one rounding fma.
 __device__ __forceinline__ unsigned zb_dequant_pair(unsigned biased, unsigned dsc2, unsigned neg_dm2) {
     const unsigned k1024 = 0x64006400u;
@@ -80,24 +87,21 @@ __device__ __forceinline__ void zb_mma16816(float (&c)[4], unsigned a0, unsigned
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Q4_K 6-bit scale and min of sub-blocks j and j + 4 (j < 4) from the 16-byte block header
-// (d, dmin, scales[12]), as fp16x2 splats of d*sc and -(dmin*m).
+// Q4_K scale d*sc and negated min -(dmin*m) of one sub-block, as fp16x2 splats, from the 16-byte block
+// header (d, dmin, scales[12]). HIGH selects sub-block j + 4 (6-bit codes split across bytes), else j.
 struct ZbScale {
     unsigned dsc, ndm;
 };
 
-__device__ __forceinline__ ZbScale zb_q4k_scale(float d, float dmin, unsigned sc, unsigned mn) {
-    return {zb_half2_splat(d * (float)sc), zb_half2_splat(-dmin * (float)mn)};
-}
-
-__device__ __forceinline__ void zb_q4k_scales(const uint4& hdr, int j, ZbScale& low, ZbScale& high) {
-    const unsigned y = hdr.y, z = hdr.z, w = hdr.w;  // scales bytes 0-3, 4-7, 8-11
-    const int s = 8 * j;
+template <bool HIGH>
+__device__ __forceinline__ ZbScale zb_q4k_scale(const uint4& hdr, int j) {
+    const int s = 8 * j;  // j in 0..3
+    const unsigned yb = hdr.y >> s, zb = hdr.z >> s, wb = hdr.w >> s;  // scales bytes j, 4 + j, 8 + j
+    const unsigned sc = HIGH ? (wb & 0xFu) | ((yb >> 6 & 3u) << 4) : yb & 63u;
+    const unsigned mn = HIGH ? (wb >> 4 & 0xFu) | ((zb >> 6 & 3u) << 4) : zb & 63u;
     const float d = zb_half_to_float((unsigned short)(hdr.x & 0xFFFFu));
     const float dmin = zb_half_to_float((unsigned short)(hdr.x >> 16));
-    const unsigned yb = y >> s, zb = z >> s, wb = w >> s;
-    low = zb_q4k_scale(d, dmin, yb & 63u, zb & 63u);
-    high = zb_q4k_scale(d, dmin, (wb & 0xFu) | ((yb >> 6 & 3u) << 4), (wb >> 4 & 0xFu) | ((zb >> 6 & 3u) << 4));
+    return {zb_half2_splat(d * (float)sc), zb_half2_splat(-dmin * (float)mn)};
 }
 
 // X f32 [rows][K] -> fp16 [rows][K] in the permuted order the fused kernel reads: per half superblock
@@ -151,12 +155,12 @@ __device__ __forceinline__ void zb_q4k_mma_half(float (&acc)[WM][WN][4], const u
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) {
                 const unsigned v = i == 0 ? nib[mt][rr].x : i == 1 ? nib[mt][rr].y : i == 2 ? nib[mt][rr].z : nib[mt][rr].w;
-                const unsigned bias = 0x64006400u;
+                const unsigned mask = 0x000F000Fu, bias = 0x64006400u;
                 // a0/a1 hold k-pairs (2c, 2c+1) of rows g / g+8; a2/a3 hold (2c+8, 2c+9).
-                a_lo[mt][rr] = zb_dequant_pair((v & 0x000F000Fu) | bias, dsc_lo[mt][rr], ndm_lo[mt][rr]);
-                a_lo[mt][2 + rr] = zb_dequant_pair(((v >> 8) & 0x000F000Fu) | bias, dsc_lo[mt][rr], ndm_lo[mt][rr]);
-                a_hi[mt][rr] = zb_dequant_pair(((v >> 4) & 0x000F000Fu) | bias, dsc_hi[mt][rr], ndm_hi[mt][rr]);
-                a_hi[mt][2 + rr] = zb_dequant_pair(((v >> 12) & 0x000F000Fu) | bias, dsc_hi[mt][rr], ndm_hi[mt][rr]);
+                a_lo[mt][rr] = zb_dequant_pair(zb_and_or(v, mask, bias), dsc_lo[mt][rr], ndm_lo[mt][rr]);
+                a_lo[mt][2 + rr] = zb_dequant_pair(zb_and_or(v >> 8, mask, bias), dsc_lo[mt][rr], ndm_lo[mt][rr]);
+                a_hi[mt][rr] = zb_dequant_pair(zb_and_or(v >> 4, mask, bias), dsc_hi[mt][rr], ndm_hi[mt][rr]);
+                a_hi[mt][2 + rr] = zb_dequant_pair(zb_and_or(v >> 12, mask, bias), dsc_hi[mt][rr], ndm_hi[mt][rr]);
             }
         }
         // Chunk (i, c) of token row r sits at ((i ^ (r & 1)) * 4 + c) * 16: x_even/x_odd fold the swizzle in.
@@ -173,8 +177,8 @@ __device__ __forceinline__ void zb_q4k_mma_half(float (&acc)[WM][WN][4], const u
     }
 }
 
-template <int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool GROUPED>
-__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N)
+template <int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool GROUPED>
+__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at w + e * expert_bytes
              const uint4* __restrict__ xp,             // permuted fp16 activations, K/8 chunks per row
              float* __restrict__ y,                    // [out rows][M]
@@ -189,7 +193,7 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
     constexpr int X_CHUNKS = BN * 16, Q_CHUNKS = BM * 4;
     constexpr int X_ITERS = (X_CHUNKS + THREADS - 1) / THREADS, Q_ITERS = (Q_CHUNKS + THREADS - 1) / THREADS;
     extern __shared__ __align__(16) unsigned char smem[];
-    __shared__ int s_xrow[BN];
+    __shared__ unsigned s_xoff[BN];  // first 16-byte chunk of the token's X row, ZB_INVALID for padding
     __shared__ int s_orow[BN];
 
     const int tid = threadIdx.x;
@@ -210,18 +214,18 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
             const unsigned pos = begin + r;
             const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
             s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
-            s_xrow[r] = sid == ZB_INVALID ? -1 : (x_per_slot ? (int)sid : (int)(sid / top_k));
+            s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
         }
     } else {
         for (int r = tid; r < BN; r += THREADS) {
             const int t = blockIdx.y * BN + r;
-            s_orow[r] = s_xrow[r] = t < n_rows ? t : -1;
+            s_orow[r] = t < n_rows ? t : -1;
+            s_xoff[r] = t < n_rows ? (unsigned)t * (unsigned)(K / 8) : ZB_INVALID;
         }
     }
     __syncthreads();
 
     const int row_bytes = (K / 256) * 144;
-    const int x_chunks_per_row = K / 8;
     const int n_sb = K / 256;
     const unsigned smem_base = zb_smem_addr(smem);
 
@@ -238,7 +242,7 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
     }
     const unsigned char* h_src = w + w_base + (unsigned long long)min(row0 + min(tid, BM - 1), M - 1) * row_bytes;
 
-    // Stage s holds half superblock `step` (= 2 * sb + h). Headers travel with the h = 0 half only.
+    // Stage s holds half superblock `step` (= 2 * sb + h) and the superblock's 16-byte headers.
     auto load_stage = [&](int stage, int step) {
         const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
         const int sb = step >> 1, h = step & 1;
@@ -247,15 +251,16 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
             const int idx = tid + it * THREADS;
             if (X_CHUNKS % THREADS == 0 || idx < X_CHUNKS) {
                 const int r = idx >> 4, q = idx & 15;
-                const int xrow = s_xrow[r];
-                const uint4* src = xp + (long long)(xrow < 0 ? 0 : xrow) * x_chunks_per_row + step * 16 + q;
-                zb_cp_async16(xs + r * 256 + ((q ^ ((r & 1) << 2)) << 4), src, xrow < 0 ? 0u : 16u);
+                const unsigned xoff = s_xoff[r];
+                const bool valid = xoff != ZB_INVALID;
+                zb_cp_async16(xs + r * 256 + ((q ^ ((r & 1) << 2)) << 4), xp + (valid ? xoff + step * 16 + q : 0u),
+                              valid ? 16u : 0u);
             }
         }
         const int w_off = sb * 144 + h * 64;
 #pragma unroll
         for (int it = 0; it < Q_ITERS; ++it) zb_cp_async16(xs + q_dst[it], q_src[it] + w_off, 16u);
-        if (h == 0 && tid < BM) zb_cp_async16(xs + Tile::X_BYTES + Tile::Q_BYTES + tid * 16, h_src + sb * 144, 16u);
+        if (tid < BM) zb_cp_async16(xs + Tile::X_BYTES + Tile::Q_BYTES + tid * 16, h_src + sb * 144, 16u);
     };
 
     float acc[WM][WN][4];
@@ -277,9 +282,6 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
     const int r_x = wn * 8 * WN + g;
     const unsigned x_even = r_x * 256 + c * 16 + (g & 1) * 64;
     const unsigned x_odd = r_x * 256 + c * 16 + 64 - (g & 1) * 64;
-    unsigned dsc_lo[WM][2], ndm_lo[WM][2], dsc_hi[WM][2], ndm_hi[WM][2];
-    unsigned dsc_lo1[WM][2], ndm_lo1[WM][2], dsc_hi1[WM][2], ndm_hi1[WM][2];  // the h = 1 half's, decoded early
-
     int stage = 0;
     for (int step = 0; step < n_steps; ++step) {
         zb_cp_async_wait<STAGES - 2>();
@@ -293,35 +295,25 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
         const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
         const unsigned qs = xs + Tile::X_BYTES;
         const unsigned hs = qs + Tile::Q_BYTES;
+        // This lane's nibbles (16 bytes per row) and its two sub-blocks' scales: low and high nibbles of
+        // chunk 2h + (c >> 1), i.e. sub-blocks j and j + 1 with j = 2 * (c >> 1) (+ 4 in the h = 1 half).
         uint4 nib[WM][2];
+        unsigned dsc_lo[WM][2], ndm_lo[WM][2], dsc_hi[WM][2], ndm_hi[WM][2];
+        const int j = 2 * (c >> 1);
+        const bool high_half = step & 1;
 #pragma unroll
         for (int mt = 0; mt < WM; ++mt)
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) {
                 const int r = wm * 16 * WM + mt * 16 + g + 8 * rr;
                 nib[mt][rr] = zb_lds128(qs + r * 64 + c * 16);
+                const uint4 hdr = zb_lds128(hs + r * 16);
+                const ZbScale lo = high_half ? zb_q4k_scale<true>(hdr, j) : zb_q4k_scale<false>(hdr, j);
+                const ZbScale hi = high_half ? zb_q4k_scale<true>(hdr, j + 1) : zb_q4k_scale<false>(hdr, j + 1);
+                dsc_lo[mt][rr] = lo.dsc, ndm_lo[mt][rr] = lo.ndm;
+                dsc_hi[mt][rr] = hi.dsc, ndm_hi[mt][rr] = hi.ndm;
             }
-        if ((step & 1) == 0) {
-            // Sub-blocks of this lane: low/high nibbles of chunk c>>1 (h = 0) and 2 + (c>>1) (h = 1).
-            const int j0 = 2 * (c >> 1);
-#pragma unroll
-            for (int mt = 0; mt < WM; ++mt)
-#pragma unroll
-                for (int rr = 0; rr < 2; ++rr) {
-                    const int r = wm * 16 * WM + mt * 16 + g + 8 * rr;
-                    const uint4 hdr = zb_lds128(hs + r * 16);
-                    ZbScale s0, s4, s1, s5;
-                    zb_q4k_scales(hdr, j0, s0, s4);
-                    zb_q4k_scales(hdr, j0 + 1, s1, s5);
-                    dsc_lo[mt][rr] = s0.dsc, ndm_lo[mt][rr] = s0.ndm;
-                    dsc_hi[mt][rr] = s1.dsc, ndm_hi[mt][rr] = s1.ndm;
-                    dsc_lo1[mt][rr] = s4.dsc, ndm_lo1[mt][rr] = s4.ndm;
-                    dsc_hi1[mt][rr] = s5.dsc, ndm_hi1[mt][rr] = s5.ndm;
-                }
-            zb_q4k_mma_half<WM, WN>(acc, nib, dsc_lo, ndm_lo, dsc_hi, ndm_hi, xs + x_even, xs + x_odd);
-        } else {
-            zb_q4k_mma_half<WM, WN>(acc, nib, dsc_lo1, ndm_lo1, dsc_hi1, ndm_hi1, xs + x_even, xs + x_odd);
-        }
+        zb_q4k_mma_half<WM, WN>(acc, nib, dsc_lo, ndm_lo, dsc_hi, ndm_hi, xs + x_even, xs + x_odd);
         stage = stage == STAGES - 1 ? 0 : stage + 1;
     }
     zb_cp_async_wait<0>();
@@ -345,10 +337,10 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
 #ifdef ZINCBENCH_COMPILE_CHECK
 // Ahead-of-time compile checks (nvcc, no GPU) instantiate representative tile shapes; at run time
 // NVRTC instantiates the shapes an experiment declares through name expressions.
-template __global__ void gemm_q4k_mma<1, 2, 4, 1, 3, true>(const unsigned char*, const uint4*, float*, int, int, int,
+template __global__ void gemm_q4k_mma<1, 2, 4, 1, 3, 1, true>(const unsigned char*, const uint4*, float*, int, int, int,
                                                           unsigned long long, const unsigned*, const unsigned*,
                                                           const unsigned*, int, int);
-template __global__ void gemm_q4k_mma<2, 8, 4, 2, 2, false>(const unsigned char*, const uint4*, float*, int, int, int,
+template __global__ void gemm_q4k_mma<2, 8, 4, 2, 2, 1, false>(const unsigned char*, const uint4*, float*, int, int, int,
                                                            unsigned long long, const unsigned*, const unsigned*,
                                                            const unsigned*, int, int);
 #endif

@@ -113,14 +113,14 @@ def test_a_10pct_shift_is_detected_in_every_comparison_with_the_shifted_process(
     assert VerdictTally.of(c["verdict"] for c in untouched).false_positives == 0
     # ... and the minimum detectable change of the A/A comparisons says so: 10% is above it.
     mde = detectable_change([c["change_to_call"] for c in untouched], 0.95)
-    assert 0.03 <= mde["speedup"] < 0.1 and 0.03 <= mde["slowdown"] < 0.1
+    assert 0 < mde["speedup"] < 0.1 and 0 < mde["slowdown"] < 0.1
 
 
 @pytest.mark.parametrize("higher_is_better", [False, True], ids=["times", "rates"])
 def test_change_to_call_is_exactly_where_the_verdict_flips(rng, higher_is_better):
     """Scale the candidate just beyond (and just short of) the computed change: the verdict flips there."""
     if higher_is_better:
-        base, cand = timings(rng, 6, 2000, 0.01), timings(rng, 6, 2000, 0.01)
+        base, cand = timings(rng, 6, 2000, 0.005), timings(rng, 6, 2000, 0.005)
         compare = lambda scale: compare_paired(base, [scale * v for v in cand], threshold=0.02)
         faster_scale = lambda gain: 1 + gain  # rates scale with speed
         slower_scale = lambda loss: 1 - loss

@@ -291,7 +291,7 @@ def test_scoreboard_against_a_llama_bench_file(tmp_path, fake):
 
 def test_llama_rows_of_another_model_are_not_used(tmp_path, fake):
     rows = load_llama_bench(FIXTURES / "tiny.jsonl")
-    out = run_ab([tiny_model(tmp_path, gguf_name="other.gguf")], [Arm("A", make_engine("zinc-main", bin=fake), {})],
+    out = run_ab([tiny_model(tmp_path, name="other", gguf_name="other.gguf")], [Arm("A", make_engine("zinc-main", bin=fake), {})],
                  ABSettings(rounds=2), llama_rows=rows, results_dir=tmp_path, monitor=FakeMonitor(), progress=False)
     assert out.models[0]["llama"] is None and out.models[0]["gap"] is None
 

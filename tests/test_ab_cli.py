@@ -17,6 +17,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
 def fake(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_COUNTER", str(tmp_path / "counter"))
     monkeypatch.setenv("FAKE_NOISE", "0.01")
+    monkeypatch.setenv("COLUMNS", "200")  # the scoreboard table unwrapped
     for var in ("FAKE_SPEED", "FAKE_DRIFT", "FAKE_SEED", "FAKE_FAIL", "FAKE_FAIL_RUNS"):
         monkeypatch.delenv(var, raising=False)
     (tmp_path / "tiny.gguf").touch()

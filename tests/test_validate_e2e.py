@@ -105,3 +105,10 @@ def test_a_renamed_copy_has_no_reference(tiny, tmp_path):
     result = _zincbench("validate", "--engine-kind", "llama-cpp", "--gguf", str(renamed), "--references-dir",
                         str(tiny["refs"]), cwd=tmp_path)
     assert result.returncode == 2 and "zincbench validate record --gguf" in result.stderr
+
+
+def test_a_broken_llama_build_is_an_error_row(tiny, tmp_path):
+    """--engine-bin points the engine at another libllama; a folder without one crashes the child."""
+    code, outcome = _validate(tiny, tiny["model"], "--engine-bin", str(tmp_path))
+    assert code == 1 and outcome["status"] == "ERROR" and outcome["reason"].startswith("crash")
+    assert "could not load libllama" in outcome["stderr_tail"]

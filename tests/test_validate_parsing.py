@@ -106,3 +106,18 @@ def test_engine_spec_errors_name_file_and_key(tmp_path, body, words):
     with pytest.raises(ConfigError) as info:
         load_engine_spec(path)
     assert str(path) in str(info.value) and words in str(info.value)
+
+
+def test_the_documented_generic_example_reads_zincs_log_lines(tmp_path):
+    """The YAML example in zincbench.engines.generic's docstring loads and parses real `zinc` lines."""
+    import textwrap
+
+    from zincbench.engines import generic
+
+    example = textwrap.dedent(generic.__doc__.split("::\n\n")[1].split("\n\nPlaceholders")[0])
+    (tmp_path / "zinc.yaml").write_text(example)
+    spec = load_engine_spec(tmp_path / "zinc.yaml")
+    log = ("info(forward): Prefill complete: 512 tokens in 210.3 ms (2434.65 tok/s)\n"
+           "info(forward): Generated 160 tokens in 1500.0 ms — 106.60 tok/s (9.38 ms/tok)\n")
+    rates = generic.parse_throughput(log, spec.throughput.prefill_regex, spec.throughput.decode_regex)
+    assert (rates.prefill_tokens, rates.prefill_tps, rates.decode_tokens, rates.decode_tps) == (512, 2434.65, 160, 106.6)

@@ -150,7 +150,7 @@ def _parse_jsonl(text: str, source: str):
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{source}:{lineno}: invalid JSON line (truncated?): {exc.msg} at column {exc.colno}") from None
+            raise InputError(f"{source}:{lineno}: invalid JSON line (truncated?): {exc.msg} (column {exc.colno})") from None
         if not isinstance(obj, dict):
             raise InputError(f"{source}:{lineno}: expected a JSON object, got {type(obj).__name__}")
         yield f"{source}:{lineno}", obj

@@ -44,7 +44,8 @@ def gguf_identity(path: str | os.PathLike, full: bool = False) -> str:
         with open(p, "rb") as fh:
             digest.update(fh.read(_header_length(p)))
         return f"header:{digest.hexdigest()}"
-    with open(p, "rb") as fh, Progress(console=Console(stderr=True), transient=True) as progress:
+    console = Console(stderr=True)
+    with open(p, "rb") as fh, Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task(f"hashing {p.name}", total=size)
         while chunk := fh.read(HASH_CHUNK):
             digest.update(chunk)

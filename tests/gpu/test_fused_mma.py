@@ -15,7 +15,7 @@ from zincbench.quant import get_format
 pytestmark = pytest.mark.gpu
 Q4K = get_format("q4_k")
 TOL = 2e-3
-TILES = ["1,2,4,1,3", "1,8,4,1,3", "2,4,2,1,3", "2,8,4,2,2"]
+TILES = ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,16,8,1,2"]
 
 
 def rel_err(got, ref):

@@ -45,7 +45,7 @@ class T1Config:
     shapes: list[DenseShape]
     tokens: list[int]
     variants: list[str] = field(default_factory=lambda: ["round_trip", "cublas_f16", "engine_tc", "fused"])
-    fused_tiles: list[str] = field(default_factory=lambda: ["2,8,4,2,2", "2,4,4,2,3"])
+    fused_tiles: list[str] = field(default_factory=lambda: ["2,8,4,1,3"])
     check_rows: int = 96
     check_tokens: int = 64
     timer: TimerSettings = field(default_factory=TimerSettings)

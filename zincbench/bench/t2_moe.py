@@ -65,7 +65,7 @@ class T2Config:
     routing: Literal["uniform", "zipf"] = "uniform"
     zipf_s: float = 1.0
     variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
-    fused_tiles: list[str] = field(default_factory=lambda: ["1,2,4,1,3", "1,4,4,1,3", "1,8,4,1,3"])
+    fused_tiles: list[str] = field(default_factory=lambda: ["1,2,4,1,3", "1,8,8,1,2"])
     correctness_experts: int = 12
     timer: TimerSettings = field(default_factory=TimerSettings)
     gate: GateSettings = field(default_factory=GateSettings)

@@ -97,10 +97,13 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
 
     from zincbench.engines import make_engine
     from zincbench.engines.llama_cpp import LlamaSettings
+    from zincbench.errors import InputError
     from zincbench.records import to_jsonable
     from zincbench.runs.validate import ValidateOptions, validate_models
 
     env = parse_env_pairs(env_pairs)
+    if markdown and not Path(markdown).resolve().parent.is_dir():
+        raise click.BadParameter(f"folder {Path(markdown).parent} does not exist", param_hint="--markdown")
     catalog_obj, chosen = _select(catalog, models, gguf)
     settings = LlamaSettings(n_gpu_layers=gpu_layers, n_batch=n_batch)
     engine_options = {"bin": engine_bin, "config": engine_config}
@@ -115,7 +118,10 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
     if markdown:
         from zincbench.show.validate_table import to_markdown
 
-        Path(markdown).write_text(to_markdown(report))
+        try:
+            Path(markdown).write_text(to_markdown(report))
+        except OSError as exc:
+            raise InputError(f"--markdown {markdown}: {exc.strerror}") from None
     if as_json:
         echo_json({"summary": report.summary, "exit_code": int(report.exit_code), "results": report.path,
                    "outcomes": to_jsonable(report.outcomes)})

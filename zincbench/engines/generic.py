@@ -1,4 +1,4 @@
-"""An engine declared in YAML: command templates plus the regexes that read its output.
+r"""An engine declared in YAML: command templates plus the regexes that read its output.
 
 Example (every section optional; an absent one means the engine cannot do that)::
 
@@ -7,15 +7,15 @@ Example (every section optional; an absent one means the engine cannot do that):
     max_prompt_ids: 256                 # refuse longer prompts (engines that truncate silently)
     generate:
       command: "{bin} gen {prompt_ids} {n_gen} {model}"
-      ids_regex: "GEN_IDS:(.*)"                      # group 1: comma-separated token ids
-      prompt_ids_regex: "PROMPT_IDS:(.*)"            # optional: the engine's echo must equal the prompt
+      ids_regex: 'GEN_IDS:(.*)'                      # group 1: comma-separated token ids
+      prompt_ids_regex: 'PROMPT_IDS:(.*)'            # optional: the engine's echo must equal the prompt
     teacher_forced:
       command: "{bin} tf {prompt_ids} {ref_ids} {model}"
-      match_regex: "TF_MATCH:(\\S+)/(\\S+)"          # groups: matching positions, scored positions
+      match_regex: 'TF_MATCH:(\S+)/(\S+)'            # groups: matching positions, scored positions
     throughput:
       command: "{bin} -m {model} --prompt {prompt} -n {n_gen}"
-      prefill_regex: "Prefill complete: (\\S+) tokens in \\S+ ms \\((\\S+) tok/s\\)"  # groups: tokens, tok/s
-      decode_regex: "Generated (\\S+) tokens in \\S+ ms . (\\S+) tok/s"                # optional (absent line: no decode rate)
+      prefill_regex: 'Prefill complete: (\S+) tokens in \S+ ms \((\S+) tok/s\)'  # groups: tokens, tok/s
+      decode_regex: 'Generated (\S+) tokens in \S+ ms . (\S+) tok/s'  # optional (absent line: no decode rate)
 
 Placeholders: {bin}, {model}, {prompt_ids} and {ref_ids} (comma-separated ids), {n_gen}, {prompt}.
 Templates are split like a shell line *before* substitution, so a prompt with spaces stays one

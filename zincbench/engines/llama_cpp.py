@@ -33,6 +33,8 @@ def import_llama_cpp():
         import llama_cpp
     except ImportError as exc:
         raise EnvironmentProblem(f"llama-cpp-python is not importable ({exc}); install it with {INSTALL_HINT}") from None
+    except (OSError, RuntimeError) as exc:  # its libllama (LLAMA_CPP_LIB_PATH, when set) failed to load
+        raise EnvironmentProblem(f"llama-cpp-python could not load libllama: {type(exc).__name__}: {exc}") from None
     return llama_cpp
 
 
@@ -129,11 +131,13 @@ class LlamaCppEngine(GenericEngine):
             raise InputError(f"llama-cpp --engine-bin must be a folder holding libllama, got {bin}")
         self.lib_path = bin
         self.settings = settings
-        child = " ".join([f"{{bin}} -m {__name__}", "{mode}", *settings.cli_args()])
+        def child(arguments: str) -> str:  # {bin} is this interpreter
+            return " ".join([f"{{bin}} -m {__name__}", arguments, *settings.cli_args()])
+
         spec = EngineSpec(
             env={"LLAMA_CPP_LIB_PATH": str(Path(bin).resolve())} if bin else {},
-            generate=GenerateSpec(child.replace("{mode}", "gen {prompt_ids} {n_gen} {model}"), GEN_IDS_RE, PROMPT_IDS_RE),
-            teacher_forced=TeacherForcedSpec(child.replace("{mode}", "tf {prompt_ids} {ref_ids} {model}"), TF_MATCH_RE),
+            generate=GenerateSpec(child("gen {prompt_ids} {n_gen} {model}"), GEN_IDS_RE, PROMPT_IDS_RE),
+            teacher_forced=TeacherForcedSpec(child("tf {prompt_ids} {ref_ids} {model}"), TF_MATCH_RE),
         )
         super().__init__(spec, bin=sys.executable)
 
@@ -155,24 +159,24 @@ def main(argv: list[str] | None = None) -> None:
     @click.command()
     @click.argument("mode", type=click.Choice(["gen", "tf"]))
     @click.argument("prompt_ids")
-    @click.argument("second")
+    @click.argument("n_gen_or_ref_ids", metavar="N_GEN|REF_IDS")
     @click.argument("model", type=click.Path(dir_okay=False))
     @click.option("--n-gpu-layers", type=int, default=0)
     @click.option("--n-batch", type=int, default=512)
     @click.option("--n-ctx", type=int, default=512)
     @click.option("--threads", type=int, default=None)
-    def child(mode, prompt_ids, second, model, n_gpu_layers, n_batch, n_ctx, threads):
-        ids = parse_csv(prompt_ids)
+    def child(mode, prompt_ids, n_gen_or_ref_ids, model, n_gpu_layers, n_batch, n_ctx, threads):
+        ids, second = parse_csv(prompt_ids), parse_csv(n_gen_or_ref_ids)
         llm = LlamaCppModel(model, LlamaSettings(n_gpu_layers, n_batch, n_ctx, threads))
         click.echo(f"PROMPT_IDS:{ids_csv(ids)}", err=True)
         if mode == "gen":
-            click.echo(f"GEN_IDS:{ids_csv(llm.greedy(ids, int(second)).ids)}", err=True)
+            click.echo(f"GEN_IDS:{ids_csv(llm.greedy(ids, second[0]).ids)}", err=True)
         else:
-            match, total = llm.teacher_forced(ids, parse_csv(second))
+            match, total = llm.teacher_forced(ids, second)
             click.echo(f"TF_MATCH:{match}/{total}", err=True)
 
     try:
-        child.main(args=argv, prog_name=f"python -m {__name__}", standalone_mode=False)
+        child.main(args=argv, prog_name="python -m zincbench.engines.llama_cpp", standalone_mode=False)
     except click.ClickException as exc:
         exc.show()
         sys.exit(2)

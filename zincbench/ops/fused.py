@@ -22,13 +22,15 @@ PERMUTE_THREADS = 256
 
 @dataclass(frozen=True)
 class MmaTile:
-    """Warp tile (16*wm rows x 8*wn tokens), warps per block, cp.async pipeline depth."""
+    """Warp tile (16*wm rows x 8*wn tokens), warps per block, cp.async pipeline depth, and the blocks
+    per SM the compiler must fit (``__launch_bounds__``: caps registers to raise occupancy)."""
 
     wm: int
     wn: int
     warps_m: int
     warps_n: int
     stages: int
+    min_blocks: int = 1
 
     @property
     def bm(self) -> int:
@@ -48,18 +50,20 @@ class MmaTile:
 
     @property
     def label(self) -> str:
-        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}"
+        occupancy = f"/b{self.min_blocks}" if self.min_blocks > 1 else ""
+        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}"
 
     def expression(self, grouped: bool) -> str:
         g = "true" if grouped else "false"
-        return f"gemm_q4k_mma<{self.wm},{self.wn},{self.warps_m},{self.warps_n},{self.stages},{g}>"
+        return (f"gemm_q4k_mma<{self.wm},{self.wn},{self.warps_m},{self.warps_n},{self.stages},{self.min_blocks},"
+                f"{g}>")
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
-        """'wm,wn,warps_m,warps_n,stages' (the form used in experiment YAML)."""
+        """'wm,wn,warps_m,warps_n,stages[,min_blocks]' (the form used in experiment YAML)."""
         parts = [int(p) for p in str(text).split(",")]
-        if len(parts) != 5 or min(parts) < 1:
-            raise ValueError(f"tile must be 'wm,wn,warps_m,warps_n,stages', got {text!r}")
+        if len(parts) not in (5, 6) or min(parts) < 1:
+            raise ValueError(f"tile must be 'wm,wn,warps_m,warps_n,stages[,min_blocks]', got {text!r}")
         return cls(*parts)
 
 

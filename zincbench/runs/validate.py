@@ -148,8 +148,9 @@ def _progress():
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    console = Console(stderr=True)
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=True)
+                    console=console, transient=True, disable=not console.is_terminal)
 
 
 def record_references(models: list[CatalogModel], directory: str | Path, *, settings: LlamaSettings = LlamaSettings(),

@@ -11,6 +11,8 @@ STATUS_STYLE = {Status.OK: "bold green", Status.FAIL: "bold red", Status.ERROR: 
                 Status.MISSING: "yellow"}
 COLUMNS = ("model", "status", "match", "tf", "diverges", "margin", "note")
 NUMERIC = {"match", "tf", "diverges", "margin"}
+LEGEND = ("match: leading tokens equal to llama.cpp's; tf: teacher-forced agreement; diverges: first differing "
+          "position; margin: llama.cpp's top1-top2 logit there")
 
 
 def _cells(o: ModelOutcome) -> list[str]:
@@ -29,9 +31,7 @@ def verdict_line(report: ValidateReport) -> str:
 
 
 def render(report: ValidateReport) -> Table:
-    table = Table(title=f"validate, mode {report.mode}", title_justify="left", caption_justify="left",
-                  caption="match: leading tokens equal to llama.cpp's; tf: teacher-forced agreement; "
-                          "margin: llama.cpp's top1-top2 logit at the first divergence")
+    table = Table(title=f"validate, mode {report.mode}", title_justify="left")
     for name in COLUMNS:
         table.add_column(name, justify="right" if name in NUMERIC else "left", no_wrap=name != "note")
     for o in report.outcomes:
@@ -44,6 +44,7 @@ def render(report: ValidateReport) -> Table:
 def print_report(report: ValidateReport, console: Console | None = None) -> None:
     console = console or Console()
     console.print(render(report))
+    console.print(LEGEND, style="dim", highlight=False)
     for o in report.outcomes:
         if o.status is Status.ERROR and o.stderr_tail:
             console.print(f"[bold]{o.model}[/] stderr tail:", highlight=False)

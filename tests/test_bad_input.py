@@ -1,0 +1,303 @@
+"""The bad-input suite: every way a user or an engine can hand zincbench garbage, through the real CLI
+in a subprocess (``python -m zincbench ...``).
+
+Bad input: exactly one line on stderr, ``zincbench: error: ...``, exit 2 (or the documented code), no
+traceback, and nothing left in the results folder (temp files included). A crashing, hanging or
+babbling engine is not bad input but a failed run: the command's documented exit code and one-line
+verdict, the failure named on stderr, and a complete (not partial) results document.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fake_engine import write_launcher
+from zincbench import records
+from zincbench.config import EXPERIMENTS_DIR
+
+FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
+
+# --- llama-bench output, one valid sample per format (shaped like the real tool's) -------------------------
+
+_ROWS = [
+    {"build_commit": "0c1e570", "build_number": 5000, "model_filename": "/m/tiny.gguf",
+     "model_type": "llama ?B Q4_K - Medium", "backends": "CUDA", "gpu_info": "NVIDIA H200", "n_prompt": 512,
+     "n_gen": 0, "n_depth": 0, "avg_ns": 56000000, "stddev_ns": 10000, "avg_ts": 9142.86, "stddev_ts": 1.5,
+     "samples_ns": [56000000, 56010000], "samples_ts": [9142.8, 9141.1]},
+    {"build_commit": "0c1e570", "build_number": 5000, "model_filename": "/m/tiny.gguf",
+     "model_type": "llama ?B Q4_K - Medium", "backends": "CUDA", "gpu_info": "NVIDIA H200", "n_prompt": 0,
+     "n_gen": 128, "n_depth": 0, "avg_ns": 846000000, "stddev_ns": 20000, "avg_ts": 151.3, "stddev_ts": 0.4,
+     "samples_ns": [846000000, 846020000], "samples_ts": [151.3, 151.2]},
+]
+_SCALARS = [k for k in _ROWS[0] if not k.startswith("samples")]
+
+
+def _sql_value(v) -> str:
+    return f"'{v}'" if isinstance(v, str) else str(v)
+
+
+_SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL"}
+LLAMA_BENCH_SAMPLES = {
+    "jsonl": "".join(json.dumps(r) + "\n" for r in _ROWS),
+    "json": json.dumps(_ROWS, indent=2) + "\n",
+    "csv": ",".join(_SCALARS) + "\n" + "".join(",".join(f'"{r[k]}"' for k in _SCALARS) + "\n" for r in _ROWS),
+    "sql": "CREATE TABLE IF NOT EXISTS llama_bench (\n"
+           + ",\n".join(f"  {k} {_SQL_TYPES[type(_ROWS[0][k])]}" for k in _SCALARS) + "\n);\n"
+           + "".join(f"INSERT INTO llama_bench ({', '.join(_SCALARS)}) VALUES "
+                     f"({', '.join(_sql_value(r[k]) for k in _SCALARS)});\n" for r in _ROWS),
+    "md": "| model | backend | ngl | test | t/s |\n| --- | --- | --: | --: | --: |\n"
+          "| llama ?B Q4_K - Medium | CUDA | 99 | pp512 | 9142.86 ± 1.50 |\n"
+          "| llama ?B Q4_K - Medium | CUDA | 99 | tg128 | 151.30 ± 0.40 |\n\nbuild: 0c1e570 (5000)\n",
+}
+
+
+def truncated(text: str) -> str:
+    """The text cut in the middle of its last result (the tg128 row), as a killed llama-bench leaves it."""
+    start = text.rindex("\n", 0, text.rindex("151.3")) + 1
+    end = text.find("\n", start)
+    return text[: start + (end - start) // 2]
+
+
+MALFORMED = {
+    "md": ("9142.86 ± 1.50", "fast", "field 't/s'"),
+    "csv": ('"9142.86"', '"n/a"', "field 'avg_ts': expected a number"),
+    "json": ('"avg_ts": 9142.86', '"avg_ts": "fast"', "field 'avg_ts': expected a number"),
+    "jsonl": ('"avg_ts": 151.3,', '"avg_ts": 151.3,,', "bad.jsonl:2: invalid JSON line"),
+    "sql": ("INSERT INTO", "DROP TABLE llama_bench;\nINSERT INTO", "not a llama_bench CREATE TABLE/INSERT"),
+}
+
+
+# --- helpers -------------------------------------------------------------------------------------------
+
+
+def zincbench(tmp_path: Path, *args, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The real CLI in a subprocess, results going to tmp_path/results. A wide console keeps rich
+    from wrapping a one-line verdict the way an 80-column CI log would."""
+    full_env = {**os.environ, "ZINCBENCH_RESULTS": str(tmp_path / "results"), "COLUMNS": "250", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "zincbench", *map(str, args)], capture_output=True, text=True,
+                          cwd=tmp_path, env=full_env, timeout=timeout)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, code: int, message: str) -> None:
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    assert result.returncode == code, (result.returncode, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zincbench: error: "), result.stderr
+    assert message in lines[0]
+
+
+def assert_no_results(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    assert not results.exists() or sorted(p.name for p in results.iterdir()) == []
+
+
+def assert_complete_results(tmp_path: Path, kind: str) -> dict:
+    """Exactly one results document (plus its CSV for ab), complete, and no temp files."""
+    names = sorted(p.name for p in (tmp_path / "results").iterdir())
+    assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")], names
+    (doc_path,) = [n for n in names if n.endswith(".json")]
+    doc = records.read(tmp_path / "results" / doc_path)
+    assert doc["kind"] == kind and doc["complete"] is True
+    return doc
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    for var in ("FAKE_SPEED", "FAKE_DRIFT", "FAKE_SEED", "FAKE_FAIL", "FAKE_FAIL_RUNS", "FAKE_NOISE"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "tiny.gguf").touch()
+    return write_launcher(tmp_path)
+
+
+def experiment(tmp_path: Path, family_file: str, old: str, new: str) -> Path:
+    text = (EXPERIMENTS_DIR / family_file).read_text()
+    assert old in text
+    path = tmp_path / f"bad-{family_file}"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+# --- llama-bench files -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", sorted(LLAMA_BENCH_SAMPLES))
+def test_valid_samples_parse_so_the_broken_ones_below_mean_something(tmp_path, fmt):
+    (tmp_path / f"ok.{fmt}").write_text(LLAMA_BENCH_SAMPLES[fmt])
+    result = zincbench(tmp_path, "llamabench", "show", f"ok.{fmt}", "--json")
+    assert result.returncode == 0, result.stderr
+    assert [row["test"] for row in json.loads(result.stdout)] == ["pp512", "tg128"]
+
+
+@pytest.mark.parametrize("fmt", sorted(LLAMA_BENCH_SAMPLES))
+def test_truncated_llama_bench_file(tmp_path, fmt):
+    (tmp_path / f"cut.{fmt}").write_text(truncated(LLAMA_BENCH_SAMPLES[fmt]))
+    result = zincbench(tmp_path, "llamabench", "show", f"cut.{fmt}")
+    assert_one_line_error(result, 2, f"cut.{fmt}")
+    assert_no_results(tmp_path)
+
+
+@pytest.mark.parametrize("fmt", sorted(MALFORMED))
+def test_malformed_llama_bench_file(tmp_path, fmt):
+    old, new, message = MALFORMED[fmt]
+    text = LLAMA_BENCH_SAMPLES[fmt]
+    assert old in text
+    (tmp_path / f"bad.{fmt}").write_text(text.replace(old, new, 1))
+    assert_one_line_error(zincbench(tmp_path, "llamabench", "show", f"bad.{fmt}"), 2, message)
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("empty.md", b"", "empty file"),
+    ("binary.json", b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not a text file"),
+    ("prose.txt", b"llama-bench crashed before printing anything\n", "not llama-bench output"),
+])
+def test_files_that_are_not_llama_bench_output(tmp_path, name, content, message):
+    (tmp_path / name).write_bytes(content)
+    assert_one_line_error(zincbench(tmp_path, "llamabench", "show", name), 2, message)
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("tiny-truncated.*")), ids=lambda p: p.name)
+def test_real_truncated_llama_bench_outputs(tmp_path, path):
+    """llama-bench killed mid-run, recorded (tests/fixtures/llama-bench/README.md)."""
+    result = zincbench(tmp_path, "llamabench", "show", path)
+    assert_one_line_error(result, 2, path.name)
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("tiny.*")), ids=lambda p: p.name)
+def test_real_llama_bench_outputs_cut_in_half(tmp_path, path):
+    text = path.read_text()
+    (tmp_path / f"cut{path.suffix}").write_text(text[: len(text) // 2])
+    result = zincbench(tmp_path, "llamabench", "show", f"cut{path.suffix}")
+    assert_one_line_error(result, 2, f"cut{path.suffix}")
+
+
+def test_truncated_llama_bench_file_given_to_ab(tmp_path, fake):
+    (tmp_path / "cut.json").write_text(truncated(LLAMA_BENCH_SAMPLES["json"]))
+    result = zincbench(tmp_path, "ab", "--a", fake, "--model", "tiny=tiny.gguf", "--llama-bench", "cut.json")
+    assert_one_line_error(result, 2, "cut.json")
+    assert_no_results(tmp_path)
+
+
+# --- YAML and catalog input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [
+    ["microbench", "t2", "-e", "broken.yaml"],
+    ["gate", "broken.yaml"],
+    ["validate", "--catalog", "broken.yaml", "--engine-bin", "fake-engine"],
+])
+def test_invalid_yaml(tmp_path, fake, command):
+    (tmp_path / "broken.yaml").write_text("k: [1, 2\nshapes: {")
+    assert_one_line_error(zincbench(tmp_path, *command), 2, "broken.yaml:")
+    assert_no_results(tmp_path)
+
+
+@pytest.mark.parametrize("family, family_file, old, new, message", [
+    ("t2", "t2_moe_expert.yaml", "k: 2048", "k: 300", "K=300 is not a multiple of 256"),
+    ("t1", "t1_dense_gemm.yaml", "rows: 4096, k: 4096}", "rows: 4096, k: 300}", "K=300 is not a multiple of 256"),
+    ("t2", "t2_moe_expert.yaml", "tokens_per_expert: [8, 16, 32, 64]", "tokens_per_expert: [0]",
+     "tokens_per_expert must be >= 1"),
+    ("t1", "t1_dense_gemm.yaml", "tokens: [512, 1024, 2048]", "tokens: [0]", "tokens must be a non-empty list"),
+])
+def test_experiment_shapes_that_cannot_run(tmp_path, family, family_file, old, new, message):
+    """Rejected while loading the experiment, before CuPy is asked for: the same on a GPU host and here."""
+    path = experiment(tmp_path, family_file, old, new)
+    assert_one_line_error(zincbench(tmp_path, "microbench", family, "-e", path), 2, message)
+    assert_no_results(tmp_path)
+
+
+def test_gate_with_a_broken_check_runs_nothing(tmp_path):
+    path = experiment(tmp_path, "t2_moe_expert.yaml", "k: 2048", "k: 300")
+    (tmp_path / "gates.yaml").write_text(f"checks:\n  - {{name: t2, kind: microbench, experiment: {path}}}\n")
+    result = zincbench(tmp_path, "gate", "gates.yaml")
+    assert_one_line_error(result, 2, "checks[0] (t2): K=300 is not a multiple of 256")
+    assert_no_results(tmp_path)
+
+
+@pytest.mark.parametrize("command", [
+    ["validate", "--models", "no-such-model", "--engine-bin", "fake-engine"],
+    ["ab", "--a", "fake-engine", "--models", "no-such-model"],
+])
+def test_unknown_catalog_model(tmp_path, fake, command):
+    assert_one_line_error(zincbench(tmp_path, *command), 2, "unknown catalog model 'no-such-model'")
+    assert_no_results(tmp_path)
+
+
+def test_missing_gguf_for_ab(tmp_path, fake):
+    result = zincbench(tmp_path, "ab", "--a", fake, "--model", "tiny=/nonexistent/tiny.gguf")
+    assert_one_line_error(result, 2, "GGUF file not found: /nonexistent/tiny.gguf")
+    assert_no_results(tmp_path)
+
+
+def test_missing_gguf_for_validate(tmp_path, fake):
+    result = zincbench(tmp_path, "validate", "--gguf", "/nonexistent/tiny.gguf", "--engine-bin", fake)
+    assert_one_line_error(result, 2, "/nonexistent/tiny.gguf")
+    assert_no_results(tmp_path)
+
+
+def test_catalog_models_folder_not_configured(tmp_path, fake):
+    env = {k: v for k, v in os.environ.items() if k != "ZINC_MODELS"}
+    result = subprocess.run([sys.executable, "-m", "zincbench", "validate", "--models", "qwen35-9b", "--engine-bin",
+                             str(fake), "--results-dir", str(tmp_path / "results")],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert_one_line_error(result, 2, "needs the environment variable ZINC_MODELS")
+    assert_no_results(tmp_path)
+
+
+def test_report_of_a_file_that_is_not_a_results_document(tmp_path):
+    (tmp_path / "other.json").write_text('{"hello": 1}')
+    assert_one_line_error(zincbench(tmp_path, "report", "other.json"), 2, "not a zincbench results document")
+
+
+# --- engines that crash, hang or print garbage ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("failure, env, says", [
+    ("crash", {"FAKE_FAIL": "crash"}, "exited with code 134"),
+    ("hang", {"FAKE_FAIL": "hang", "FAKE_FAIL_RUNS": "0"}, "timed out after"),
+    ("garbage", {"FAKE_FAIL": "garbage"}, "no 'Prefill complete: N tokens in X ms (Y tok/s)' line"),
+])
+def test_engine_failures_in_ab(tmp_path, fake, failure, env, says):
+    env = {**env, "FAKE_COUNTER": str(tmp_path / "counter")}
+    result = zincbench(tmp_path, "ab", "--a", fake, "--b", fake, "--model", "tiny=tiny.gguf", "--rounds", "2",
+                       "--timeout", "2", env=env)
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.returncode == 3  # documented: a run failed -> inconclusive
+    verdicts = [line for line in result.stdout.splitlines() if line.startswith("verdict:")]
+    assert len(verdicts) == 1 and verdicts[0].startswith("verdict: error (exit 3)")
+    assert says in result.stderr
+    doc = assert_complete_results(tmp_path, "ab")
+    errors = [r for r in doc["results"] if r["status"] == "error"]
+    assert errors and errors[0]["error"]["reason"] == {"crash": "crash", "hang": "timeout", "garbage": "garbage"}[failure]
+
+
+def test_engine_crash_in_validate(tmp_path, fake):
+    from zincbench import reference_store
+    from zincbench.catalog import DEFAULT_PROMPT
+    from zincbench.testing.tiny_gguf import write_tiny_llama
+
+    gguf = write_tiny_llama(tmp_path / "model" / "tiny.gguf", quant="q4_k")
+    reference_store.save(reference_store.Reference(
+        gguf=str(gguf), identity=reference_store.gguf_identity(gguf), prompt=DEFAULT_PROMPT, n_gen=12,
+        prompt_ids=[1, 2, 3], generated_ids=list(range(7, 19)), top2=[(7 + i, 10.0, 3, 9.0) for i in range(12)],
+        producer={}), tmp_path / "refs")
+    args = ["validate", "--engine-kind", "zinc-dbg", "--engine-bin", fake, "--gguf", gguf, "--references-dir",
+            tmp_path / "refs"]
+    healthy = zincbench(tmp_path, *args)
+    assert healthy.returncode == 0, healthy.stderr  # the fake speaks cuda-dbg's protocol: 12/12 tokens agree
+    (tmp_path / "results" / next((tmp_path / "results").glob("validate-*.json")).name).unlink()
+
+    result = zincbench(tmp_path, *args, env={"FAKE_FAIL": "crash"})
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.returncode == 1  # documented: any ERROR row fails the gate
+    summaries = [line for line in result.stdout.splitlines() if re.match(r"=== \d+/\d+ catalog models", line)]
+    assert summaries == ["=== 0/1 catalog models token-correct ==="]
+    assert "exited with code 134" in result.stdout
+    doc = assert_complete_results(tmp_path, "validate")
+    assert doc["results"][0]["status"] == "ERROR"
