@@ -95,7 +95,9 @@ def nvcc_compile_check(name: str, arch: str, extra: tuple[str, ...] = ()) -> sub
     if nvcc is None:
         raise EnvironmentProblem("nvcc not found (install the CUDA toolkit to compile-check kernels)")
     path = KERNELS_DIR / name
-    cmd = [nvcc, "-std=c++17", f"-arch={arch}", "-cubin", "-o", os.devnull, *extra, str(path)]
+    # ZINCBENCH_COMPILE_CHECK makes template kernels instantiate representative shapes (NVRTC
+    # instantiates the declared ones at run time through name expressions).
+    cmd = [nvcc, "-std=c++17", f"-arch={arch}", "-cubin", "-o", os.devnull, "-DZINCBENCH_COMPILE_CHECK", *extra, str(path)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise KernelCompileError(f"nvcc failed for kernels/{name} ({arch}):\n{proc.stderr.strip()}")

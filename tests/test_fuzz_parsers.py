@@ -1,0 +1,238 @@
+"""Hypothesis fuzzing of every parser of outside input: random text, and real outputs cut, spliced and
+garbled, must give either a parsed result or the project's own error (InputError / ConfigError /
+EngineFailure, which the CLI turns into one line and a documented exit code), never another exception.
+
+Parsers: llama-bench (all five formats), the engines' line parsers (zinc main binary, cuda-dbg,
+generic regex engines), the nsys/ncu readers, and the YAML loaders (experiments, catalog, gates,
+engine specs, kernel categories).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from test_bad_input import LLAMA_BENCH_SAMPLES
+from zincbench import llamabench
+from zincbench.config import EXPERIMENTS_DIR
+from zincbench.engines import generic, zinc_dbg, zinc_main
+from zincbench.engines.base import EngineFailure
+from zincbench.errors import InputError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ_FILES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Fragments that break parsers in interesting ways: separators, quotes, numbers out of range, markers.
+SPECIALS = ["\n", ",", "|", '"', "'", ";", "{", "}", "[", "]", ":", " ± ", "nan", "inf", "-1", "1e999", "0",
+            "\x00", "\ufeff", "±", "—", "tok/s", "ms", "==PROF==", "ID", "Kernel Name", "INSERT INTO llama_bench",
+            "PREFILL:", "GEN_IDS:", "TF_MATCH:", "${", "!!python/object", "&a", "*a", "- ", "? "]
+
+
+@st.composite
+def garbled(draw, originals: list[str]) -> str:
+    """A real text after a few random cuts, deletions, insertions and line shuffles."""
+    text = draw(st.sampled_from(originals))
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(text)))
+        op = draw(st.sampled_from(["cut", "delete", "insert", "duplicate_line", "drop_line"]))
+        if op == "cut":
+            text = text[:i]
+        elif op == "delete":
+            text = text[:i] + text[draw(st.integers(i, min(len(text), i + 60))):]
+        elif op == "insert":
+            text = text[:i] + draw(st.sampled_from(SPECIALS) | st.text(max_size=12)) + text[i:]
+        else:
+            lines = text.splitlines(keepends=True)
+            if lines:
+                j = draw(st.integers(0, len(lines) - 1))
+                lines[j:j + 1] = [lines[j]] * 2 if op == "duplicate_line" else []
+                text = "".join(lines)
+    return text
+
+
+def any_text(originals: list[str]):
+    return garbled(originals) | st.text(max_size=300)
+
+
+def _real_texts(pattern: str) -> list[str]:
+    return [p.read_text(errors="replace") for p in sorted(FIXTURES.glob(pattern))]
+
+
+@pytest.fixture(scope="module")
+def scratch():
+    directory = Path(tempfile.mkdtemp(prefix="zincbench-fuzz-"))
+    yield directory
+    shutil.rmtree(directory)
+
+
+# --- llama-bench -----------------------------------------------------------------------------------------
+
+LLAMA_BENCH_TEXTS = list(LLAMA_BENCH_SAMPLES.values()) + _real_texts("llama-bench/tiny*.*")
+
+
+@FUZZ
+@given(text=any_text(LLAMA_BENCH_TEXTS), fmt=st.sampled_from([None, *llamabench.FORMATS]))
+def test_llama_bench_parser(text, fmt):
+    try:
+        rows = llamabench.parse(text, source="fuzz", fmt=fmt)
+    except InputError:
+        return
+    assert rows and all(r.n_prompt + r.n_gen > 0 for r in rows)
+
+
+# --- engine output lines ---------------------------------------------------------------------------------
+
+ENGINE_LOGS = [
+    "info(forward): Prompt tokens (4): [1, 2, 3, 4]\n"
+    "info(forward): Prefill complete: 41 tokens in 20.5 ms (2000.00 tok/s)\n"
+    "info(forward): Generated 160 tokens in 1590.0 ms \u2014 100.00 tok/s (10.00 ms/tok)\n",
+    "PROMPT_IDS:1,2,3\nPREFILL: 3 tokens in 0.002s = 1500.00 tok/s (skip=false batched=true)\n"
+    "GEN_IDS:7,8,9,10\nDECODE: 3 tokens in 0.030s = 100.00 tok/s (correctness-first, sync-per-layer)\n",
+    "TF_MATCH:11/12\n",
+]
+
+
+def _parsed_or_engine_failure(fn, *args):
+    try:
+        return fn(*args)
+    except EngineFailure as exc:
+        assert exc.reason == "garbage" and str(exc)
+        return None
+
+
+@FUZZ
+@given(text=any_text(ENGINE_LOGS))
+def test_zinc_main_throughput_line(text):
+    result = _parsed_or_engine_failure(zinc_main.parse_throughput, text)
+    if result is not None:
+        assert result.prefill_tokens >= 0 and result.prefill_tps >= 0
+
+
+@FUZZ
+@given(text=any_text(ENGINE_LOGS), parser=st.sampled_from(["gen_ids", "tf_match", "throughput"]))
+def test_cuda_dbg_lines(text, parser):
+    fn = {"gen_ids": zinc_dbg.parse_gen_ids, "tf_match": zinc_dbg.parse_tf_match,
+          "throughput": zinc_dbg.parse_throughput}[parser]
+    result = _parsed_or_engine_failure(fn, text)
+    if parser == "tf_match" and result is not None:
+        assert 0 <= result.match <= result.total
+
+
+@FUZZ
+@given(text=any_text(ENGINE_LOGS))
+def test_generic_regex_parsers(text):
+    _parsed_or_engine_failure(generic.parse_ids, text, zinc_dbg.PROMPT_IDS_RE, "prompt ids")
+    _parsed_or_engine_failure(generic.parse_ratio, text, zinc_dbg.TF_MATCH_RE, "teacher-forced match")
+    _parsed_or_engine_failure(generic.parse_rate, text, zinc_dbg.DECODE_RE, "decode rate")
+
+
+# --- profiler outputs ------------------------------------------------------------------------------------
+
+PROFILE_TEXT_FIXTURES = sorted(p for p in (FIXTURES / "profile").glob("*.csv")) + \
+    sorted((FIXTURES / "profile").glob("edge_*stats.txt"))
+
+
+@FUZZ_FILES
+@given(data=st.data(), source=st.sampled_from(PROFILE_TEXT_FIXTURES))
+def test_profile_text_parsers(scratch, data, source):
+    """parse_file detects nsys stats CSV / ncu CSV from content; the file keeps its fixture's name so
+    name-based report detection is exercised too."""
+    from zincbench.profile.parse import parse_file
+
+    text = data.draw(any_text([source.read_text(errors="replace")]))
+    folder = scratch / "text"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    path = folder / source.name
+    path.write_text(text, errors="surrogateescape")
+    try:
+        tables = parse_file(path)
+    except InputError:
+        return
+    assert set(tables.kernels.columns) >= {"name", "category", "calls", "total_ns", "share"}
+
+
+@FUZZ_FILES
+@given(data=st.data(), source=st.sampled_from(sorted((FIXTURES / "profile").glob("*.sqlite"))))
+def test_nsys_sqlite_reader(scratch, data, source):
+    """Byte-level damage to a real nsys SQLite export: flipped bytes and truncation."""
+    from zincbench.profile.parse import parse_file
+
+    blob = bytearray(source.read_bytes())
+    for _ in range(data.draw(st.integers(1, 8))):
+        i = data.draw(st.integers(0, len(blob) - 1))
+        blob[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.one_of(st.none(), st.integers(0, len(blob))))
+    path = scratch / "fuzz.sqlite"
+    path.write_bytes(bytes(blob[:cut]))
+    try:
+        parse_file(path)
+    except InputError:
+        pass
+
+
+# --- YAML loaders ----------------------------------------------------------------------------------------
+
+yaml_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True) | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=12)
+
+
+def _loaders():
+    from zincbench.bench import load_family
+    from zincbench.catalog import load_catalog
+    from zincbench.gate import load_gates
+    from zincbench.profile.categories import load_rules
+
+    return {
+        "t2_moe_expert.yaml": load_family("t2").load,
+        "t1_dense_gemm.yaml": load_family("t1").load,
+        "catalog.yaml": load_catalog,
+        "gates.yaml": load_gates,
+        "gates_ci.yaml": load_gates,
+        "kernel_categories.yaml": load_rules,
+        "engine.yaml": generic.load_engine_spec,
+    }
+
+
+ENGINE_SPEC = generic.__doc__.split("Example (every section optional; an absent one means the engine cannot do that)::")[1] \
+    .split("Placeholders:")[0]
+YAML_TEXTS = {name: (EXPERIMENTS_DIR / name).read_text() if name != "engine.yaml" else
+              "\n".join(line[4:] for line in ENGINE_SPEC.splitlines()) for name in _loaders()}
+
+
+@FUZZ_FILES
+@given(data=st.data(), name=st.sampled_from(sorted(YAML_TEXTS)))
+def test_yaml_loaders(scratch, data, name):
+    """Garbled real files, and random YAML documents, against every loader."""
+    import yaml
+
+    if data.draw(st.booleans()):
+        text = data.draw(garbled([YAML_TEXTS[name]]))
+    else:
+        value = data.draw(yaml_values)
+        try:
+            text = yaml.safe_dump(value)
+        except yaml.YAMLError:
+            assume(False)
+    path = scratch / name
+    path.write_text(text, errors="surrogateescape")
+    try:
+        _loaders()[name](path)
+    except InputError:  # ConfigError included
+        pass
+
+
+def test_the_yaml_seeds_load_unchanged(scratch):
+    """The fuzz seeds are valid, so a garbled seed is a near miss, not noise."""
+    for name, text in YAML_TEXTS.items():
+        path = scratch / name
+        path.write_text(text)
+        _loaders()[name](path)
