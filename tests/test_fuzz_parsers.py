@@ -25,8 +25,8 @@ from zincbench.engines.base import EngineFailure
 from zincbench.errors import InputError
 
 FIXTURES = Path(__file__).parent / "fixtures"
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-FUZZ_FILES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=int(__import__("os").environ.get("FUZZ_N", 150)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ_FILES = settings(max_examples=int(__import__("os").environ.get("FUZZ_N", 60)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Fragments that break parsers in interesting ways: separators, quotes, numbers out of range, markers.
 SPECIALS = ["\n", ",", "|", '"', "'", ";", "{", "}", "[", "]", ":", " ± ", "nan", "inf", "-1", "1e999", "0",

@@ -7,6 +7,7 @@ the tiny test GGUF: tests pp16, tg8 and pp16+tg8 at depths 0 and 16, two repetit
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from zincbench.cli import main
 from zincbench.errors import InputError
-from zincbench.llamabench import FORMATS, detect_format, load, parse
+from zincbench.llamabench import FORMATS, detect_format, load, parse, run_llama_bench
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
 EXPECTED_TESTS = ["pp16", "tg8", "pp16+tg8", "pp16 @ d16", "tg8 @ d16", "pp16+tg8 @ d16"]
@@ -76,6 +77,28 @@ def test_markdown_rows_round_trip_test_names_and_rates():
 def test_markdown_accepts_the_compare_script_test_spelling():
     text = fixture("md").read_text().replace("pp16 @ d16", "pp16@d16")
     assert sorted(r.test for r in parse(text)) == sorted(EXPECTED_TESTS)
+
+
+# What a CUDA build logs on stderr before llama-bench silences logging (captured with 2>&1).
+BACKEND_INIT_NOISE = """\
+ggml_cuda_init: found 1 CUDA devices:
+  Device 0: NVIDIA H200, compute capability 9.0, VMM: yes
+load_backend: loaded CUDA backend from /opt/llama.cpp/build/bin/libggml-cuda.so
+"""
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(InputError) as exc:
+        parse(text, source="f")
+    return str(exc.value)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_backend_init_noise_before_the_results_is_skipped(fmt):
+    assert parse(BACKEND_INIT_NOISE + fixture(fmt).read_text()) == load(fixture(fmt))
+    truncated = fixture(fmt, "tiny-truncated").read_text()
+    line = int(error_of(truncated).split(":")[1])
+    assert error_of(BACKEND_INIT_NOISE + truncated).startswith(f"f:{line + 3}:")  # the file's own line numbers
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -143,3 +166,14 @@ def test_show_table_and_bad_file_exit_code(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["llamabench", "show", str(fixture("json", "tiny-truncated"))])
     assert exc.value.code == 2 and "truncated" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.environ.get("ZINCBENCH_LLAMA_BENCH"),
+                    reason="set ZINCBENCH_LLAMA_BENCH=/path/to/llama-bench to run a real llama-bench")
+def test_run_llama_bench_live(tmp_path):
+    from zincbench.testing.tiny_gguf import write_tiny_llama
+
+    gguf = write_tiny_llama(tmp_path / "tiny.gguf", seed=0)
+    rows = run_llama_bench(os.environ["ZINCBENCH_LLAMA_BENCH"], gguf, 16, 4, 2, extra_args=("-t", "2"), timeout_s=300)
+    assert [r.test for r in rows] == ["pp16", "tg4"]
+    assert all(len(r.samples_ts) == 2 and r.model_filename == str(gguf) for r in rows)

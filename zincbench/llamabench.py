@@ -81,30 +81,50 @@ class LlamaBenchRow:
         return out
 
 
-def detect_format(text: str, source: str = "<text>") -> str:
-    """md, csv, json, jsonl or sql, from the first non-blank line."""
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    if not first:
-        raise InputError(f"{source}: empty file, expected llama-bench output")
-    if first.startswith("["):
+def _line_format(line: str) -> str | None:
+    """The format a line starts, if it is the first line of one of llama-bench's outputs."""
+    if line == "[" or line.startswith("[{") or line == "[]":
         return "json"
-    if first.startswith("{"):
+    if line.startswith('{"'):
         return "jsonl"
-    if first.startswith("|"):
+    if line.startswith("|") and "t/s" in line:
         return "md"
-    if _SQL_STATEMENT.match(first):
+    if _SQL_STATEMENT.match(line):
         return "sql"
-    if "," in first and "avg_ts" in first.split(","):
+    if "avg_ts" in line.split(","):
         return "csv"
-    raise InputError(f"{source}:1: not llama-bench output (expected one of {', '.join(FORMATS)}): {first[:60]!r}")
+    return None
+
+
+def _find_start(text: str, source: str) -> tuple[str, int]:
+    """(format, index of its first line). Lines before it are backend-init noise that ``2>&1``
+    captures put ahead of the results (llama-bench logs before it silences logging)."""
+    lines = text.splitlines()
+    if not any(line.strip() for line in lines):
+        raise InputError(f"{source}: empty file, expected llama-bench output")
+    for index, line in enumerate(lines):
+        fmt = _line_format(line.strip())
+        if fmt:
+            return fmt, index
+    first = next(line.strip() for line in lines if line.strip())
+    raise InputError(f"{source}: not llama-bench output (expected one of {', '.join(FORMATS)}): {first[:60]!r}")
+
+
+def detect_format(text: str, source: str = "<text>") -> str:
+    """md, csv, json, jsonl or sql, from the first line that starts one of them."""
+    return _find_start(text, source)[0]
 
 
 def parse(text: str, *, source: str = "<text>", fmt: str | None = None) -> list[LlamaBenchRow]:
     """All rows of one llama-bench output, in file order. ``fmt`` None means auto-detect."""
-    fmt = fmt or detect_format(text, source)
+    detected, start = _find_start(text, source)
+    fmt = fmt or detected
     parsers = {"md": _parse_md, "csv": _parse_csv, "json": _parse_json, "jsonl": _parse_jsonl, "sql": _parse_sql}
     if fmt not in parsers:
         raise InputError(f"unknown llama-bench format {fmt!r} (known: {', '.join(FORMATS)})")
+    # Blank out the noise instead of cutting it, so error messages keep the file's line numbers.
+    lines = text.splitlines(keepends=True)
+    text = "\n" * start + "".join(lines[start:])
     rows = [_to_row(raw, where) for where, raw in parsers[fmt](text, source)]
     if not rows:
         raise InputError(f"{source}: no llama-bench result rows ({fmt})")
@@ -173,7 +193,7 @@ def _parse_json(text: str, source: str):
 def _parse_csv(text: str, source: str):
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        header = next(reader)
+        header = next((row for row in reader if row), [])
         for row in reader:
             lineno = reader.line_num
             if not row:

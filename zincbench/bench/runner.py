@@ -41,9 +41,11 @@ def _summary_dict(samples) -> dict:
 def _check(family, config, case, inputs, prepared, tolerance, stream) -> CheckResult:
     import cupy
 
-    if prepared.output.dtype.kind == "f":
-        prepared.output.fill(cupy.nan)  # poison: unwritten elements stay NaN
+    # Inputs and workspaces were made on the default stream; the timer's stream does not wait for it.
+    cupy.cuda.Device().synchronize()
     with stream:
+        if prepared.output.dtype.kind == "f":
+            prepared.output.fill(cupy.nan)  # poison: unwritten elements stay NaN
         prepared.run()
     stream.synchronize()
     failure = prepared.after_check() if prepared.after_check else None
