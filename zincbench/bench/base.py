@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Literal, Protocol
 
 from zincbench.measure.timer import TimerConfig
 from zincbench.measure.traffic import Traffic
@@ -54,15 +54,39 @@ class CheckResult:
 
 @dataclass
 class GateRule:
-    """Declared in the experiment YAML: the candidate must be ``require`` versus the baseline in
-    every cell selected by ``when`` (a family-specific filter)."""
+    """The experiment YAML's `gate:` section: the candidate must be ``require`` versus the baseline
+    (beyond ``threshold`` with a ``confidence`` interval) in every cell selected by ``when``, a
+    filter each family defines (e.g. min_tokens_per_expert for T2)."""
 
     candidate: str
     baseline: str
-    require: str = "faster"
+    require: Literal["faster", "same", "slower"] = "faster"
     threshold: float = 0.03
     confidence: float = 0.99
-    when: dict = field(default_factory=dict)
+    when: dict[str, Any] = field(default_factory=dict)
+
+    def check_when(self, allowed: set[str]) -> None:
+        unknown = set(self.when) - allowed
+        if unknown:
+            raise ValueError(f"gate.when: unknown key(s) {sorted(unknown)} (allowed: {', '.join(sorted(allowed))})")
+
+
+@dataclass
+class TimerSettings:
+    """The experiment YAML's `timer:` section."""
+
+    mode: Literal["cold", "hot"] = "cold"
+    warmup: int = 3
+    stopping: str = "noise"
+    max_noise: float = 0.005
+    min_samples: int = 20
+    min_time_s: float = 0.05
+    max_time_s: float = 1.0
+
+    def to_config(self) -> TimerConfig:
+        params = {"max_noise": self.max_noise, "min_samples": self.min_samples, "min_time_s": self.min_time_s,
+                  "max_time_s": self.max_time_s} if self.stopping == "noise" else {}
+        return TimerConfig(mode=self.mode, warmup=self.warmup, stopping=self.stopping, stopping_params=params)
 
 
 class Family(Protocol):

@@ -14,8 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from zincbench.bench.base import Case, GateRule, NotApplicable, Prepared, VariantInfo
-from zincbench.bench.t2_moe import TimerSettings
+from zincbench.bench.base import Case, GateRule, NotApplicable, Prepared, TimerSettings, VariantInfo
 from zincbench.config import load_config
 from zincbench.measure.timer import TimerConfig
 from zincbench.quant import check_row_length, get_format
@@ -30,16 +29,6 @@ class DenseShape:
 
 
 @dataclass
-class T1Gate:
-    candidate: str = "fused"
-    baseline: str = "round_trip"
-    require: Literal["faster", "same", "slower"] = "faster"
-    threshold: float = 0.03
-    confidence: float = 0.99
-    min_tokens: int = 512
-
-
-@dataclass
 class T1Config:
     description: str
     shapes: list[DenseShape]
@@ -49,7 +38,7 @@ class T1Config:
     check_rows: int = 96
     check_tokens: int = 64
     timer: TimerSettings = field(default_factory=TimerSettings)
-    gate: T1Gate = field(default_factory=T1Gate)
+    gate: GateRule = field(default_factory=lambda: GateRule("fused", "round_trip", when={"min_tokens": 512}))
     llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)
     llama_cpp_source: str = ""
 
@@ -63,6 +52,7 @@ class T1Config:
             raise ValueError(f"unknown variant(s) {sorted(unknown)} (known: {', '.join(VARIANTS)})")
         if not self.tokens or min(self.tokens) < 1:
             raise ValueError("tokens must be a non-empty list of positive counts")
+        self.gate.check_when({"min_tokens", "weights"})
 
 
 VARIANTS = {
@@ -106,12 +96,11 @@ class T1Family:
         return cfg.timer.to_config()
 
     def gate_rule(self, cfg: T1Config) -> GateRule:
-        g = cfg.gate
-        return GateRule(g.candidate, g.baseline, g.require, g.threshold, g.confidence,
-                        {"min_tokens": g.min_tokens, "weights": "q4_k"})
+        return cfg.gate
 
     def gate_applies(self, cfg: T1Config, case: Case) -> bool:
-        return case.params["tokens"] >= cfg.gate.min_tokens and case.params["weights"] == "q4_k"
+        when = cfg.gate.when
+        return case.params["tokens"] >= when.get("min_tokens", 0) and case.params["weights"] == when.get("weights", case.params["weights"])
 
     def build_inputs(self, cfg: T1Config, case: Case, rng) -> T1Inputs:
         import cupy

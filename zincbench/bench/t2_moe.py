@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from zincbench.bench.base import Case, GateRule, Prepared, VariantInfo
+from zincbench.bench.base import Case, GateRule, Prepared, TimerSettings, VariantInfo
 from zincbench.config import load_config
 from zincbench.measure.timer import TimerConfig
 from zincbench.quant import check_row_length, get_format
@@ -25,32 +25,6 @@ from zincbench.quant import check_row_length, get_format
 class ExpertShape:
     experts: int
     rows: int
-
-
-@dataclass
-class TimerSettings:
-    mode: Literal["cold", "hot"] = "cold"
-    warmup: int = 3
-    stopping: str = "noise"
-    max_noise: float = 0.005
-    min_samples: int = 20
-    min_time_s: float = 0.05
-    max_time_s: float = 1.0
-
-    def to_config(self) -> TimerConfig:
-        params = {"max_noise": self.max_noise, "min_samples": self.min_samples, "min_time_s": self.min_time_s,
-                  "max_time_s": self.max_time_s} if self.stopping == "noise" else {}
-        return TimerConfig(mode=self.mode, warmup=self.warmup, stopping=self.stopping, stopping_params=params)
-
-
-@dataclass
-class GateSettings:
-    candidate: str = "fused_grouped"
-    baseline: str = "matvec"
-    require: Literal["faster", "same", "slower"] = "faster"
-    threshold: float = 0.03
-    confidence: float = 0.99
-    min_tokens_per_expert: int = 16
 
 
 @dataclass
@@ -68,7 +42,7 @@ class T2Config:
     fused_tiles: list[str] = field(default_factory=lambda: ["1,2,4,1,3", "1,8,8,1,2"])
     correctness_experts: int = 12
     timer: TimerSettings = field(default_factory=TimerSettings)
-    gate: GateSettings = field(default_factory=GateSettings)
+    gate: GateRule = field(default_factory=lambda: GateRule("fused_grouped", "matvec", when={"min_tokens_per_expert": 16}))
     llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)
     llama_cpp_source: str = ""
 
@@ -84,6 +58,7 @@ class T2Config:
                 raise ValueError(f"shape E={s.experts}, M={s.rows}: need E >= top_k={self.top_k} and M >= 1")
         if any(n < 1 for n in self.tokens_per_expert):
             raise ValueError("tokens_per_expert must be >= 1")
+        self.gate.check_when({"min_tokens_per_expert"})
 
 
 VARIANTS = {
@@ -149,12 +124,10 @@ class T2Family:
         return cfg.timer.to_config()
 
     def gate_rule(self, cfg: T2Config) -> GateRule:
-        g = cfg.gate
-        return GateRule(g.candidate, g.baseline, g.require, g.threshold, g.confidence,
-                        {"min_tokens_per_expert": g.min_tokens_per_expert})
+        return cfg.gate
 
     def gate_applies(self, cfg: T2Config, case: Case) -> bool:
-        return case.params["tokens_per_expert"] >= cfg.gate.min_tokens_per_expert
+        return case.params["tokens_per_expert"] >= cfg.gate.when.get("min_tokens_per_expert", 0)
 
     def _weights(self, cfg: T2Config, e: int, m: int, rng):
         import cupy
