@@ -13,9 +13,9 @@
 // - mma.sync.m16n8k16 puts weight rows on M and tokens on N, so an 8-token tile is a full MMA:
 //   skinny expert buckets (N_e = 8..64) stay on Tensor cores;
 // - the k order inside one 128-weight half superblock is permuted so that one u32 of Q4_K nibbles
-//   yields four fp16x2 A registers with two bit ops each (the 0x6400 exponent trick: 1024 + q is
-//   exact in fp16, subtracting 1024 is exact, then one fma applies d*sc and dmin*m). X is stored in
-//   the same permuted order by x_f32_to_f16_q4k_perm, so each B fragment pair is one 16-byte load;
+//   yields four fp16x2 A registers with one shift and four LOP3s (the exponent trick: 1024 + q or
+//   64 + q is exact in fp16, subtracting the bias is exact, then one fma applies d*sc and dmin*m).
+//   X is stored in the same permuted order by x_f32_to_f16_q4k_perm, so each B fragment pair is one 16-byte load;
 // - cp.async multi-stage pipeline for both the Q4_K tile (scales header + 64 bytes of nibbles per
 //   row and half superblock) and the X tile; the X tile is XOR-swizzled on row parity so the
 //   16-byte fragment loads are bank-conflict free.
@@ -38,11 +38,9 @@ __device__ __forceinline__ void zb_cp_async_commit() { asm volatile("cp.async.co
 template <int N>
 __device__ __forceinline__ void zb_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
 
-__device__ __forceinline__ uint4 zb_lds128(unsigned addr) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-    return v;
-}
+// 16-byte shared-memory load through a plain pointer: the compiler folds constant offsets into the
+// LDS instruction (an inline-asm address would cost an integer add per load).
+__device__ __forceinline__ uint4 zb_lds128(const unsigned char* p) { return *reinterpret_cast<const uint4*>(p); }
 
 __device__ __forceinline__ float zb_half_to_float(unsigned short h) {
     float f;
@@ -70,11 +68,15 @@ __device__ __forceinline__ unsigned zb_and_or(unsigned v, unsigned mask, unsigne
     return r;
 }
 
-// (nibble pair as 1024 + q in fp16x2) -> (q * dsc - dm), exact subtraction then one rounding fma.
-__device__ __forceinline__ unsigned zb_dequant_pair(unsigned biased, unsigned dsc2, unsigned neg_dm2) {
-    const unsigned k1024 = 0x64006400u;
+// Nibble pairs become fp16 without conversions: OR-ing a nibble into the mantissa of 1024.0 (bits
+// 0-3, ulp 1) or of 64.0 (bits 4-7, ulp 1/16) gives exactly 1024 + q or 64 + q.
+#define ZB_BIAS_LOW 0x64006400u   // 1024.0 in both halves: nibble in bits 0-3 (and 16-19)
+#define ZB_BIAS_HIGH 0x54005400u  // 64.0 in both halves: nibble in bits 4-7 (and 20-23)
+
+// (nibble pair as bias + q in fp16x2) -> (q * dsc - dm): exact subtraction, then one rounding fma.
+__device__ __forceinline__ unsigned zb_dequant_pair(unsigned biased, unsigned bias, unsigned dsc2, unsigned neg_dm2) {
     unsigned q, r;
-    asm("sub.f16x2 %0, %1, %2;" : "=r"(q) : "r"(biased), "r"(k1024));
+    asm("sub.f16x2 %0, %1, %2;" : "=r"(q) : "r"(biased), "r"(bias));
     asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(q), "r"(dsc2), "r"(neg_dm2));
     return r;
 }
@@ -146,7 +148,7 @@ template <int WM, int WN>
 __device__ __forceinline__ void zb_q4k_mma_half(float (&acc)[WM][WN][4], const uint4 (&nib)[WM][2],
                                                 const unsigned (&dsc_lo)[WM][2], const unsigned (&ndm_lo)[WM][2],
                                                 const unsigned (&dsc_hi)[WM][2], const unsigned (&ndm_hi)[WM][2],
-                                                unsigned x_even, unsigned x_odd) {
+                                                const unsigned char* x_even, const unsigned char* x_odd) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         unsigned a_lo[WM][4], a_hi[WM][4];
@@ -155,16 +157,20 @@ __device__ __forceinline__ void zb_q4k_mma_half(float (&acc)[WM][WN][4], const u
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) {
                 const unsigned v = i == 0 ? nib[mt][rr].x : i == 1 ? nib[mt][rr].y : i == 2 ? nib[mt][rr].z : nib[mt][rr].w;
-                const unsigned mask = 0x000F000Fu, bias = 0x64006400u;
+                const unsigned v8 = v >> 8;  // bytes 1 and 3 moved under the masks of bytes 0 and 2
                 // a0/a1 hold k-pairs (2c, 2c+1) of rows g / g+8; a2/a3 hold (2c+8, 2c+9).
-                a_lo[mt][rr] = zb_dequant_pair(zb_and_or(v, mask, bias), dsc_lo[mt][rr], ndm_lo[mt][rr]);
-                a_lo[mt][2 + rr] = zb_dequant_pair(zb_and_or(v >> 8, mask, bias), dsc_lo[mt][rr], ndm_lo[mt][rr]);
-                a_hi[mt][rr] = zb_dequant_pair(zb_and_or(v >> 4, mask, bias), dsc_hi[mt][rr], ndm_hi[mt][rr]);
-                a_hi[mt][2 + rr] = zb_dequant_pair(zb_and_or(v >> 12, mask, bias), dsc_hi[mt][rr], ndm_hi[mt][rr]);
+                a_lo[mt][rr] = zb_dequant_pair(zb_and_or(v, 0x000F000Fu, ZB_BIAS_LOW), ZB_BIAS_LOW,
+                                               dsc_lo[mt][rr], ndm_lo[mt][rr]);
+                a_lo[mt][2 + rr] = zb_dequant_pair(zb_and_or(v8, 0x000F000Fu, ZB_BIAS_LOW), ZB_BIAS_LOW,
+                                                   dsc_lo[mt][rr], ndm_lo[mt][rr]);
+                a_hi[mt][rr] = zb_dequant_pair(zb_and_or(v, 0x00F000F0u, ZB_BIAS_HIGH), ZB_BIAS_HIGH,
+                                               dsc_hi[mt][rr], ndm_hi[mt][rr]);
+                a_hi[mt][2 + rr] = zb_dequant_pair(zb_and_or(v8, 0x00F000F0u, ZB_BIAS_HIGH), ZB_BIAS_HIGH,
+                                                   dsc_hi[mt][rr], ndm_hi[mt][rr]);
             }
         }
         // Chunk (i, c) of token row r sits at ((i ^ (r & 1)) * 4 + c) * 16: x_even/x_odd fold the swizzle in.
-        const unsigned x_base = ((i & 1) ? x_odd : x_even) + (i & 2) * 64;
+        const unsigned char* x_base = ((i & 1) ? x_odd : x_even) + (i & 2) * 64;
 #pragma unroll
         for (int nt = 0; nt < WN; ++nt) {
             const uint4 b = zb_lds128(x_base + nt * 8 * 256);
@@ -243,17 +249,21 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
     const unsigned char* h_src = w + w_base + (unsigned long long)min(row0 + min(tid, BM - 1), M - 1) * row_bytes;
 
     // Stage s holds half superblock `step` (= 2 * sb + h) and the superblock's 16-byte headers.
+    // X copies: thread tid moves chunk q = tid % 16 of rows tid / 16 + it * THREADS / 16; the row
+    // parity (hence the swizzle) is the same for all its rows because THREADS / 16 is even.
+    static_assert(THREADS % 32 == 0, "row parity of a thread's X chunks must not change across iterations");
+    const int x_q = tid & 15, x_r0 = tid >> 4;
+    const unsigned x_dst0 = x_r0 * 256 + ((x_q ^ ((x_r0 & 1) << 2)) << 4);
     auto load_stage = [&](int stage, int step) {
         const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
         const int sb = step >> 1, h = step & 1;
 #pragma unroll
         for (int it = 0; it < X_ITERS; ++it) {
-            const int idx = tid + it * THREADS;
-            if (X_CHUNKS % THREADS == 0 || idx < X_CHUNKS) {
-                const int r = idx >> 4, q = idx & 15;
+            const int r = x_r0 + it * (THREADS / 16);
+            if (X_CHUNKS % THREADS == 0 || r < BN) {
                 const unsigned xoff = s_xoff[r];
                 const bool valid = xoff != ZB_INVALID;
-                zb_cp_async16(xs + r * 256 + ((q ^ ((r & 1) << 2)) << 4), xp + (valid ? xoff + step * 16 + q : 0u),
+                zb_cp_async16(xs + x_dst0 + it * (THREADS / 16) * 256, xp + (valid ? xoff + step * 16 + x_q : 0u),
                               valid ? 16u : 0u);
             }
         }
@@ -283,38 +293,41 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
     const unsigned x_even = r_x * 256 + c * 16 + (g & 1) * 64;
     const unsigned x_odd = r_x * 256 + c * 16 + 64 - (g & 1) * 64;
     int stage = 0;
-    for (int step = 0; step < n_steps; ++step) {
-        zb_cp_async_wait<STAGES - 2>();
-        __syncthreads();
-        {
-            const int next = step + STAGES - 1;
-            const int next_stage = stage == 0 ? STAGES - 1 : stage - 1;  // (step + STAGES - 1) % STAGES
-            if (next < n_steps) load_stage(next_stage, next);
-            zb_cp_async_commit();
-        }
-        const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
-        const unsigned qs = xs + Tile::X_BYTES;
-        const unsigned hs = qs + Tile::Q_BYTES;
-        // This lane's nibbles (16 bytes per row) and its two sub-blocks' scales: low and high nibbles of
-        // chunk 2h + (c >> 1), i.e. sub-blocks j and j + 1 with j = 2 * (c >> 1) (+ 4 in the h = 1 half).
-        uint4 nib[WM][2];
-        unsigned dsc_lo[WM][2], ndm_lo[WM][2], dsc_hi[WM][2], ndm_hi[WM][2];
-        const int j = 2 * (c >> 1);
-        const bool high_half = step & 1;
+    for (int sb = 0; sb < n_sb; ++sb) {
 #pragma unroll
-        for (int mt = 0; mt < WM; ++mt)
-#pragma unroll
-            for (int rr = 0; rr < 2; ++rr) {
-                const int r = wm * 16 * WM + mt * 16 + g + 8 * rr;
-                nib[mt][rr] = zb_lds128(qs + r * 64 + c * 16);
-                const uint4 hdr = zb_lds128(hs + r * 16);
-                const ZbScale lo = high_half ? zb_q4k_scale<true>(hdr, j) : zb_q4k_scale<false>(hdr, j);
-                const ZbScale hi = high_half ? zb_q4k_scale<true>(hdr, j + 1) : zb_q4k_scale<false>(hdr, j + 1);
-                dsc_lo[mt][rr] = lo.dsc, ndm_lo[mt][rr] = lo.ndm;
-                dsc_hi[mt][rr] = hi.dsc, ndm_hi[mt][rr] = hi.ndm;
+        for (int h = 0; h < 2; ++h) {  // unrolled: h is a constant in each copy
+            const int step = 2 * sb + h;
+            zb_cp_async_wait<STAGES - 2>();
+            __syncthreads();
+            {
+                const int next = step + STAGES - 1;
+                const int next_stage = stage == 0 ? STAGES - 1 : stage - 1;  // (step + STAGES - 1) % STAGES
+                if (next < n_steps) load_stage(next_stage, next);
+                zb_cp_async_commit();
             }
-        zb_q4k_mma_half<WM, WN>(acc, nib, dsc_lo, ndm_lo, dsc_hi, ndm_hi, xs + x_even, xs + x_odd);
-        stage = stage == STAGES - 1 ? 0 : stage + 1;
+            const unsigned char* xs = smem + stage * Tile::STAGE_BYTES;
+            const unsigned char* qs = xs + Tile::X_BYTES;
+            const unsigned char* hs = qs + Tile::Q_BYTES;
+            // This lane's nibbles (16 bytes per row) and its two sub-blocks' scales: low and high nibbles
+            // of chunk 2h + (c >> 1), i.e. sub-blocks j and j + 1 with j = 2 * (c >> 1) (+ 4 when h = 1).
+            uint4 nib[WM][2];
+            unsigned dsc_lo[WM][2], ndm_lo[WM][2], dsc_hi[WM][2], ndm_hi[WM][2];
+            const int j = 2 * (c >> 1);
+#pragma unroll
+            for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+                for (int rr = 0; rr < 2; ++rr) {
+                    const int r = wm * 16 * WM + mt * 16 + g + 8 * rr;
+                    nib[mt][rr] = zb_lds128(qs + r * 64 + c * 16);
+                    const uint4 hdr = zb_lds128(hs + r * 16);
+                    const ZbScale lo = h ? zb_q4k_scale<true>(hdr, j) : zb_q4k_scale<false>(hdr, j);
+                    const ZbScale hi = h ? zb_q4k_scale<true>(hdr, j + 1) : zb_q4k_scale<false>(hdr, j + 1);
+                    dsc_lo[mt][rr] = lo.dsc, ndm_lo[mt][rr] = lo.ndm;
+                    dsc_hi[mt][rr] = hi.dsc, ndm_hi[mt][rr] = hi.ndm;
+                }
+            zb_q4k_mma_half<WM, WN>(acc, nib, dsc_lo, ndm_lo, dsc_hi, ndm_hi, xs + x_even, xs + x_odd);
+            stage = stage == STAGES - 1 ? 0 : stage + 1;
+        }
     }
     zb_cp_async_wait<0>();
 

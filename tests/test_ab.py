@@ -188,6 +188,13 @@ def test_no_nvml_is_recorded_as_unavailable(tmp_path, fake):
     assert out.exit_code == ExitCode.OK
 
 
+def test_unknown_gpu_uuid_is_bad_input(tmp_path, fake):
+    monitor = FakeMonitor(available=False)
+    monitor.error = "NVMLError_NotFound: Not Found"
+    with pytest.raises(InputError, match="no GPU with this UUID"):
+        ab(tmp_path, fake, rounds=2, monitor=monitor, gpu_uuid="GPU-00000000")
+
+
 def test_interrupted_run_keeps_what_it_measured(tmp_path):
     class Interrupted(Engine):
         kind = "interrupted"

@@ -3,8 +3,9 @@
 Run plan per model: one discarded warm-up round (every arm once), then ``rounds`` measured rounds
 whose arm order is counterbalanced (abba: A B, B A, A B, ...), so boost-clock and thermal drift
 hit both arms alike. Before every run NVML is asked whether anything else computes on the GPU;
-its SM clock, temperature and power are recorded before and right after the run. The results document is rewritten
-after every run, so an interrupted A/B keeps what it measured (``complete: false``).
+its SM clock, temperature and power are recorded before and right after the run. The results
+document is rewritten after every run, so an interrupted A/B keeps what it measured
+(``complete: false``).
 
 Statistics per model and arm: median and p90 of prefill and decode tokens/s, the p90 by the
 nearest-rank rule of the team's p90_scoreboard.sh (sorted ascending, index int((n-1)*0.9 + 0.5);
@@ -32,7 +33,8 @@ from zincbench.llamabench import LlamaBenchRow, run_llama_bench
 from zincbench.records import Document, IncrementalWriter, to_jsonable
 
 # A neutral sentence (no code, no numbers, no chat markers) repeated to the wanted length, as
-# p90_scoreboard.sh does: its sentence x40 is about 512 tokens on the catalog's tokenizers.
+# p90_scoreboard.sh repeats its own 40 times for ~512 tokens. 12.8 tokens per sentence is an
+# estimate for common BPE vocabularies; what gets recorded and matched is the T the engine reports.
 NEUTRAL_SENTENCE = "The quiet garden behind the old library opens early each morning. "
 TOKENS_PER_SENTENCE = 12.8
 ORDERS = ("abba", "ab", "random")

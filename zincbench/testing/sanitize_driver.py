@@ -4,7 +4,8 @@
 
 Edge shapes: tiles cut by the shape (M not a multiple of 64, T not a multiple of the token tile),
 experts that receive no token, one token per expert (N_e = 1), a single token (T = 1), K = 256 (one
-super-block), routing tables wider than top_k whose extra entries are junk. Inputs are fresh random
+super-block), routing tables wider than top_k whose extra entries are junk; the fused kernel in every
+tile shape the T1 and T2 gates tune over (their experiment YAMLs). Inputs are fresh random
 data (the seed is printed; --seed replays it); every output the kernels should write is left
 uninitialised, so initcheck reports a kernel that reads what it did not write.
 
@@ -26,7 +27,6 @@ from zincbench.errors import ExitCode, ZincbenchError
 from zincbench.quant import get_format
 
 FORMATS = ("q4_k", "q6_k")
-FUSED_TILES = ("1,2,4,1,3", "1,8,4,1,3", "2,4,2,1,3", "2,8,4,2,2")
 
 
 def routing_table(rng, t: int, top_k: int, n_experts: int, stride: int, skip_last: int = 0) -> np.ndarray:
@@ -152,8 +152,18 @@ def run_moe_cublas(cupy, rng) -> None:
             path.check()
 
 
+def gate_tiles(family: str) -> list:
+    """The fused kernel's tile shapes that a gate tunes over: ``fused_tiles`` of its experiment YAML."""
+    from zincbench.bench import DEFAULT_EXPERIMENTS, load_family
+    from zincbench.config import experiment_path
+    from zincbench.ops.fused import MmaTile
+
+    config = load_family(family).load(experiment_path(DEFAULT_EXPERIMENTS[family]))
+    return [MmaTile.parse(tile) for tile in config.fused_tiles]
+
+
 def run_fused(cupy, rng) -> None:
-    from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.fused import FusedQ4KGemm, permute_activations, permuted_activations
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
     def permuted(x):
@@ -161,7 +171,7 @@ def run_fused(cupy, rng) -> None:
         permute_activations(x, xp)
         return xp
 
-    for tile in map(MmaTile.parse, FUSED_TILES):
+    for tile in gate_tiles("t1"):  # the dense T1 gate's tiles
         gemm = FusedQ4KGemm(tile, grouped=False)
         for m, k, t in [(197, 256, 1), (64, 768, 37), (300, 512, 130)]:  # M and T cut the tile, T = 1
             gemm.dense(quantized(cupy, rng, "q4_k", (m,), k), permuted(activations(cupy, rng, (t, k))),
@@ -171,7 +181,7 @@ def run_fused(cupy, rng) -> None:
         (one_token_per_expert(rng, 8, 2), 2, 8, 100, 256),                # N_e = 1, K = 256
         (routing_table(rng, 1, 1, 4, 1), 1, 4, 33, 256),                  # T = 1, three empty experts
     ]
-    for tile in map(MmaTile.parse, FUSED_TILES[:3]):
+    for tile in gate_tiles("t2"):  # the grouped T2 gate's tiles
         gemm = FusedQ4KGemm(tile, grouped=True)
         for ids, top_k, e, m, k in grouped_cases:
             t = ids.shape[0]
