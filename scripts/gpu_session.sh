@@ -38,7 +38,7 @@ for step in "${@:-env tests}"; do
         env) run env 60 $ZB env ;;
         tests) run tests ${TESTS_LIMIT:-300} python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests ;;
         tests_quick) run tests_quick 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider -k "routing or fused" tests ;;
-        sanitizer) run sanitizer 420 python3 -m pytest -m sanitizer -q -rs -p no:cacheprovider tests ;;
+        sanitizer) run sanitizer 300 python3 -m pytest -m sanitizer -q -rs -p no:cacheprovider tests ;;
         capture) run capture 180 bash tests/fixtures/profile/capture.sh "$LOGS/profile" ;;
         t2) run t2 200 $ZB microbench t2 --quick --no-progress --markdown "$LOGS/t2.md" ;;
         t1) run t1 300 $ZB microbench t1 --quick --no-progress --markdown "$LOGS/t1.md" ;;

@@ -75,7 +75,7 @@ def _real_texts(pattern: str) -> list[str]:
 # one are discarded so the fuzzing goes on looking for others; fixing a bug turns its xfail test into a
 # failure (XPASS), which says to delete the entry here and the mark there.
 KNOWN_BUGS = [
-    ((ValueError, TypeError), "read_stats_csv"),
+    ((ValueError, TypeError, KeyError), "read_stats_csv"),
     ((sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError), "read_sqlite"),
 ]
 
@@ -265,20 +265,25 @@ def test_the_yaml_seeds_load_unchanged(scratch):
 # --- known bugs (see KNOWN_BUGS) -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=(ValueError, TypeError), reason=(
-    "zincbench.profile.nsys.read_stats_csv: a repeated header row reaches pd.to_numeric (ValueError) and a "
-    "repeated column name makes frame[col] a DataFrame (TypeError); fix: refuse duplicate header names and "
-    "convert with errors='coerce', raising InputError naming the first non-numeric row"))
-@pytest.mark.parametrize("damage", ["header row repeated", "column repeated"])
-def test_known_bug_nsys_stats_csv_with_a_repeated_header(scratch, damage):
+@pytest.mark.xfail(strict=True, raises=(ValueError, TypeError, KeyError), reason=(
+    "zincbench.profile.nsys.read_stats_csv: a repeated header row reaches pd.to_numeric (ValueError), a "
+    "repeated column name makes frame[col] a DataFrame (TypeError), a renamed column is looked up anyway "
+    "(KeyError); fix: refuse duplicate or missing header names and convert with errors='coerce', raising "
+    "InputError naming the column or the first non-numeric row"))
+@pytest.mark.parametrize("damage", ["header row repeated", "column repeated", "column renamed"])
+def test_known_bug_nsys_stats_csv_with_a_damaged_header(scratch, damage):
     from zincbench.profile.parse import parse_file
 
-    source = FIXTURES / "profile" / "nsys_run_cuda_gpu_kern_sum.csv"
-    lines = source.read_text().splitlines(keepends=True)
+    source = FIXTURES / "profile" / ("nsys_run_nvtx_kern_sum.csv" if damage == "column renamed"
+                                     else "nsys_run_cuda_gpu_kern_sum.csv")
+    text = source.read_text()
+    lines = text.splitlines(keepends=True)
     if damage == "header row repeated":  # two console reports pasted without the blank line between them
-        text = lines[0] + "".join(lines)
-    else:
+        text = lines[0] + text
+    elif damage == "column repeated":
         text = "".join(line.rstrip("\n") + "," + line.split(",")[3] + "\n" for line in lines)
+    else:
+        text = text.replace("Kern Inst", "Kernel Instances", 1)
     folder = scratch / "known"
     folder.mkdir(exist_ok=True)
     (folder / source.name).write_text(text)

@@ -78,6 +78,24 @@ def reference_document(margins: list[float]) -> records.Document:
                   "margin": m} for i, m in enumerate(margins)])
 
 
+@pytest.fixture(scope="module")
+def ab_document(tmp_path_factory):
+    """A real two-arm A/B of the fake engine (B 5% slower), as `zincbench ab` records it."""
+    from fake_engine import write_launcher
+    from zincbench.catalog import load_catalog
+    from zincbench.engines import make_engine
+    from zincbench.runs.ab import ABSettings, Arm, run_ab
+
+    root = tmp_path_factory.mktemp("ab")
+    gguf = root / "tiny.gguf"
+    gguf.touch()
+    fake = write_launcher(root)
+    model = load_catalog().for_file(gguf)
+    arms = [Arm("A", make_engine("zinc-main", bin=fake)), Arm("B", make_engine("zinc-main", bin=fake), {"FAKE_SPEED": "0.95"})]
+    outcome = run_ab([model], arms, ABSettings(rounds=2), results_dir=root, progress=False)
+    return outcome.path
+
+
 def write_gates(directory: Path, checks: list[dict], name: str = "gates.yaml") -> Path:
     import yaml
 
@@ -138,6 +156,19 @@ def test_validate_document_rejudged_from_its_outcomes(statuses, code, status):
 def test_validate_document_whose_exit_code_disagrees_is_drift():
     judged = rejudge_document(records.to_jsonable(validate_document({"a": "FAIL"}, 0)), "v.json")
     assert "recorded exit code 0, re-judged 1" in judged.details["drift"]
+
+
+def test_ab_document_rejudged_from_its_rounds(ab_document):
+    data = records.read(ab_document)
+    judged = rejudge_document(data, "ab.json")
+    assert judged.status is Status.FAIL and judged.details["verdicts"] == {"tiny": "slower"}
+    assert judged.details["recorded"] == judged.details["rejudged"] == 1
+    for record in data["results"]:  # the same rounds with B as fast as A: B is no longer slower
+        if record["arm"] == "B":
+            record["prefill_tps"] /= 0.95
+            record["decode_tps"] /= 0.95
+    drifted = rejudge_document(data, "ab.json")
+    assert drifted.status is not Status.FAIL and "recorded exit code 1" in drifted.details["drift"]
 
 
 def test_reference_documents_are_checked():
@@ -229,6 +260,22 @@ def test_statuses_exit_codes_and_gate_document(tmp_path, monkeypatch):
     assert strict.exit_code == ExitCode.FAIL
     assert [o.status for o in strict.outcomes][2:] == [Status.FAIL, Status.FAIL]
     assert all(o.skipped and "--strict" in o.reason for o in strict.outcomes[2:])
+
+
+def test_recorded_family_picks_its_documents_among_the_matches(tmp_path):
+    records.write(microbench_document("t2"), tmp_path / "microbench-a.json")
+    records.write(microbench_document("t1", n_cases=6, candidate_factor=1.2, decision="NO-GO"),
+                  tmp_path / "microbench-b.json")
+    result = run_gates(load_gates(write_gates(tmp_path, [
+        {"name": "t2", "kind": "recorded", "path": "microbench-*.json", "family": "t2"},
+        {"name": "t1", "kind": "recorded", "path": "microbench-*.json", "family": "t1"},
+        {"name": "t1-known-no-go", "kind": "recorded", "path": "microbench-*.json", "family": "t1", "expect": "FAIL"},
+        {"name": "both", "kind": "recorded", "path": "microbench-*.json"},
+    ])), results_dir=tmp_path / "r")
+    assert [o.status for o in result.outcomes] == [Status.PASS, Status.FAIL, Status.PASS, Status.FAIL]
+    assert "microbench-a.json" in result.outcomes[0].reason and "microbench-b.json" in result.outcomes[1].reason
+    assert result.outcomes[3].details["documents"].keys() == {str(tmp_path / "microbench-a.json"),
+                                                               str(tmp_path / "microbench-b.json")}
 
 
 def test_worst_check_decides_the_exit_code(tmp_path):
@@ -350,6 +397,16 @@ def test_cli_refuses_an_output_folder_that_does_not_exist_before_running(tmp_pat
         main(["gate", str(gates), "--junit", str(tmp_path / "nope" / "j.xml"), "--results-dir", str(tmp_path / "r")])
     assert exc.value.code == 2 and "does not exist" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_recorded_results_in_the_repository_rejudge_as_recorded():
+    paths = [p for p in sorted((EXPERIMENTS_DIR.parent / "results").glob("**/microbench-*.json"))
+             if records.read(p)["complete"]]
+    if not paths:
+        pytest.skip("no complete microbench document recorded under results/ yet")
+    for path in paths:
+        judged = rejudge_document(records.read(path), str(path))
+        assert "drift" not in judged.details, judged.details["drift"]
 
 
 def test_ci_gate_passes_on_this_machine(tmp_path, capsys):

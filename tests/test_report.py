@@ -1,6 +1,6 @@
 """`zincbench report`: merging runs side by side, refusing mixed devices, incomplete runs, markdown/JSON,
 PNG plots (matplotlib) and the exit-4 line without it. The A/B document is a real one, measured
-against the fake engine."""
+against the fake engine (test_gate.ab_document)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_engine import write_launcher
-from test_gate import microbench_document, validate_document
+from test_gate import ab_document, microbench_document, validate_document  # noqa: F401 (ab_document: a fixture)
 from zincbench import records
 from zincbench.cli import main
 from zincbench.errors import EnvironmentProblem, InputError
@@ -33,23 +32,6 @@ def two_h200_runs(tmp_path):
     first = records.write(microbench_document(seed=1), tmp_path / "first.json")
     second = records.write(microbench_document(candidate_factor=0.7, seed=2), tmp_path / "second.json")
     return first, second
-
-
-@pytest.fixture(scope="module")
-def ab_document(tmp_path_factory):
-    """A real two-arm A/B of the fake engine (B 5% slower), as `zincbench ab` records it."""
-    from zincbench.catalog import load_catalog
-    from zincbench.engines import make_engine
-    from zincbench.runs.ab import ABSettings, Arm, run_ab
-
-    root = tmp_path_factory.mktemp("ab")
-    gguf = root / "tiny.gguf"
-    gguf.touch()
-    fake = write_launcher(root)
-    model = load_catalog().for_file(gguf)
-    arms = [Arm("A", make_engine("zinc-main", bin=fake)), Arm("B", make_engine("zinc-main", bin=fake), {"FAKE_SPEED": "0.95"})]
-    outcome = run_ab([model], arms, ABSettings(rounds=2), results_dir=root, progress=False)
-    return outcome.path
 
 
 def test_runs_of_one_device_are_merged_side_by_side(two_h200_runs):

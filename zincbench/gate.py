@@ -81,14 +81,9 @@ def check_template(text: str | None) -> None:
     """A ``${VAR}`` template must be well formed (checked at load time, expanded at run time)."""
     if text is not None:
         try:
-            string.Template(text).substitute({k: "" for k in _placeholders(text)})
+            string.Template(text).substitute(collections.defaultdict(str))
         except ValueError as exc:
             raise ValueError(f"bad ${{VAR}} placeholder in {text!r} ({exc})") from None
-
-
-def _placeholders(text: str) -> set[str]:
-    return {m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(text)
-            if m.group("named") or m.group("braced")}
 
 
 def resolve(text: str, base: Path) -> Path:
@@ -101,10 +96,16 @@ def resolve(text: str, base: Path) -> Path:
     return Path(os.path.normpath(path if path.is_absolute() else base / path))
 
 
+def shown(path: Path) -> str:
+    """A path as short as it can be said: relative to the current folder when it is under it."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
 def existing(text: str, base: Path, what: str) -> Path:
     path = resolve(text, base)
     if not path.exists():
-        raise Skip(f"{what} not found: {path}")
+        raise Skip(f"{what} not found: {shown(path)}")
     return path
 
 
@@ -113,7 +114,7 @@ def matching_files(pattern: str, base: Path) -> list[Path]:
     resolved = resolve(pattern, base)
     paths = sorted(Path(p) for p in glob.glob(str(resolved), recursive=True) if Path(p).is_file())
     if not paths:
-        raise Skip(f"no file matches {resolved}")
+        raise Skip(f"no file matches {shown(resolved)}")
     return paths
 
 
@@ -166,15 +167,18 @@ def _catalog_models(catalog: str | None, names: list[str], base: Path):
 
 def present_models(models) -> list:
     """The models whose GGUF is here; otherwise Skip naming the absent ones."""
-    absent = []
+    absent, unset = [], None
     for model in models:
         try:
-            if not model.gguf.is_file():
-                absent.append(f"{model.name} ({model.gguf})")
-        except InputError as exc:  # ${ZINC_MODELS} not set: the models are not on this machine
-            absent.append(f"{model.name}: {exc}")
+            path = model.gguf
+        except InputError as exc:  # e.g. ${ZINC_MODELS} not set: the models are not on this machine
+            absent.append(model.name)
+            unset = unset or str(exc)
+            continue
+        if not path.is_file():
+            absent.append(f"{model.name} ({shown(path)})")
     if absent:
-        raise Skip(f"model GGUF absent: {'; '.join(absent)}")
+        raise Skip(f"model GGUF absent: {', '.join(absent)}" + (f" ({unset})" if unset else ""))
     return list(models)
 
 
@@ -471,6 +475,7 @@ class RecordedCheck:
     name: str
     path: str
     expect: Literal["PASS", "FAIL", "INCONCLUSIVE"] = "PASS"
+    family: Literal["t2", "t1"] | None = None  # only microbench documents of this family among the matches
     experiment: str | None = None  # microbench documents: the rule's experiment (default: the family's)
 
     def __post_init__(self):
@@ -478,6 +483,15 @@ class RecordedCheck:
 
     def check_inputs(self, base: Path) -> None:
         pass  # the documents are looked for when the check runs: absent ones are a skip
+
+    def _documents(self, base: Path) -> list[tuple[Path, dict]]:
+        documents = [(path, records.read(path)) for path in matching_files(self.path, base)]
+        if self.family:
+            documents = [(p, d) for p, d in documents
+                         if d["kind"] == "microbench" and (d.get("config") or {}).get("family") == self.family]
+            if not documents:
+                raise Skip(f"no {self.family} microbench document matches {shown(resolve(self.path, base))}")
+        return documents
 
     def _against_expectation(self, one: Judged) -> Judged:
         if one.details.get("drift"):
@@ -491,8 +505,8 @@ class RecordedCheck:
 
     def run(self, ctx: Context) -> Judged:
         judged = []
-        for path in matching_files(self.path, ctx.base):
-            one = rejudge_document(records.read(path), str(path), experiment=self.experiment, base=ctx.base)
+        for path, doc in self._documents(ctx.base):
+            one = rejudge_document(doc, str(path), experiment=self.experiment, base=ctx.base)
             judged.append((path, self._against_expectation(one)))
         code = worst(CODE_OF_STATUS[j.status] for _, j in judged)
         status = STATUS_OF_CODE[code]

@@ -36,8 +36,10 @@ class Source:
     @property
     def device(self) -> str:
         """The GPU's name; its UUID where only NVML was asked (ab runs); "no-gpu" without one."""
-        gpu = (self.doc.get("environment") or {}).get("gpu") or {}
-        return gpu.get("name") or gpu.get("uuid") or records.device_label(self.doc.get("environment") or {})
+        environment = self.doc.get("environment") or {}
+        uuid = (environment.get("gpu") or {}).get("uuid")
+        label = records.device_label(environment)
+        return uuid if label == "no-gpu" and uuid else label
 
     @property
     def complete(self) -> bool:

@@ -30,17 +30,25 @@ def _models(catalog_path, names, model_pairs):
     return chosen
 
 
+def _arm_label(arm, path) -> str:
+    """'B=zinc (md5 1a2b3c4d) ZINC_MOE_TC=0': which build and which flags, for the scoreboard title."""
+    md5 = arm.engine.describe().get("md5")
+    parts = [f"{arm.name}={Path(path).name}"] + ([f"(md5 {md5[:8]})"] if md5 else [])
+    return " ".join(parts + [f"{k}={v}" for k, v in arm.env.items()])
+
+
 @click.command("ab", help="""Interleaved A/B of two engine builds with a p90 prefill/decode scoreboard.
 
 \b
-Each model gets one discarded warm-up round, then --rounds counterbalanced rounds (abba: A B, B A,
-...). B is judged against A from paired per-round ratios B/A (geometric mean, 95% t interval):
-faster / slower / same / inconclusive at --threshold. With only --a, prints the p90 scoreboard of
-one build against llama-bench. A and B may be the same binary with different --env-a/--env-b.
+Each model gets one discarded warm-up round, then --rounds counterbalanced rounds
+(abba: A B, B A, ...). B is judged against A from the paired per-round ratios B/A
+(geometric mean, 95% t interval): faster / slower / same / inconclusive at --threshold.
+With only --a, it prints the p90 scoreboard of one build against llama-bench.
+A and B may be one binary with different --env-a/--env-b (a feature-flag A/B).
 
 \b
-Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model, 3 inconclusive or a
-run failed, 2 bad input, 4 environment (e.g. --require-clean-gpu on a busy GPU).""")
+Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model,
+3 inconclusive or a run failed, 2 bad input, 4 environment (--require-clean-gpu).""")
 @click.option("--a", "bin_a", required=True, type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Engine binary of arm A (baseline).")
 @click.option("--b", "bin_b", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Engine binary of arm B (candidate).")
 @click.option("--engine-kind", type=click.Choice(ENGINE_KINDS), default="zinc-main", show_default=True)
@@ -97,7 +105,7 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
     csv_path = outcome.path.with_suffix(".csv")
     scoreboard.write_csv(outcome.models, names, csv_path)
     gpu = outcome.document.environment.get("gpu") or {}
-    builds = " vs ".join(f"{arm.name}={Path(path).name}" for arm, path in zip(arms, (bin_a, bin_b)))
+    builds = " vs ".join(_arm_label(arm, path) for arm, path in zip(arms, (bin_a, bin_b)))
     title = f"{builds} · {gpu.get('name') or gpu.get('uuid') or 'GPU unknown'} · {rounds} rounds {order}"
     if markdown_path:
         Path(markdown_path).write_text(scoreboard.to_markdown(outcome.models, names, title=title))

@@ -39,6 +39,7 @@ def command(results, as_markdown, plot_dir, ignore_device, as_json):
         click.echo(merged.to_markdown(report), nl=False)
     else:
         merged.print_report(report)
-    for path in written if not as_json else ():
-        click.echo(f"plot: {path}", err=True)
+    if not as_json:
+        for path in written:
+            click.echo(f"plot: {path}", err=True)
     return 0

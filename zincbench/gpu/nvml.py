@@ -79,6 +79,7 @@ class Nvml:
         ecc = self._call("nvmlDeviceGetEccMode")
         return {
             "available": True,
+            "name": _text(self._call("nvmlDeviceGetName")),
             "uuid": _text(self._call("nvmlDeviceGetUUID")),
             "driver": _text(nv.nvmlSystemGetDriverVersion()),
             "sm_clock_mhz": self._call("nvmlDeviceGetClockInfo", 1),

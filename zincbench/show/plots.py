@@ -1,7 +1,8 @@
 """PNG plots of a merged report (matplotlib, the optional ``plot`` extra).
 
 - T2: time vs N_e per variant, one panel per expert shape, with the hardware floor (max of
-  bytes_min / copy bandwidth and FLOPs / fp16 peak, measured in the same run) as a dashed line;
+  bytes_min / copy bandwidth and FLOPs / fp16 peak, measured in the same run) as a black line and
+  llama.cpp's recorded time (shown, never judged) in grey;
 - T1: speedup over the baseline (the engine's round trip) per shape and T, one panel per run;
 - ab: the scoreboard as bars (prefill p90 per arm, and llama-bench's ppT where recorded).
 
@@ -59,15 +60,26 @@ def plot_t2(report, out_dir: Path, plt) -> Path | None:
                 if points:
                     ax.plot(*zip(*points), color=colors[variant], linestyle=LINE_STYLES[li % len(LINE_STYLES)],
                             marker=MARKERS[li % len(MARKERS)], label=f"{variant}{suffix}")
-            floors = collections.defaultdict(list)  # the floor is per case: the same for every variant
+            # Per case, the same for every variant: the hardware floor, and llama.cpp's time where recorded.
+            floors, llama = collections.defaultdict(list), {}
             for lab, r in mine:
-                if lab == label and (r.get("floor") or {}).get("us") is not None:
+                if lab != label:
+                    continue
+                if (r.get("floor") or {}).get("us") is not None:
                     floors[r["params"]["tokens_per_expert"]].append(r["floor"]["us"])
+                if (r.get("reference") or {}).get("llama_cpp_us") is not None:
+                    llama[r["params"]["tokens_per_expert"]] = r["reference"]["llama_cpp_us"]
+            style = LINE_STYLES[(li + 1) % len(LINE_STYLES)]
             if floors:
                 xs = sorted(floors)
-                ax.plot(xs, [min(floors[x]) for x in xs], color="black", linewidth=1,
-                        linestyle=LINE_STYLES[(li + 1) % len(LINE_STYLES)], label=f"hardware floor{suffix}")
-        ax.set(title=f"E{e} M{m} K{k}", xlabel="tokens per expert N_e", ylabel="median time (µs)", xscale="log", ylim=(0, None))
+                ax.plot(xs, [min(floors[x]) for x in xs], color="black", linewidth=1, linestyle=style,
+                        label=f"hardware floor{suffix}")
+            if llama:
+                xs = sorted(llama)
+                ax.plot(xs, [llama[x] for x in xs], color="grey", marker="x", linewidth=1, linestyle=style,
+                        label=f"llama.cpp{suffix}")
+        ax.set(title=f"E{e} M{m} K{k}", xlabel="tokens per expert N_e", ylabel="median time (µs, log)", xscale="log",
+               yscale="log")  # variants differ by orders of magnitude; the floor must stay visible
         ax.set_xticks(sorted({r["params"]["tokens_per_expert"] for _, r in mine}))
         ax.get_xaxis().set_major_formatter(ScalarFormatter())
         ax.minorticks_off()
