@@ -46,8 +46,9 @@ for step in "${@:-env tests}"; do
         t2full) TAIL=60 run t2full 300 $ZB microbench t2 --no-progress --markdown "$LOGS/t2full.md" ;;
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
         t1full) TAIL=80 run t1full 400 $ZB microbench t1 --no-progress --markdown "$LOGS/t1full.md" ;;
-        aa) run aa 400 $ZB aa microbench ;;
-        profile) run profile 300 $ZB profile microbench t2 --case Ne16 ;;
+        aa) TAIL=40 run aa 300 $ZB aa microbench --markdown "$LOGS/aa.md" ;;
+        profile) TAIL=60 run profile 300 $ZB profile microbench --tool both t2 --quick --case E256-M512-K2048-Ne16 ;;
+        gate) TAIL=40 run gate 420 $ZB gate experiments/gates.yaml --junit "$LOGS/gate.xml" --markdown "$LOGS/gate.md" ;;
         probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \

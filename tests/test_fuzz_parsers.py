@@ -76,6 +76,8 @@ def _real_texts(pattern: str) -> list[str]:
 # failure (XPASS), which says to delete the entry here and the mark there.
 KNOWN_BUGS = [
     ((ValueError, TypeError, KeyError), "read_stats_csv"),
+    ((ValueError,), "read_csv"),
+    ((ValueError,), "_parse_sql"),
     ((sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError), "read_sqlite"),
 ]
 
@@ -108,11 +110,9 @@ LLAMA_BENCH_TEXTS = list(LLAMA_BENCH_SAMPLES.values()) + _real_texts("llama-benc
 @FUZZ
 @given(text=any_text(LLAMA_BENCH_TEXTS), fmt=st.sampled_from([None, *llamabench.FORMATS]))
 def test_llama_bench_parser(text, fmt):
-    try:
-        rows = llamabench.parse(text, source="fuzz", fmt=fmt)
-    except InputError:
-        return
-    assert rows and all(r.n_prompt + r.n_gen > 0 for r in rows)
+    rows = parsed_or_input_error(lambda: llamabench.parse(text, source="fuzz", fmt=fmt))
+    if rows is not None:
+        assert rows and all(r.n_prompt + r.n_gen > 0 for r in rows)
 
 
 # --- engine output lines ---------------------------------------------------------------------------------
@@ -308,3 +308,33 @@ def test_known_bug_damaged_nsys_sqlite_export(scratch):
             nsys.read_sqlite(path)
         except InputError:
             pass
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "zincbench.profile.ncu.read_csv: a repeated column name (here ID) makes frame[col] a DataFrame and "
+    "building the launches frame raises ValueError; fix: refuse duplicate header names with an InputError"))
+def test_known_bug_ncu_csv_with_a_repeated_column(scratch):
+    import csv
+    import io
+
+    from zincbench.profile import ncu
+
+    source = FIXTURES / "profile" / "ncu_raw_nvtx.csv"
+    lines = source.read_text().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if '"Kernel Name"' in line)
+    rows = list(csv.reader(lines[start:]))
+    column = rows[0].index("ID")
+    table = io.StringIO()
+    csv.writer(table, quoting=csv.QUOTE_ALL).writerows(row + [row[column]] for row in rows)
+    path = scratch / "repeated_id.csv"
+    path.write_text("".join(lines[:start]) + table.getvalue())
+    with pytest.raises(InputError):
+        ncu.read_csv(path)
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "zincbench.llamabench._parse_sql: a NUL character in a statement makes sqlite3 raise ValueError "
+    "('embedded null character'), which only sqlite3.Error is caught for; fix: catch ValueError there too"))
+def test_known_bug_llama_bench_sql_with_a_nul_character():
+    with pytest.raises(InputError):
+        llamabench.parse(LLAMA_BENCH_SAMPLES["sql"].replace("llama_bench (", "llama_bench\x00 (", 1), fmt="sql")

@@ -312,6 +312,62 @@ def test_microbench_check_is_skipped_without_a_gpu(tmp_path):
     assert not list((tmp_path / "r").glob("microbench-*"))
 
 
+@pytest.fixture
+def fake_engine(tmp_path, monkeypatch):
+    """The fake engine as a binary, its run counter in tmp_path, no failure or slowdown configured."""
+    from fake_engine import write_launcher
+
+    for var in ("FAKE_SPEED", "FAKE_DRIFT", "FAKE_SEED", "FAKE_FAIL", "FAKE_FAIL_RUNS", "FAKE_NOISE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("FAKE_COUNTER", str(tmp_path / "counter"))
+    return write_launcher(tmp_path)
+
+
+def test_validate_check_end_to_end(tmp_path, fake_engine, monkeypatch):
+    """The fake speaks cuda-dbg's protocol; a recorded reference for a tiny GGUF says what it must print."""
+    from zincbench import reference_store
+    from zincbench.catalog import DEFAULT_PROMPT
+    from zincbench.testing.tiny_gguf import write_tiny_llama
+
+    gguf = write_tiny_llama(tmp_path / "models" / "tiny.gguf", quant="q4_k")
+    reference_store.save(reference_store.Reference(
+        gguf=str(gguf), identity=reference_store.gguf_identity(gguf), prompt=DEFAULT_PROMPT, n_gen=12,
+        prompt_ids=[1, 2, 3], generated_ids=list(range(7, 19)), top2=[(7 + i, 10.0, 3, 9.0) for i in range(12)],
+        producer={}), tmp_path / "refs")
+    (tmp_path / "catalog.yaml").write_text(f"models:\n  tiny: {{gguf: {gguf}, arch: llama, shape: dense}}\n")
+    gates = load_gates(write_gates(tmp_path, [{
+        "name": "tokens", "kind": "validate", "catalog": "catalog.yaml", "engine_bin": fake_engine.name,
+        "references_dir": "refs", "mode": "exact", "needs_gpu": False}]))
+    ok = run_gates(gates, results_dir=tmp_path / "results")
+    assert ok.outcomes[0].status is Status.PASS and ok.outcomes[0].reason == "1/1 catalog models token-correct"
+    assert records.read(ok.outcomes[0].results_file)["kind"] == "validate"
+
+    monkeypatch.setenv("FAKE_FAIL", "crash")
+    crashed = run_gates(gates, results_dir=tmp_path / "results")
+    assert crashed.outcomes[0].status is Status.FAIL and crashed.outcomes[0].details["statuses"] == {"tiny": "ERROR"}
+    assert crashed.exit_code == ExitCode.FAIL
+
+
+@pytest.mark.parametrize("speed_b, status", [("1", Status.PASS), ("0.95", Status.FAIL)])
+def test_ab_check_end_to_end(tmp_path, fake_engine, speed_b, status):
+    (tmp_path / "tiny.gguf").touch()
+    gates = load_gates(write_gates(tmp_path, [{
+        "name": "ab", "kind": "ab", "a": fake_engine.name, "b": fake_engine.name, "model": {"tiny": "tiny.gguf"},
+        "env_b": {"FAKE_SPEED": speed_b}, "rounds": 2, "needs_gpu": False}]))
+    (outcome,) = run_gates(gates, results_dir=tmp_path / "results").outcomes
+    assert outcome.status is status and outcome.details["verdicts"] == {"tiny": "same" if speed_b == "1" else "slower"}
+    assert records.read(outcome.results_file)["kind"] == "ab"
+
+
+def test_engine_check_skipped_when_its_model_is_absent(tmp_path, fake_engine):
+    gates = load_gates(write_gates(tmp_path, [{
+        "name": "ab", "kind": "ab", "a": fake_engine.name, "model": {"tiny": "absent.gguf"}, "needs_gpu": False}]))
+    (outcome,) = run_gates(gates, results_dir=tmp_path / "results").outcomes
+    assert outcome.status is Status.SKIPPED
+    assert outcome.reason.startswith("model GGUF absent: tiny (") and outcome.reason.endswith("absent.gguf)")
+    assert not list((tmp_path / "results").glob("ab-*.json"))
+
+
 def test_parse_check_fails_on_a_recorded_output_that_no_longer_parses(tmp_path):
     (tmp_path / "good.jsonl").write_text(json.dumps({"n_prompt": 512, "n_gen": 0, "avg_ts": 1000.0}) + "\n")
     (tmp_path / "bad.jsonl").write_text('{"n_prompt": 512, "n_gen": 0, "avg_ts": 10')

@@ -344,17 +344,25 @@ class ValidateCheck:
     references_dir: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 600.0
+    gpu_layers: int = 0  # llama.cpp, for live references and the llama-cpp engine (0 = CPU, bit-stable)
+    n_batch: int = 512
     needs_gpu: bool = True  # false for CPU engines (llama-cpp with 0 GPU layers)
 
     def __post_init__(self):
         for text in (self.engine_bin, self.engine_config, self.references_dir):
             check_template(text)
 
+    def _llama(self):
+        from zincbench.engines.llama_cpp import LlamaSettings
+
+        return LlamaSettings(n_gpu_layers=self.gpu_layers, n_batch=self.n_batch)
+
     def _options(self, references_dir: Path | None):
         from zincbench.runs.validate import ValidateOptions
 
         return ValidateOptions(mode=self.mode, min_match=self.min_match, reference=self.reference,
-                               references_dir=references_dir, timeout_s=self.timeout_s, env=dict(self.env))
+                               references_dir=references_dir, timeout_s=self.timeout_s, env=dict(self.env),
+                               llama=self._llama())
 
     def check_inputs(self, base: Path) -> None:
         _catalog_models(self.catalog, self.models, base)
@@ -368,9 +376,11 @@ class ValidateCheck:
             require_nvidia_driver()
         catalog, chosen = _catalog_models(self.catalog, self.models, ctx.base)
         chosen = present_models(chosen)
+        options = {"settings": self._llama()} if self.engine_kind == "llama-cpp" else {}
         engine = make_engine(self.engine_kind,
                              bin=str(existing(self.engine_bin, ctx.base, "engine binary")) if self.engine_bin else None,
-                             config=str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None)
+                             config=str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None,
+                             **options)
         refs = resolve(self.references_dir, ctx.base) if self.references_dir else None
         report = validate_models(chosen, engine, self._options(refs), config={"catalog": str(catalog.path)},
                                  results_dir=ctx.results_dir, progress=False)

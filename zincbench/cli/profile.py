@@ -135,8 +135,9 @@ def microbench_command(tool, categories_file, out_dir, timeout_s, top, results_d
     doc, out, tools, reason = _start({"mode": "microbench", "microbench_args": list(args)}, argv, tool,
                                      categories_file, out_dir, results_dir, True)
     bench_results = out / "microbench"
+    # ncu serializes kernels, so the timer's blocking kernel would spin until its timeout: time without it.
     runs = prof.profile_command(argv, tools, out, rules, timeout_s=timeout_s,
-                                env={"ZINCBENCH_RESULTS": str(bench_results)})
+                                env={"ZINCBENCH_RESULTS": str(bench_results), "ZINCBENCH_LAUNCH_HIDING": "0"})
     traffic = None
     ncu_run = next((r for r in runs if r.tool == "ncu"), None)
     bench_doc = prof.newest_document(bench_results) if bench_results.exists() else None

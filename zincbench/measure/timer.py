@@ -14,6 +14,7 @@ would drop most of them (then all are kept and the record says the GPU throttled
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal
@@ -55,7 +56,8 @@ class TimerConfig:
     stopping: str = "noise"
     stopping_params: dict = field(default_factory=dict)
     drop_throttled: bool = True
-    launch_hiding: bool = True
+    # nvbench's blocking kernel; ZINCBENCH_LAUNCH_HIDING=0 turns it off (under profilers that serialize launches)
+    launch_hiding: bool = field(default_factory=lambda: os.environ.get("ZINCBENCH_LAUNCH_HIDING", "1") != "0")
 
 
 class _MappedFlag:
