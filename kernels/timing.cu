@@ -15,3 +15,15 @@ extern "C" __global__ void zb_spin_until_released(volatile int* flag, unsigned l
         }
     }
 }
+
+// zb_scale_f4: y = a * x over n float4s, a grid-stride streaming kernel. The measurement core's
+// calibration workload: its cold-L2 time must match the copy bandwidth, its hot time on an
+// L2-resident buffer must beat that.
+extern "C" __global__ void zb_scale_f4(const float4* __restrict__ x, float4* __restrict__ y, float a,
+                                       unsigned long long n) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        const float4 v = x[i];
+        y[i] = make_float4(a * v.x, a * v.y, a * v.z, a * v.w);
+    }
+}

@@ -58,9 +58,11 @@ def _check(family, config, case, inputs, prepared, tolerance, stream) -> CheckRe
 def run_microbench(family_name: str = "t2", experiment: str | None = None, *, results_dir=None,
                    case_filter: str | None = None, variant_filter: list[str] | None = None, quick: bool = False,
                    progress: bool = True, seed: int | None = None, ceilings: bool = True,
+                   gguf: str | None = None, layer: int | None = None,
                    ) -> tuple[records.Document, judge.GateDecision, Path]:
     """Run one family's gate end to end; returns the document, the decision and where it was written.
 
+    ``gguf``/``layer`` take shapes and weights from a real model file instead of random blocks.
     ``variant_filter`` keeps only the named variants (the gate then decides only if both its
     candidate and baseline ran); ``ceilings=False`` skips the copy/cuBLAS ceiling measurement (no
     floor columns), for A/A self-tests that time one variant in many processes.
@@ -74,7 +76,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
 
     family = load_family(family_name)
     path = experiment_path(experiment or DEFAULT_EXPERIMENTS[family_name])
-    config = family.load(path)
+    config = family.load(path, gguf=gguf, layer=layer)
     cases = [c for c in family.cases(config) if not case_filter or case_filter in c.key]
     variants = family.variants(config)
     if variant_filter:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Optional
 
 import numpy as np
 
@@ -41,6 +41,9 @@ class T1Config:
     gate: GateRule = field(default_factory=lambda: GateRule("fused", "round_trip", when={"min_tokens": 512}))
     llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)
     llama_cpp_source: str = ""
+    # A real model instead of random weights: every Q4_K/Q6_K projection of one layer of a GGUF.
+    gguf: Optional[str] = None
+    gguf_layer: int = 0
 
     def __post_init__(self):
         for s in self.shapes:
@@ -81,8 +84,22 @@ class T1Family:
     name = "t1"
     _weights_cache: dict = {}
 
-    def load(self, path) -> T1Config:
-        return load_config(T1Config, path)
+    def load(self, path, gguf: str | None = None, layer: int | None = None) -> T1Config:
+        cfg = load_config(T1Config, path)
+        if gguf:
+            cfg.gguf, cfg.gguf_layer = gguf, layer or 0
+        if cfg.gguf:
+            cfg.shapes = [DenseShape(name, t.shape[0], t.shape[1], t.qtype) for name, t in self._gguf_tensors(cfg).items()]
+        return cfg
+
+    def _gguf_tensors(self, cfg: T1Config) -> dict:
+        from zincbench.errors import InputError
+        from zincbench.quant.gguf_io import dense_projections
+
+        tensors = {name: t for name, t in dense_projections(cfg.gguf, cfg.gguf_layer).items() if t.qtype in ("q4_k", "q6_k")}
+        if not tensors:
+            raise InputError(f"{cfg.gguf}: layer {cfg.gguf_layer} has no Q4_K or Q6_K dense projection")
+        return tensors
 
     def cases(self, cfg: T1Config) -> list[Case]:
         return [Case(f"{s.name}-{s.weights}-M{s.rows}-K{s.k}-T{t}",
@@ -106,10 +123,13 @@ class T1Family:
         import cupy
 
         p = case.params
-        key = (p["rows"], p["k"], p["weights"])
+        key = (p["rows"], p["k"], p["weights"], cfg.gguf, p["shape"])
         if key not in self._weights_cache:
             self._weights_cache.clear()
-            host = get_format(p["weights"]).random_blocks(rng, p["rows"], p["k"])
+            if cfg.gguf:
+                host = np.ascontiguousarray(self._gguf_tensors(cfg)[p["shape"]].data)
+            else:
+                host = get_format(p["weights"]).random_blocks(rng, p["rows"], p["k"])
             self._weights_cache[key] = (host, cupy.asarray(host))
         w_host, w = self._weights_cache[key]
         x_host = rng.standard_normal((p["tokens"], p["k"]), dtype=np.float32)

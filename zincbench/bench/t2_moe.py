@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Optional
 
 import numpy as np
 
@@ -45,6 +45,10 @@ class T2Config:
     gate: GateRule = field(default_factory=lambda: GateRule("fused_grouped", "matvec", when={"min_tokens_per_expert": 16}))
     llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)
     llama_cpp_source: str = ""
+    # A real model instead of random weights: shape and weights of one expert tensor of a GGUF.
+    gguf: Optional[str] = None
+    gguf_layer: Optional[int] = None
+    gguf_tensor: Literal["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"] = "ffn_gate_exps"
 
     def __post_init__(self):
         check_row_length(self.k)
@@ -103,8 +107,28 @@ class T2Family:
     name = "t2"
     _weights_cache: dict = {}
 
-    def load(self, path) -> T2Config:
-        return load_config(T2Config, path)
+    def load(self, path, gguf: str | None = None, layer: int | None = None) -> T2Config:
+        cfg = load_config(T2Config, path)
+        if gguf:
+            cfg.gguf, cfg.gguf_layer = gguf, layer
+        if cfg.gguf:
+            tensor = self._gguf_tensor(cfg)
+            e, m, k = tensor.shape
+            cfg.shapes, cfg.k, cfg.weights = [ExpertShape(e, m)], k, tensor.qtype
+            cfg.x_per_slot = cfg.gguf_tensor == "ffn_down_exps"  # down reads one activation row per slot
+        return cfg
+
+    def _gguf_tensor(self, cfg: T2Config):
+        from zincbench.errors import InputError
+        from zincbench.quant.gguf_io import expert_tensors
+
+        tensors = expert_tensors(cfg.gguf, cfg.gguf_layer)
+        tensor = tensors.get(cfg.gguf_tensor)
+        if tensor is None:
+            raise InputError(f"{cfg.gguf}: no {cfg.gguf_tensor} tensor (has: {', '.join(sorted(tensors)) or 'none'})")
+        if tensor.qtype not in ("q4_k", "q6_k"):
+            raise InputError(f"{cfg.gguf}: {tensor.name} is {tensor.qtype}; the T2 kernels read q4_k or q6_k")
+        return tensor
 
     def cases(self, cfg: T2Config) -> list[Case]:
         out = []
@@ -114,7 +138,7 @@ class T2Family:
                 key = f"E{s.experts}-M{s.rows}-K{cfg.k}-Ne{n_e}"
                 out.append(Case(key, {"experts": s.experts, "rows": s.rows, "k": cfg.k, "top_k": cfg.top_k,
                                       "tokens_per_expert": n_e, "tokens": t, "weights": cfg.weights,
-                                      "routing": cfg.routing}))
+                                      "routing": cfg.routing, "gguf": cfg.gguf, "tensor": cfg.gguf_tensor if cfg.gguf else None}))
         return out
 
     def variants(self, cfg: T2Config) -> list[VariantInfo]:
@@ -132,11 +156,13 @@ class T2Family:
     def _weights(self, cfg: T2Config, e: int, m: int, rng):
         import cupy
 
-        key = (e, m, cfg.k, cfg.weights)
+        key = (e, m, cfg.k, cfg.weights, cfg.gguf)
         if key not in self._weights_cache:
             self._weights_cache.clear()  # one weight set resident at a time
-            fmt = get_format(cfg.weights)
-            host = fmt.random_blocks(rng, e * m, cfg.k).reshape(e, m, -1)
+            if cfg.gguf:
+                host = np.ascontiguousarray(self._gguf_tensor(cfg).data)
+            else:
+                host = get_format(cfg.weights).random_blocks(rng, e * m, cfg.k).reshape(e, m, -1)
             self._weights_cache[key] = (host, cupy.asarray(host))
         return self._weights_cache[key]
 

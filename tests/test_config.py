@@ -1,0 +1,70 @@
+"""Schema checks name the file and key; stopping rules say why they stopped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+import pytest
+
+from zincbench.config import build, load_yaml
+from zincbench.errors import ConfigError, InputError
+from zincbench.measure.stopping import make_rule
+
+
+@dataclass
+class Inner:
+    n: int
+
+
+@dataclass
+class Outer:
+    name: str
+    mode: Literal["cold", "hot"] = "cold"
+    ratio: float = 1.0
+    items: list[Inner] = field(default_factory=list)
+    note: Optional[str] = None
+
+
+def test_build_converts_and_checks():
+    obj = build(Outer, {"name": "x", "ratio": 2, "items": [{"n": 3}]}, "f.yaml")
+    assert obj.ratio == 2.0 and isinstance(obj.ratio, float) and obj.items == [Inner(3)]
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"name": "x", "bogus": 1}, "f.yaml: unknown key 'bogus'"),
+    ({}, "f.yaml: missing required key 'name'"),
+    ({"name": "x", "mode": "warm"}, "f.yaml.mode: must be one of 'cold', 'hot'"),
+    ({"name": "x", "ratio": "fast"}, "f.yaml.ratio: expected a number"),
+    ({"name": "x", "items": [{"n": True}]}, "f.yaml.items[0].n: expected an integer"),
+    ([1, 2], "f.yaml: expected a mapping"),
+])
+def test_build_names_the_offending_key(data, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        build(Outer, data, "f.yaml")
+
+
+def test_load_yaml_errors_are_one_line(tmp_path):
+    with pytest.raises(InputError, match="file not found"):
+        load_yaml(tmp_path / "none.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\nb: 3\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml:\d+: invalid YAML"):
+        load_yaml(bad)
+
+
+def test_noise_rule_stops_on_precision_or_timeout():
+    rule = make_rule("noise", max_noise=0.01, min_samples=20, min_time_s=0.0, max_time_s=5.0, check_every=1)
+    steady = [100.0 + 0.01 * (i % 7) for i in range(40)]
+    assert not rule.check(steady[:10], 0.1).stop  # too few samples
+    decision = rule.check(steady, 0.2)
+    assert decision.stop and "noise" in decision.reason
+    noisy = [100.0 * (1 + (i % 2)) for i in range(30)]
+    timeout = rule.check(noisy, 6.0)
+    assert timeout.stop and "timeout" in timeout.reason and "unmet" in timeout.reason
+
+
+def test_count_rule_and_unknown_rule():
+    assert make_rule("count", samples=3).check([1.0, 2.0, 3.0], 0.0).stop
+    with pytest.raises(ConfigError, match="unknown stopping rule"):
+        make_rule("entropy")

@@ -1,0 +1,107 @@
+"""Microbench families without a GPU: experiment YAML -> cases and gate rules, real GGUF shapes,
+the gate decision over recorded rows, and the fused kernel's tile specs."""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+import yaml
+from gguf import GGMLQuantizationType
+
+from zincbench.bench import load_family
+from zincbench.bench.runner import _compare_case, decide_gate
+from zincbench.config import experiment_path
+from zincbench.errors import ConfigError, InputError
+from zincbench.ops.fused import MmaTile
+from zincbench.quant import get_format
+
+
+def test_bundled_experiments_load():
+    t2 = load_family("t2")
+    cfg = t2.load(experiment_path("t2_moe_expert"))
+    cases = t2.cases(cfg)
+    assert len(cases) == 12 and cases[0].key == "E256-M512-K2048-Ne8" and cases[0].params["tokens"] == 256
+    assert sum(t2.gate_applies(cfg, c) for c in cases) == 9  # N_e >= 16
+    t1 = load_family("t1")
+    cfg1 = t1.load(experiment_path("t1_dense_gemm"))
+    assert sum(t1.gate_applies(cfg1, c) for c in t1.cases(cfg1)) == 45  # Q4_K shapes only
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"k": 300}, "K=300 is not a multiple of 256"),
+    ({"tokens_per_expert": [0]}, "tokens_per_expert must be >= 1"),
+    ({"variants": ["matvec", "magic"]}, "unknown variant"),
+    ({"gate": {"candidate": "x", "baseline": "y", "when": {"min_tokens": 5}}}, "gate.when: unknown key"),
+])
+def test_bad_t2_experiments_are_config_errors(tmp_path, edit, message):
+    data = yaml.safe_load(experiment_path("t2_moe_expert").read_text())
+    data.update(edit)
+    path = tmp_path / "t2.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises((ConfigError, InputError), match=message):
+        load_family("t2").load(path)
+
+
+@pytest.fixture
+def model_gguf(tmp_path, rng):
+    q4k = get_format("q4_k")
+    tensors = {
+        "blk.0.attn_q.weight": (q4k.random_blocks(rng, 64, 512), GGMLQuantizationType.Q4_K),
+        "blk.0.ffn_down.weight": (get_format("q6_k").random_blocks(rng, 32, 256), GGMLQuantizationType.Q6_K),
+        "blk.1.ffn_gate_exps.weight": (q4k.random_blocks(rng, 8 * 16, 512).reshape(8, 16, -1), GGMLQuantizationType.Q4_K),
+    }
+    path = tmp_path / "model.gguf"
+    writer = gguf.GGUFWriter(path, arch="llama")
+    for name, (data, raw) in tensors.items():
+        writer.add_tensor(name, data, raw_dtype=raw)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path, tensors
+
+
+def test_gguf_gives_the_real_shapes(model_gguf):
+    path, tensors = model_gguf
+    t2 = load_family("t2")
+    cfg = t2.load(experiment_path("t2_moe_expert"), gguf=str(path))
+    assert [(s.experts, s.rows) for s in cfg.shapes] == [(8, 16)] and cfg.k == 512 and cfg.weights == "q4_k"
+    assert np.array_equal(t2._gguf_tensor(cfg).data, tensors["blk.1.ffn_gate_exps.weight"][0])
+    t1 = load_family("t1")
+    cfg1 = t1.load(experiment_path("t1_dense_gemm"), gguf=str(path))
+    assert {(s.name, s.rows, s.k, s.weights) for s in cfg1.shapes} == {("attn_q", 64, 512, "q4_k"),
+                                                                       ("ffn_down", 32, 256, "q6_k")}
+    with pytest.raises(InputError, match="layer 1 has none of the dense projections"):
+        t1.load(experiment_path("t1_dense_gemm"), gguf=str(path), layer=1)
+
+
+def _row(case, variant, samples, passed=True):
+    return {"case": case, "variant": variant, "check": {"passed": passed},
+            **({"measurement": {"gpu_us": list(samples)}} if passed else {})}
+
+
+def test_gate_decision_over_rows(rng):
+    fam = load_family("t2")
+    cfg = fam.load(experiment_path("t2_moe_expert"))
+    cases = [c for c in fam.cases(cfg) if c.key.startswith("E256-M512")]
+    rows = []
+    for case in cases:
+        base = _row(case.key, "matvec", rng.normal(1000, 2, 50))
+        cand = _row(case.key, "fused_grouped", rng.normal(100, 1, 50))
+        _compare_case({"matvec": base, "fused_grouped": cand}, cfg.gate)
+        rows += [base, cand]
+    decision, cells = decide_gate(fam, cfg, cases, rows, cfg.gate)
+    assert decision.value == "GO" and len(cells) == 3 and all(c["verdict"] == "faster" for c in cells)
+    rows[-1] = _row(cases[-1].key, "fused_grouped", [], passed=False)  # a candidate failing correctness
+    decision, cells = decide_gate(fam, cfg, cases, rows, cfg.gate)
+    assert decision.value == "NO-GO" and cells[-1]["verdict"] == "FAIL"
+
+
+def test_tile_specs():
+    tile = MmaTile.parse("1,8,8,1,3,2")
+    assert (tile.bm, tile.bn, tile.threads, tile.min_blocks) == (128, 64, 256, 2)
+    assert tile.expression(grouped=True) == "gemm_q4k_mma<1,8,8,1,3,2,true>"
+    assert MmaTile.parse("2,8,4,1,3").min_blocks == 1
+    with pytest.raises(ValueError):
+        MmaTile.parse("1,2,3")
