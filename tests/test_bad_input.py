@@ -212,6 +212,11 @@ def test_experiment_shapes_that_cannot_run(tmp_path, family, family_file, old, n
     assert_no_results(tmp_path)
 
 
+def test_gate_file_that_does_not_exist(tmp_path):
+    assert_one_line_error(zincbench(tmp_path, "gate", "missing.yaml"), 2, "file not found: missing.yaml")
+    assert_no_results(tmp_path)
+
+
 def test_gate_with_a_broken_check_runs_nothing(tmp_path):
     path = experiment(tmp_path, "t2_moe_expert.yaml", "k: 2048", "k: 300")
     (tmp_path / "gates.yaml").write_text(f"checks:\n  - {{name: t2, kind: microbench, experiment: {path}}}\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -61,7 +62,8 @@ Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model,
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --order random.")
 @click.option("--prompt-tokens", type=int, default=512, show_default=True, help="Length of the built-in neutral prompt.")
 @click.option("--n-gen", type=int, default=160, show_default=True, help="Tokens to generate (decode rate).")
-@click.option("--gpu", "gpu_uuid", metavar="UUID", help="Pin runs to this GPU (CUDA_VISIBLE_DEVICES).")
+@click.option("--gpu", "gpu_uuid", metavar="UUID[,UUID...]|all",
+              help="Pin runs to this GPU (CUDA_VISIBLE_DEVICES); a list or 'all' runs the whole A/B on each GPU in turn.")
 @click.option("--env-a", multiple=True, metavar="K=V", help="Extra environment for arm A (repeatable).")
 @click.option("--env-b", multiple=True, metavar="K=V", help="Extra environment for arm B (repeatable).")
 @click.option("--llama-bench", "llama_bench_file", type=click.Path(dir_okay=False), help="llama-bench output (md/csv/json/jsonl/sql) to compare with.")
@@ -86,6 +88,10 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
         raise click.UsageError("give --llama-bench FILE or --llama-bench-bin PATH, not both")
     if env_b and not bin_b:
         raise click.UsageError("--env-b needs --b (use --b with the same binary for a feature-flag A/B)")
+    if gpu_uuid and ("," in gpu_uuid or gpu_uuid == "all"):
+        from zincbench.gpu.selection import resolve_gpus, run_per_gpu
+
+        sys.exit(run_per_gpu(resolve_gpus(gpu_uuid)))
     settings = ABSettings(rounds=rounds, order=order, seed=seed, prompt_tokens=prompt_tokens, n_gen=n_gen,
                           gpu_uuid=gpu_uuid, threshold=threshold, timeout_s=timeout_s,
                           require_clean_gpu=require_clean_gpu)

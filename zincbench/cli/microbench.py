@@ -20,6 +20,8 @@ from zincbench.cli._common import echo_json, json_option, results_dir_option
 @click.option("--gguf", type=click.Path(dir_okay=False), default=None,
               help="Take shapes and weights from this GGUF (t2: an expert tensor; t1: the layer's Q4_K/Q6_K projections).")
 @click.option("--layer", type=int, default=None, help="Layer of --gguf (t2: first layer with experts; t1: 0).")
+@click.option("--gpu", "gpu_spec", default=None,
+              help="GPU(s) to run on: a UUID, an index, a comma list or 'all' (several run in turn, one process each).")
 @click.option("--variant", "variants", multiple=True, help="Only this variant (repeatable), e.g. fused_grouped.")
 @click.option("--no-ceilings", is_flag=True, help="Skip measuring the copy-bandwidth and cuBLAS ceilings (no floor columns).")
 @click.option("--quick", is_flag=True, help="Shorter timing budget per variant (smoke runs; wider CIs).")
@@ -29,12 +31,19 @@ from zincbench.cli._common import echo_json, json_option, results_dir_option
 @click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
 @results_dir_option
 @json_option
-def command(family, experiment, gguf, layer, case_filter, variants, no_ceilings, quick, seed, markdown_path, no_progress, results_dir, as_json):
+def command(family, experiment, gguf, layer, gpu_spec, case_filter, variants, no_ceilings, quick, seed, markdown_path, no_progress, results_dir, as_json):
 
     from zincbench import records
     from zincbench.bench.runner import run_microbench
     from zincbench.show.microbench_table import microbench_markdown, print_microbench
 
+    if gpu_spec:
+        from zincbench.gpu.selection import pin, resolve_gpus, run_per_gpu
+
+        gpus = resolve_gpus(gpu_spec)
+        if len(gpus) > 1:
+            sys.exit(run_per_gpu(gpus))
+        pin(gpus[0])
     doc, decision, path = run_microbench(family, experiment, results_dir=results_dir, case_filter=case_filter,
                                          variant_filter=list(variants) or None, ceilings=not no_ceilings, quick=quick,
                                          gguf=gguf, layer=layer, progress=not no_progress and not as_json, seed=seed)
