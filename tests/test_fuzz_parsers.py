@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import tempfile
-import traceback
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from hypothesis import HealthCheck, assume, given, reject, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from test_bad_input import LLAMA_BENCH_SAMPLES
@@ -73,29 +70,12 @@ def _real_texts(pattern: str) -> list[str]:
     return [p.read_text(errors="replace") for p in sorted(FIXTURES.glob(pattern))]
 
 
-# Bugs the fuzzing found in parsers this suite does not own, each pinned by a strict-xfail test at the
-# end of this file: (exception type, the zincbench function it escapes from). Fuzz examples that hit
-# one are discarded so the fuzzing goes on looking for others; fixing a bug turns its xfail test into a
-# failure (XPASS), which says to delete the entry here and the mark there.
-KNOWN_BUGS = [
-    ((ValueError, TypeError, KeyError), "read_stats_csv"),
-    ((ValueError,), "read_csv"),
-    ((ValueError,), "_parse_sql"),
-    ((sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError), "read_sqlite"),
-]
-
-
 def parsed_or_input_error(fn, *args):
-    """``fn(*args)``, None for the project's InputError; a known bug discards the example."""
+    """``fn(*args)``, or None for the project's InputError; any other exception fails the test."""
     try:
         return fn(*args)
     except InputError:
         return None
-    except Exception as exc:
-        functions = {frame.name for frame in traceback.extract_tb(exc.__traceback__)}
-        if any(isinstance(exc, types) and where in functions for types, where in KNOWN_BUGS):
-            reject()
-        raise
 
 
 @pytest.fixture(scope="module")
@@ -265,16 +245,11 @@ def test_the_yaml_seeds_load_unchanged(scratch):
         _loaders()[name](path)
 
 
-# --- known bugs (see KNOWN_BUGS) -------------------------------------------------------------------------
+# --- damaged inputs the fuzzing once found to escape as raw exceptions ------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=(ValueError, TypeError, KeyError), reason=(
-    "zincbench.profile.nsys.read_stats_csv: a repeated header row reaches pd.to_numeric (ValueError), a "
-    "repeated column name makes frame[col] a DataFrame (TypeError), a renamed column is looked up anyway "
-    "(KeyError); fix: refuse duplicate or missing header names and convert with errors='coerce', raising "
-    "InputError naming the column or the first non-numeric row"))
 @pytest.mark.parametrize("damage", ["header row repeated", "column repeated", "column renamed"])
-def test_known_bug_nsys_stats_csv_with_a_damaged_header(scratch, damage):
+def test_nsys_stats_csv_with_a_damaged_header_is_an_input_error(scratch, damage):
     from zincbench.profile.parse import parse_file
 
     source = FIXTURES / "profile" / ("nsys_run_nvtx_kern_sum.csv" if damage == "column renamed"
@@ -294,11 +269,7 @@ def test_known_bug_nsys_stats_csv_with_a_damaged_header(scratch, damage):
         parse_file(folder / source.name)
 
 
-@pytest.mark.xfail(strict=True, raises=Exception, reason=(
-    "zincbench.profile.nsys.read_sqlite catches sqlite3.DatabaseError only around the first query: damaged "
-    "pages later raise sqlite3.OperationalError, pandas.errors.DatabaseError or UnicodeDecodeError; fix: wrap "
-    "the whole read in except (sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError) -> InputError"))
-def test_known_bug_damaged_nsys_sqlite_export(scratch):
+def test_damaged_nsys_sqlite_export_is_an_input_error(scratch):
     from zincbench.profile import nsys
 
     blob = (FIXTURES / "profile" / "nsys_run.sqlite").read_bytes()
@@ -313,10 +284,7 @@ def test_known_bug_damaged_nsys_sqlite_export(scratch):
             pass
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "zincbench.profile.ncu.read_csv: a repeated column name (here ID) makes frame[col] a DataFrame and "
-    "building the launches frame raises ValueError; fix: refuse duplicate header names with an InputError"))
-def test_known_bug_ncu_csv_with_a_repeated_column(scratch):
+def test_ncu_csv_with_a_repeated_column_is_an_input_error(scratch):
     import csv
     import io
 
@@ -335,9 +303,6 @@ def test_known_bug_ncu_csv_with_a_repeated_column(scratch):
         ncu.read_csv(path)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "zincbench.llamabench._parse_sql: a NUL character in a statement makes sqlite3 raise ValueError "
-    "('embedded null character'), which only sqlite3.Error is caught for; fix: catch ValueError there too"))
-def test_known_bug_llama_bench_sql_with_a_nul_character():
+def test_llama_bench_sql_with_a_nul_character_is_an_input_error():
     with pytest.raises(InputError):
         llamabench.parse(LLAMA_BENCH_SAMPLES["sql"].replace("llama_bench (", "llama_bench\x00 (", 1), fmt="sql")

@@ -208,6 +208,8 @@ def _parse_csv(text: str, source: str):
 def _parse_sql(text: str, source: str):
     # llama-bench's sql output is meant for `sqlite3`; replay it into an in-memory database, one
     # statement at a time so an error names its line. Only llama_bench CREATE/INSERT are accepted.
+    if "\x00" in text:  # sqlite3 refuses embedded NULs with ValueError
+        raise InputError(f"{source}: contains a NUL character (a damaged or binary file)")
     db = sqlite3.connect(":memory:")
     try:
         statement, start = "", 0

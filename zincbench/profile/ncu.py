@@ -140,6 +140,9 @@ def read_csv(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
             return pd.DataFrame(columns=LAUNCH_COLUMNS), [f"{p.name}: ncu profiled no kernels"]
         raise InputError(f"{p}: not an ncu CSV (no header with 'ID' and 'Kernel Name')")
     header = rows[start]
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:
+        raise InputError(f"{p}: column {repeated[0]!r} appears more than once in the header")
     body = [r for r in rows[start + 1:] if len(r) == len(header)]
     if "Metric Name" in header and "Metric Value" in header:
         return _from_details(pd.DataFrame(body, columns=header)), []

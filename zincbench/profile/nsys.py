@@ -154,6 +154,8 @@ def read_sqlite(path: str | os.PathLike) -> tuple[pd.DataFrame, dict, list[str]]
                          "in the export: not attributed to NVTX ranges")
         launches = launches.sort_values("start_ns", ignore_index=True)
         return launches[LAUNCH_COLUMNS], metadata, notes
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: damaged SQLite export ({type(exc).__name__}: {exc})") from None
     finally:
         con.close()
 
@@ -339,10 +341,15 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
         raise InputError(f"{p}: not a recognized profiler output (no nsys stats header such as "
                          f"'Time (%),Total Time (ns),...'; nor an ncu --csv log or nsys SQLite export)")
     header = [c.strip() for c in rows[start]]
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:
+        raise InputError(f"{p}: column {repeated[0]!r} appears more than once in the header")
     body = []
     for row in rows[start + 1:]:
         if not row:  # a blank line ends the table (console output may hold several reports)
             break
+        if [c.strip() for c in row] == header:
+            raise InputError(f"{p}: the header row appears twice (two reports pasted together?)")
         if len(row) == len(header):
             body.append(row)
     frame = pd.DataFrame(body, columns=header)
@@ -363,6 +370,9 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
         return StatsReport(kind, frame[["range", "style", "instances", "range_total_ns"]], skipped)
     name_col = {"kern_sum": "Name", "mem_time_sum": "Operation", "nvtx_kern_sum": "Kernel Name"}[kind]
     calls_col = {"kern_sum": "Instances", "mem_time_sum": "Count", "nvtx_kern_sum": "Kern Inst"}[kind]
+    missing = [c for c in (name_col, calls_col) if c not in header]
+    if missing:
+        raise InputError(f"{p}: {kind} report without a {missing[0]!r} column")
     rename.update({name_col: "name", calls_col: "calls"})
     frame = frame.rename(columns=rename)
     frame["calls"] = pd.to_numeric(frame["calls"])
