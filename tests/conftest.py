@@ -54,3 +54,21 @@ def rng():
     seed = int(os.environ.get("ZINCBENCH_TEST_SEED") or secrets.randbits(63))
     print(f"rng seed: {seed} (replay with ZINCBENCH_TEST_SEED={seed})")
     return np.random.default_rng(seed)
+
+
+@pytest.fixture(scope="module")
+def ab_document(tmp_path_factory):
+    """A real two-arm A/B of the fake engine (B 5% slower), as `zincbench ab` records it."""
+    from fake_engine import write_launcher
+    from zincbench.catalog import load_catalog
+    from zincbench.engines import make_engine
+    from zincbench.runs.ab import ABSettings, Arm, run_ab
+
+    root = tmp_path_factory.mktemp("ab")
+    gguf = root / "tiny.gguf"
+    gguf.touch()
+    fake = write_launcher(root)
+    model = load_catalog().for_file(gguf)
+    arms = [Arm("A", make_engine("zinc-main", bin=fake)), Arm("B", make_engine("zinc-main", bin=fake), {"FAKE_SPEED": "0.95"})]
+    outcome = run_ab([model], arms, ABSettings(rounds=2), results_dir=root, progress=False)
+    return outcome.path

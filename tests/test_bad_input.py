@@ -246,6 +246,17 @@ def test_missing_gguf_for_validate(tmp_path, fake):
     assert_no_results(tmp_path)
 
 
+def test_catalog_model_whose_gguf_is_absent_is_missing(tmp_path, fake):
+    """Not bad input but a documented outcome: MISSING fails validate (exit 1) unless --allow-missing."""
+    (tmp_path / "models").mkdir()
+    result = zincbench(tmp_path, "validate", "--models", "qwen35-9b", "--engine-bin", fake,
+                       env={"ZINC_MODELS": str(tmp_path / "models")})
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.returncode == 1
+    assert "=== 0/1 catalog models token-correct (1 missing) ===" in result.stdout.splitlines()
+    assert assert_complete_results(tmp_path, "validate")["results"][0]["status"] == "MISSING"
+
+
 def test_catalog_models_folder_not_configured(tmp_path, fake):
     env = {k: v for k, v in os.environ.items() if k != "ZINC_MODELS"}
     result = subprocess.run([sys.executable, "-m", "zincbench", "validate", "--models", "qwen35-9b", "--engine-bin",

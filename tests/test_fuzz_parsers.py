@@ -306,3 +306,28 @@ def test_ncu_csv_with_a_repeated_column_is_an_input_error(scratch):
 def test_llama_bench_sql_with_a_nul_character_is_an_input_error():
     with pytest.raises(InputError):
         llamabench.parse(LLAMA_BENCH_SAMPLES["sql"].replace("llama_bench (", "llama_bench\x00 (", 1), fmt="sql")
+
+
+# --- found by deeper fuzzing (ZINCBENCH_FUZZ_EXAMPLES=2500) ----------------------------------------------
+
+
+def test_nsys_stats_csv_with_a_non_numeric_count_is_an_input_error(scratch):
+    from zincbench.profile.parse import parse_file
+
+    source = FIXTURES / "profile" / "nsys_run_cuda_gpu_kern_sum.csv"
+    folder = scratch / "count"
+    folder.mkdir(exist_ok=True)
+    (folder / source.name).write_text(source.read_text().replace(",3,2410.7", ",|3,2410.7", 1))
+    with pytest.raises(InputError):
+        parse_file(folder / source.name)
+
+
+def test_nsys_sqlite_export_with_a_damaged_table_name_is_an_input_error(scratch):
+    from zincbench.profile import nsys
+
+    blob = bytearray((FIXTURES / "profile" / "nsys_empty.sqlite").read_bytes())
+    blob[85248] = 0x80  # a byte of a table name in the schema page: no longer UTF-8
+    path = scratch / "bad_name.sqlite"
+    path.write_bytes(bytes(blob))
+    with pytest.raises(InputError):
+        nsys.read_sqlite(path)

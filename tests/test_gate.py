@@ -9,91 +9,22 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zincbench import records
-from zincbench.bench import DEFAULT_EXPERIMENTS, load_family
 from zincbench.cli import main
-from zincbench.config import EXPERIMENTS_DIR, experiment_path
+from zincbench.config import EXPERIMENTS_DIR
 from zincbench.errors import ConfigError, ExitCode, InputError
 from zincbench.gate import Status, load_gates, rejudge_document, run_gates
 from zincbench.show.gate_summary import append_step_summary, to_markdown
 from zincbench.show.junit import junit_xml, xml_text
 
+from documents import microbench_document, reference_document, validate_document
 
-
-# --- recorded documents -----------------------------------------------------------------------------------
-
-
-def microbench_document(family: str = "t2", *, candidate_factor: float = 0.8, decision: str = "GO",
-                        device: str = "NVIDIA H200", n_cases: int | None = None, seed: int = 0,
-                        complete: bool = True) -> records.Document:
-    """A microbench document shaped like the runner's: every variant timed, the candidate at
-    ``candidate_factor`` x the baseline's time, other variants at 0.9x; ``decision`` is recorded."""
-    fam = load_family(family)
-    cfg = fam.load(experiment_path(DEFAULT_EXPERIMENTS[family]))
-    rule = fam.gate_rule(cfg)
-    rng = np.random.default_rng(seed)
-    rows = []
-    for case in fam.cases(cfg)[:n_cases]:
-        base_us = 50.0 + case.params["tokens"] / 8
-        for info in fam.variants(cfg):
-            factor = 1.0 if info.name == rule.baseline else candidate_factor if info.name == rule.candidate else 0.9
-            samples = base_us * factor * (1 + 0.005 * rng.standard_normal(40))
-            row = {"family": family, "case": case.key, "params": case.params, "variant": info.name, "role": info.role,
-                   "check": {"rel_error": 1e-6, "fully_written": True, "tolerance": info.tolerance, "failure": None,
-                             "passed": True},
-                   "floor": {"us": base_us * 0.4, "bound": "memory"},
-                   "measurement": {"gpu_us": samples.tolist()},
-                   "summary": {"n": 40, "median_us": float(np.median(samples)), "p90_us": float(np.quantile(samples, 0.9))}}
-            if info.name != rule.baseline:
-                row["vs_baseline"] = {"baseline": rule.baseline, "speedup": 1 / factor}
-            rows.append(row)
-    return records.Document(
-        kind="microbench", config={"family": family, "settings": records.to_jsonable(cfg)},
-        environment={"gpu": {"name": device}}, results=rows, complete=complete,
-        verdict={"decision": decision, "rule": asdict(rule), "cells": []})
-
-
-def validate_document(statuses: dict[str, str], exit_code: int, device: str = "NVIDIA H200") -> records.Document:
-    rows = [{"model": name, "gguf": f"/models/{name}.gguf", "status": status, "mode": "tolerant", "n_gen": 12,
-             "min_match": 8, "match": 12 if status == "OK" else 3, "reason": ""} for name, status in statuses.items()]
-    return records.Document(kind="validate", config={"mode": "tolerant", "allow_missing": False},
-                            environment={"gpu": {"name": device}}, results=rows, verdict={"exit_code": exit_code})
-
-
-def reference_document(margins: list[float]) -> records.Document:
-    return records.Document(
-        kind="reference",
-        config={"gguf": "/models/tiny.gguf", "identity": "header:abc", "prompt": "Hi", "n_gen": len(margins),
-                "prompt_ids": [1, 2]},
-        environment={"producer": {}},
-        results=[{"position": i, "token": 7 + i, "top1_logit": 10.0, "top2_token": 3, "top2_logit": 10.0 - m,
-                  "margin": m} for i, m in enumerate(margins)])
-
-
-@pytest.fixture(scope="module")
-def ab_document(tmp_path_factory):
-    """A real two-arm A/B of the fake engine (B 5% slower), as `zincbench ab` records it."""
-    from fake_engine import write_launcher
-    from zincbench.catalog import load_catalog
-    from zincbench.engines import make_engine
-    from zincbench.runs.ab import ABSettings, Arm, run_ab
-
-    root = tmp_path_factory.mktemp("ab")
-    gguf = root / "tiny.gguf"
-    gguf.touch()
-    fake = write_launcher(root)
-    model = load_catalog().for_file(gguf)
-    arms = [Arm("A", make_engine("zinc-main", bin=fake)), Arm("B", make_engine("zinc-main", bin=fake), {"FAKE_SPEED": "0.95"})]
-    outcome = run_ab([model], arms, ABSettings(rounds=2), results_dir=root, progress=False)
-    return outcome.path
 
 
 def write_gates(directory: Path, checks: list[dict], name: str = "gates.yaml") -> Path:

@@ -10,7 +10,7 @@ import yaml
 from gguf import GGMLQuantizationType
 
 from zincbench.bench import load_family
-from zincbench.bench.runner import _compare_case, decide_gate
+from zincbench.bench.runner import compare_case, decide_gate
 from zincbench.config import experiment_path
 from zincbench.errors import ConfigError, InputError
 from zincbench.ops.fused import MmaTile
@@ -89,7 +89,7 @@ def test_gate_decision_over_rows(rng):
     for case in cases:
         base = _row(case.key, "matvec", rng.normal(1000, 2, 50))
         cand = _row(case.key, "fused_grouped", rng.normal(100, 1, 50))
-        _compare_case({"matvec": base, "fused_grouped": cand}, cfg.gate)
+        compare_case({"matvec": base, "fused_grouped": cand}, cfg.gate)
         rows += [base, cand]
     decision, cells = decide_gate(fam, cfg, cases, rows, cfg.gate)
     assert decision.value == "GO" and len(cells) == 3 and all(c["verdict"] == "faster" for c in cells)

@@ -1,6 +1,6 @@
 """`zincbench report`: merging runs side by side, refusing mixed devices, incomplete runs, markdown/JSON,
 PNG plots (matplotlib) and the exit-4 line without it. The A/B document is a real one, measured
-against the fake engine (test_gate.ab_document)."""
+against the fake engine (the ab_document fixture in conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from test_gate import ab_document, microbench_document, validate_document  # noqa: F401 (ab_document: a fixture)
+from documents import microbench_document, validate_document
 from zincbench import records
 from zincbench.cli import main
 from zincbench.errors import EnvironmentProblem, InputError
@@ -108,7 +108,7 @@ def test_ab_scoreboard_rows_and_markdown(ab_document, capsys):
 def test_other_kinds_are_left_out_and_nothing_to_report_is_bad_input(tmp_path, capsys, two_h200_runs):
     gate = records.write(records.Document(kind="gate", config={}, environment={}), tmp_path / "gate.json")
     report = build_report([two_h200_runs[0], gate])
-    assert any("gate.json: a gate document has no report table" in n for n in report.notes)
+    assert any("gate.json: gate documents have no report table" in n for n in report.notes)
     code, _, err = run_cli(capsys, gate)
     assert code == 2 and err.startswith("zincbench: error: nothing to report") and err.count("\n") == 1
 

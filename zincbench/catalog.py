@@ -163,3 +163,13 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
     if not models:
         raise ConfigError(f"{p}: models: the catalog lists no models")
     return Catalog(path=Path(p), models=models, defaults=d)
+
+
+def add_model_files(catalog: Catalog, chosen: list[CatalogModel], files: dict) -> list[CatalogModel]:
+    """``chosen`` plus NAME=PATH models: a catalog name keeps its shape and env with the given GGUF;
+    another name takes what the catalog infers from the file."""
+    for name, path in files.items():
+        known = catalog.find(name)
+        model = known.with_gguf(path) if known else dataclasses.replace(catalog.for_file(path), name=name)
+        chosen = [m for m in chosen if m.name != model.name] + [model]
+    return chosen

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import collections
 import copy
-import dataclasses
 import enum
 import glob
 import os
@@ -213,7 +212,7 @@ def _drift(what: str, recorded, rejudged) -> dict:
 
 
 def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Path) -> Judged:
-    from zincbench.bench.runner import _compare_case, decide_gate
+    from zincbench.bench.runner import compare_case, decide_gate
 
     family, cfg, path = _load_experiment(doc["config"]["family"], experiment, base)
     rule = family.gate_rule(cfg)
@@ -222,7 +221,7 @@ def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Pat
     for row in rows:
         by_case[row["case"]][row["variant"]] = row
     for case_rows in by_case.values():
-        _compare_case(case_rows, rule)  # vs_baseline again, from measurement.gpu_us
+        compare_case(case_rows, rule)  # vs_baseline again, from measurement.gpu_us
     cases = [c for c in family.cases(cfg) if c.key in by_case]
     decision, cells = decide_gate(family, cfg, cases, rows, rule)
     recorded = doc.get("verdict") or {}
@@ -431,14 +430,10 @@ class ABCheck:
     def _models(self, base: Path) -> list:
         catalog, chosen = _catalog_models(self.catalog, self.models, base) if self.models else (None, [])
         if self.model:
-            from zincbench.catalog import load_catalog
+            from zincbench.catalog import add_model_files, load_catalog
 
             catalog = catalog or load_catalog(bundled_or_path(self.catalog, base) if self.catalog else None)
-            for name, path in self.model.items():
-                known = catalog.find(name)
-                model = known.with_gguf(resolve(path, base)) if known else \
-                    dataclasses.replace(catalog.for_file(resolve(path, base)), name=name)
-                chosen = [m for m in chosen if m.name != model.name] + [model]
+            chosen = add_model_files(catalog, chosen, {name: resolve(path, base) for name, path in self.model.items()})
         return chosen
 
     def check_inputs(self, base: Path) -> None:

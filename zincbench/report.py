@@ -152,7 +152,7 @@ def build_report(paths: Iterable[str | os.PathLike], ignore_device: bool = False
     report = Report(sources=[s for s in sources if s.kind in TABULATED])
     for s in sources:
         if s.kind not in TABULATED:
-            report.notes.append(f"{s.path.name}: a {s.kind} document has no report table; left out")
+            report.notes.append(f"{s.path.name}: {s.kind} documents have no report table; left out")
         elif not s.complete:
             report.notes.append(f"{s.path.name}: incomplete run ({'; '.join(s.doc.get('notes') or []) or 'interrupted'})")
     if not report.sources:

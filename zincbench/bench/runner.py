@@ -146,7 +146,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
                     doc.results.append(row)
                     del prepared
                     bar.advance(task)
-                _compare_case(case_rows, rule)
+                compare_case(case_rows, rule)
                 del inputs
                 cupy.get_default_memory_pool().free_all_blocks()
                 writer.flush()
@@ -156,7 +156,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     return doc, decision, writer.path
 
 
-def _compare_case(case_rows: dict, rule) -> None:
+def compare_case(case_rows: dict, rule) -> None:
     base = case_rows.get(rule.baseline)
     for name, row in case_rows.items():
         if name == rule.baseline or "measurement" not in row:

@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         path = exc.ctx.command_path if exc.ctx else "zincbench"
         _fail(f"{exc.format_message()} (see '{path} --help')", ExitCode.USAGE)
-    except click.exceptions.Abort:
-        _fail("aborted", 130)
+    except click.exceptions.Abort as exc:  # click turns Ctrl-C into Abort
+        _fail("interrupted" if isinstance(exc.__context__, KeyboardInterrupt) else "aborted", 130)
     except click.ClickException as exc:
         _fail(exc.format_message(), ExitCode.USAGE)
     except ZincbenchError as exc:

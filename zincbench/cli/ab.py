@@ -15,17 +15,12 @@ ENGINE_KINDS = ("zinc-main", "zinc-dbg", "llama-bench", "generic")
 
 def _models(catalog_path, names, model_pairs):
     """Catalog selection plus NAME=PATH overrides (a catalog name keeps its shape and env)."""
-    import dataclasses
-
-    from zincbench.catalog import load_catalog
+    from zincbench.catalog import add_model_files, load_catalog
 
     catalog = load_catalog(catalog_path)  # the bundled one when no --catalog: it names shapes and aliases
     chosen = catalog.select([n.strip() for n in names.split(",") if n.strip()] if names else None) \
         if catalog_path or names else []
-    for name, path in parse_env_pairs(model_pairs, "--model").items():
-        known = catalog.find(name)
-        model = known.with_gguf(path) if known else dataclasses.replace(catalog.for_file(path), name=name)
-        chosen = [m for m in chosen if m.name != model.name] + [model]
+    chosen = add_model_files(catalog, chosen, parse_env_pairs(model_pairs, "--model"))
     if not chosen:
         raise click.UsageError("no models: give --model NAME=PATH, or --catalog FILE / --models NAMES")
     return chosen
@@ -121,5 +116,6 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
     else:
         console = Console()
         scoreboard.render(outcome.models, names, console, title=title)
-        console.print(f"verdict: {outcome.overall} (exit {int(outcome.exit_code)}) · results: {outcome.path} · {csv_path.name}")
+        console.print(f"verdict: {outcome.overall} (exit {int(outcome.exit_code)}) · results: {outcome.path} · {csv_path.name}",
+                      soft_wrap=True)
     return int(outcome.exit_code)

@@ -134,7 +134,7 @@ def read_sqlite(path: str | os.PathLike) -> tuple[pd.DataFrame, dict, list[str]]
     try:
         con = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise InputError(f"{p}: not a readable SQLite file ({exc})") from None
     try:
         if "StringIds" not in tables:
@@ -365,7 +365,7 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
     if kind == "nvtx_sum":
         rename.update({"Range": "range", "Style": "style", "Instances": "instances"})
         frame = frame.rename(columns=rename).rename(columns={"total_ns": "range_total_ns"})
-        frame["instances"] = pd.to_numeric(frame["instances"])
+        frame["instances"] = _numeric(frame["instances"], p, "Instances")
         frame["range"] = frame["range"].map(strip_default_domain)
         return StatsReport(kind, frame[["range", "style", "instances", "range_total_ns"]], skipped)
     name_col = {"kern_sum": "Name", "mem_time_sum": "Operation", "nvtx_kern_sum": "Kernel Name"}[kind]
@@ -375,7 +375,7 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
         raise InputError(f"{p}: {kind} report without a {missing[0]!r} column")
     rename.update({name_col: "name", calls_col: "calls"})
     frame = frame.rename(columns=rename)
-    frame["calls"] = pd.to_numeric(frame["calls"])
+    frame["calls"] = _numeric(frame["calls"], p, calls_col)
     if "median_ns" not in frame:  # the 2020-21 reports had no median
         frame["median_ns"] = float("nan")
     columns = ["name", "calls", "total_ns", "mean_ns", "median_ns"]
@@ -384,6 +384,16 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
         frame["range"] = frame[range_col].map(strip_default_domain)
         columns = ["range", *columns]
     return StatsReport(kind, frame[columns].reset_index(drop=True), skipped)
+
+
+def _numeric(column: pd.Series, path: Path, name: str) -> pd.Series:
+    """A count column as numbers; a cell that is not one is an InputError naming its row."""
+    values = pd.to_numeric(column, errors="coerce")
+    bad = values.isna() & column.notna()
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0])
+        raise InputError(f"{path}: {name} of data row {row + 1} is not a number: {column.iloc[row]!r}")
+    return values
 
 
 _HEADER_STARTS = ("Time (%),", "Time(%),", "NVTX Range,", "Range,Style,")

@@ -1,0 +1,57 @@
+"""Recorded results documents shaped like the real ones, for the gate and report tests."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+
+from zincbench import records
+from zincbench.bench import DEFAULT_EXPERIMENTS, load_family
+from zincbench.config import experiment_path
+
+def microbench_document(family: str = "t2", *, candidate_factor: float = 0.8, decision: str = "GO",
+                        device: str = "NVIDIA H200", n_cases: int | None = None, seed: int = 0,
+                        complete: bool = True) -> records.Document:
+    """A microbench document shaped like the runner's: every variant timed, the candidate at
+    ``candidate_factor`` x the baseline's time, other variants at 0.9x; ``decision`` is recorded."""
+    fam = load_family(family)
+    cfg = fam.load(experiment_path(DEFAULT_EXPERIMENTS[family]))
+    rule = fam.gate_rule(cfg)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for case in fam.cases(cfg)[:n_cases]:
+        base_us = 50.0 + case.params["tokens"] / 8
+        for info in fam.variants(cfg):
+            factor = 1.0 if info.name == rule.baseline else candidate_factor if info.name == rule.candidate else 0.9
+            samples = base_us * factor * (1 + 0.005 * rng.standard_normal(40))
+            row = {"family": family, "case": case.key, "params": case.params, "variant": info.name, "role": info.role,
+                   "check": {"rel_error": 1e-6, "fully_written": True, "tolerance": info.tolerance, "failure": None,
+                             "passed": True},
+                   "floor": {"us": base_us * 0.4, "bound": "memory"},
+                   "measurement": {"gpu_us": samples.tolist()},
+                   "summary": {"n": 40, "median_us": float(np.median(samples)), "p90_us": float(np.quantile(samples, 0.9))}}
+            if info.name != rule.baseline:
+                row["vs_baseline"] = {"baseline": rule.baseline, "speedup": 1 / factor}
+            rows.append(row)
+    return records.Document(
+        kind="microbench", config={"family": family, "settings": records.to_jsonable(cfg)},
+        environment={"gpu": {"name": device}}, results=rows, complete=complete,
+        verdict={"decision": decision, "rule": asdict(rule), "cells": []})
+
+
+def validate_document(statuses: dict[str, str], exit_code: int, device: str = "NVIDIA H200") -> records.Document:
+    rows = [{"model": name, "gguf": f"/models/{name}.gguf", "status": status, "mode": "tolerant", "n_gen": 12,
+             "min_match": 8, "match": 12 if status == "OK" else 3, "reason": ""} for name, status in statuses.items()]
+    return records.Document(kind="validate", config={"mode": "tolerant", "allow_missing": False},
+                            environment={"gpu": {"name": device}}, results=rows, verdict={"exit_code": exit_code})
+
+
+def reference_document(margins: list[float]) -> records.Document:
+    return records.Document(
+        kind="reference",
+        config={"gguf": "/models/tiny.gguf", "identity": "header:abc", "prompt": "Hi", "n_gen": len(margins),
+                "prompt_ids": [1, 2]},
+        environment={"producer": {}},
+        results=[{"position": i, "token": 7 + i, "top1_logit": 10.0, "top2_token": 3, "top2_logit": 10.0 - m,
+                  "margin": m} for i, m in enumerate(margins)])
