@@ -8,6 +8,7 @@ Capabilities (each optional; an adapter raises ``NotSupported`` for what it cann
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -91,6 +92,18 @@ def run_process(argv: list[str], *, env: dict[str, str] | None = None, timeout_s
         raise
     return ProcessResult([str(a) for a in argv], proc.returncode, out or "", err or "",
                          time.perf_counter() - start, timed_out)
+
+
+def file_md5(path: str | Path) -> str | None:
+    """md5 of a binary, so every result says exactly which build produced it."""
+    digest = hashlib.md5()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def checked(result: ProcessResult) -> ProcessResult:

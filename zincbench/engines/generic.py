@@ -34,7 +34,7 @@ from pathlib import Path
 from zincbench.config import build, load_yaml
 from zincbench.engines.base import (
     Engine, EngineFailure, GenerationResult, NotSupported, TeacherForcedResult, ThroughputResult, checked,
-    register, run_process,
+    file_md5, register, run_process,
 )
 from zincbench.errors import EnvironmentProblem, InputError
 
@@ -165,7 +165,9 @@ class GenericEngine(Engine):
         self.max_prompt_ids = self.spec.max_prompt_ids
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "bin": self.bin, "config": self.config_path}
+        binary = shutil.which(self.bin) if self.bin else None
+        return {"kind": self.kind, "bin": self.bin, "md5": file_md5(binary) if binary else None,
+                "config": self.config_path}
 
     def _run(self, template: str, values: dict, env, timeout_s: float) -> str:
         if "{bin}" in template and not self.bin:

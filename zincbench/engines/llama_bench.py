@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zincbench.engines.base import Engine, EngineFailure, ThroughputResult, register
-from zincbench.engines.zinc_main import file_md5
+from zincbench.engines.base import Engine, EngineFailure, ThroughputResult, file_md5, register
 from zincbench.errors import InputError
 from zincbench.llamabench import run_llama_bench
 

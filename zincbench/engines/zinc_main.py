@@ -10,29 +10,16 @@ It logs two throughput lines (std.log on stderr, usually with a prefix such as `
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
-from zincbench.engines.base import Engine, EngineFailure, ThroughputResult, checked, register, run_process
+from zincbench.engines.base import Engine, EngineFailure, ThroughputResult, checked, file_md5, register, run_process
 from zincbench.errors import InputError
 
 _NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
 PREFILL_LINE = re.compile(rf"Prefill complete: ([0-9]+) tokens in {_NUMBER} ms \({_NUMBER} tok/s\)")
 # The em dash is the documented separator; an ASCII dash is accepted for logs that were transliterated.
 DECODE_LINE = re.compile(rf"Generated ([0-9]+) tokens in {_NUMBER} ms (?:\u2014|-{{1,2}}) {_NUMBER} tok/s \({_NUMBER} ms/tok\)")
-
-
-def file_md5(path: str | Path) -> str | None:
-    """md5 of a binary, so every result says exactly which build produced it."""
-    digest = hashlib.md5()
-    try:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError:
-        return None
-    return digest.hexdigest()
 
 
 def parse_throughput(output: str) -> ThroughputResult:
