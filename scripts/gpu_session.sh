@@ -46,6 +46,9 @@ for step in "${@:-env tests}"; do
         t2full) TAIL=60 run t2full 300 $ZB microbench t2 --no-progress --markdown "$LOGS/t2full.md" ;;
         t2down) TAIL=30 run t2down 200 $ZB microbench t2 --experiment experiments/t2_moe_down.yaml --no-progress --markdown "$LOGS/t2down.md" ;;
         gpuall) TAIL=12 run gpuall 200 $ZB microbench t2 --gpu all --quick --case E128-M704-K2048-Ne16 --no-progress ;;
+        gguf) TAIL=30 run gguf 200 bash -c "python3 -m zincbench.testing.weights_gguf /tmp/w.gguf && \
+                $ZB microbench t2 --gguf /tmp/w.gguf --quick --no-progress --markdown $LOGS/t2gguf.md; \
+                $ZB microbench t1 --gguf /tmp/w.gguf --layer 0 --quick --no-progress --markdown $LOGS/t1gguf.md" ;;
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
         t1full) TAIL=80 run t1full 400 $ZB microbench t1 --no-progress --markdown "$LOGS/t1full.md" ;;
         aa) TAIL=40 run aa 300 $ZB aa microbench --markdown "$LOGS/aa.md" ;;

@@ -3,18 +3,15 @@ the gate decision over recorded rows, and the fused kernel's tile specs."""
 
 from __future__ import annotations
 
-import gguf
 import numpy as np
 import pytest
 import yaml
-from gguf import GGMLQuantizationType
 
 from zincbench.bench import load_family
 from zincbench.bench.runner import compare_case, decide_gate
 from zincbench.config import experiment_path
 from zincbench.errors import ConfigError, InputError
 from zincbench.ops.fused import MmaTile
-from zincbench.quant import get_format
 
 
 def test_bundled_experiments_load():
@@ -44,22 +41,16 @@ def test_bad_t2_experiments_are_config_errors(tmp_path, edit, message):
 
 
 @pytest.fixture
-def model_gguf(tmp_path, rng):
-    q4k = get_format("q4_k")
-    tensors = {
-        "blk.0.attn_q.weight": (q4k.random_blocks(rng, 64, 512), GGMLQuantizationType.Q4_K),
-        "blk.0.ffn_down.weight": (get_format("q6_k").random_blocks(rng, 32, 256), GGMLQuantizationType.Q6_K),
-        "blk.1.ffn_gate_exps.weight": (q4k.random_blocks(rng, 8 * 16, 512).reshape(8, 16, -1), GGMLQuantizationType.Q4_K),
-    }
+def model_gguf(tmp_path):
+    from zincbench.testing.weights_gguf import write_weights_gguf
+
     path = tmp_path / "model.gguf"
-    writer = gguf.GGUFWriter(path, arch="llama")
-    for name, (data, raw) in tensors.items():
-        writer.add_tensor(name, data, raw_dtype=raw)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path, tensors
+    written = write_weights_gguf(path, {
+        "blk.0.attn_q.weight": ("q4_k", (64, 512)),
+        "blk.0.ffn_down.weight": ("q6_k", (32, 256)),
+        "blk.1.ffn_gate_exps.weight": ("q4_k", (8, 16, 512)),
+    })
+    return path, written
 
 
 def test_gguf_gives_the_real_shapes(model_gguf):
@@ -67,7 +58,7 @@ def test_gguf_gives_the_real_shapes(model_gguf):
     t2 = load_family("t2")
     cfg = t2.load(experiment_path("t2_moe_expert"), gguf=str(path))
     assert [(s.experts, s.rows) for s in cfg.shapes] == [(8, 16)] and cfg.k == 512 and cfg.weights == "q4_k"
-    assert np.array_equal(t2._gguf_tensor(cfg).data, tensors["blk.1.ffn_gate_exps.weight"][0])
+    assert np.array_equal(t2._gguf_tensor(cfg).data, tensors["blk.1.ffn_gate_exps.weight"])
     t1 = load_family("t1")
     cfg1 = t1.load(experiment_path("t1_dense_gemm"), gguf=str(path))
     assert {(s.name, s.rows, s.k, s.weights) for s in cfg1.shapes} == {("attn_q", 64, 512, "q4_k"),
