@@ -212,6 +212,7 @@ def _drift(what: str, recorded, rejudged) -> dict:
 
 
 def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Path) -> Judged:
+    from zincbench.bench.base import Case
     from zincbench.bench.runner import compare_case, decide_gate
 
     family, cfg, path = _load_experiment(doc["config"]["family"], experiment, base)
@@ -222,7 +223,8 @@ def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Pat
         by_case[row["case"]][row["variant"]] = row
     for case_rows in by_case.values():
         compare_case(case_rows, rule)  # vs_baseline again, from measurement.gpu_us
-    cases = [c for c in family.cases(cfg) if c.key in by_case]
+    # The cases the document measured (a --gguf run has shapes the experiment YAML does not list).
+    cases = [Case(key, next(iter(variants.values()))["params"]) for key, variants in by_case.items()]
     decision, cells = decide_gate(family, cfg, cases, rows, rule)
     recorded = doc.get("verdict") or {}
     same_rule = recorded.get("rule") == records.to_jsonable(rule)
