@@ -96,3 +96,12 @@ def test_tile_specs():
     assert MmaTile.parse("2,8,4,1,3").min_blocks == 1
     with pytest.raises(ValueError):
         MmaTile.parse("1,2,3")
+
+
+def test_recorded_llama_cpp_times_are_shown_only_for_their_device():
+    fam = load_family("t2")
+    cfg = fam.load(experiment_path("t2_moe_expert"))
+    case = fam.cases(cfg)[0]
+    assert fam.reference_columns(cfg, case, "NVIDIA H200")["llama_cpp_us"] == 413
+    assert fam.reference_columns(cfg, case, "NVIDIA GeForce RTX 4090") == {}
+    assert fam.timer_config(cfg).mode == "cold" and fam.gate_rule(cfg).candidate == "fused_grouped"

@@ -102,3 +102,20 @@ class Family(Protocol):
     def prepare(self, config, case: Case, inputs, variant: str, tuner) -> Prepared: ...
     def check(self, config, case: Case, inputs, output) -> tuple[float, bool]: ...
     def reference_columns(self, config, case: Case, device_name: str) -> dict: ...
+
+
+class FamilyBase:
+    """What every family's experiment config shares: a `timer:` and a `gate:` section, and recorded
+    llama.cpp times per device and case (`llama_cpp_us`, shown beside ours, never judged)."""
+
+    def timer_config(self, cfg) -> TimerConfig:
+        return cfg.timer.to_config()
+
+    def gate_rule(self, cfg) -> GateRule:
+        return cfg.gate
+
+    def reference_columns(self, cfg, case: Case, device_name: str) -> dict:
+        for device, table in cfg.llama_cpp_us.items():
+            if device in device_name and case.key in table:
+                return {"llama_cpp_us": table[case.key], "llama_cpp_source": cfg.llama_cpp_source}
+        return {}

@@ -14,9 +14,8 @@ from typing import Literal, Optional
 
 import numpy as np
 
-from zincbench.bench.base import Case, GateRule, NotApplicable, Prepared, TimerSettings, VariantInfo
+from zincbench.bench.base import Case, FamilyBase, GateRule, NotApplicable, Prepared, TimerSettings, VariantInfo
 from zincbench.config import load_config
-from zincbench.measure.timer import TimerConfig
 from zincbench.quant import check_row_length, get_format
 
 
@@ -80,7 +79,7 @@ class T1Inputs:
     y: object
 
 
-class T1Family:
+class T1Family(FamilyBase):
     name = "t1"
     _weights_cache: dict = {}
 
@@ -108,12 +107,6 @@ class T1Family:
 
     def variants(self, cfg: T1Config) -> list[VariantInfo]:
         return [VARIANTS[v] for v in cfg.variants]
-
-    def timer_config(self, cfg: T1Config) -> TimerConfig:
-        return cfg.timer.to_config()
-
-    def gate_rule(self, cfg: T1Config) -> GateRule:
-        return cfg.gate
 
     def gate_applies(self, cfg: T1Config, case: Case) -> bool:
         when = cfg.gate.when
@@ -195,12 +188,6 @@ class T1Family:
         ref = inp.x_host[toks].astype(np.float64) @ w.T
         got = output[cupy.asarray(toks)][:, cupy.asarray(rows)].get().astype(np.float64)
         return float(np.linalg.norm(got - ref) / np.linalg.norm(ref)), written
-
-    def reference_columns(self, cfg: T1Config, case: Case, device_name: str) -> dict:
-        for device, table in cfg.llama_cpp_us.items():
-            if device in device_name and case.key in table:
-                return {"llama_cpp_us": table[case.key], "llama_cpp_source": cfg.llama_cpp_source}
-        return {}
 
 
 FAMILY = T1Family()

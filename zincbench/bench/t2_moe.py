@@ -15,9 +15,8 @@ from typing import Literal, Optional
 
 import numpy as np
 
-from zincbench.bench.base import Case, GateRule, Prepared, TimerSettings, VariantInfo
+from zincbench.bench.base import Case, FamilyBase, GateRule, Prepared, TimerSettings, VariantInfo
 from zincbench.config import load_config
-from zincbench.measure.timer import TimerConfig
 from zincbench.quant import check_row_length, get_format
 
 
@@ -103,7 +102,7 @@ def route(rng: np.random.Generator, t: int, e: int, top_k: int, kind: str, zipf_
     return np.argpartition(-keys, top_k - 1, axis=1)[:, :top_k].astype(np.uint32)
 
 
-class T2Family:
+class T2Family(FamilyBase):
     name = "t2"
     _weights_cache: dict = {}
 
@@ -143,12 +142,6 @@ class T2Family:
 
     def variants(self, cfg: T2Config) -> list[VariantInfo]:
         return [VARIANTS[v] for v in cfg.variants if not (v == "fused_grouped" and cfg.weights != "q4_k")]
-
-    def timer_config(self, cfg: T2Config) -> TimerConfig:
-        return cfg.timer.to_config()
-
-    def gate_rule(self, cfg: T2Config) -> GateRule:
-        return cfg.gate
 
     def gate_applies(self, cfg: T2Config, case: Case) -> bool:
         return case.params["tokens_per_expert"] >= cfg.gate.when.get("min_tokens_per_expert", 0)
@@ -245,12 +238,6 @@ class T2Family:
             ref2 += float(np.sum(ref**2))
         rel = math.sqrt(err2 / ref2) if ref2 > 0 else (0.0 if err2 == 0 else math.inf)
         return rel, written
-
-    def reference_columns(self, cfg: T2Config, case: Case, device_name: str) -> dict:
-        for device, table in cfg.llama_cpp_us.items():
-            if device in device_name and case.key in table:
-                return {"llama_cpp_us": table[case.key], "llama_cpp_source": cfg.llama_cpp_source}
-        return {}
 
 
 def _capacity_check(op):
