@@ -38,6 +38,7 @@ import numpy as np
 from zincbench import records
 from zincbench.config import experiment_path, load_config
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
+from zincbench.runs.ab import ABSettings
 from zincbench.judge import Verdict, compare_medians
 
 DEFAULT_CONFIG = "aa"
@@ -66,25 +67,24 @@ class MicrobenchAASettings:
 
 
 @dataclass
-class ABAASettings:
+class ABAASettings(ABSettings):
+    """``zincbench ab``'s own settings (runs.ab.ABSettings, same defaults) plus how many independent
+    A/B runs of the same binary to make."""
+
     repeats: int = 20
-    rounds: int = 6
-    order: Literal["abba", "ab", "random"] = "abba"
-    threshold: float = 0.02
-    prompt_tokens: int = 512
-    n_gen: int = 160
-    timeout_s: float = 600.0
 
     def __post_init__(self):
         if self.repeats < 1:
             raise ValueError(f"repeats must be at least 1, got {self.repeats}")
+        try:
+            self.check()
+        except InputError as exc:  # a schema error in the YAML: config.build names the file
+            raise ValueError(str(exc)) from None
 
-    def ab_settings(self, repeat: int, gpu_uuid: str | None = None):
+    def ab_settings(self, repeat: int, gpu_uuid: str | None = None) -> ABSettings:
         """The ``zincbench ab`` settings of one repeat (its own seed for the random order)."""
-        from zincbench.runs.ab import ABSettings
-
-        return ABSettings(rounds=self.rounds, order=self.order, seed=repeat, prompt_tokens=self.prompt_tokens,
-                          n_gen=self.n_gen, gpu_uuid=gpu_uuid, threshold=self.threshold, timeout_s=self.timeout_s)
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(ABSettings)}
+        return ABSettings(**{**own, "seed": repeat, "gpu_uuid": gpu_uuid})
 
 
 @dataclass
