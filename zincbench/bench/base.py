@@ -104,6 +104,17 @@ class Family(Protocol):
     def reference_columns(self, config, case: Case, device_name: str) -> dict: ...
 
 
+@dataclass(kw_only=True)
+class ExperimentConfig:
+    """The sections every experiment YAML has; each family's config adds its sweep and variants."""
+
+    description: str
+    timer: TimerSettings = field(default_factory=TimerSettings)
+    llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> case key -> µs
+    llama_cpp_source: str = ""
+    gguf: str | None = None  # a real model's shapes and weights instead of random blocks
+
+
 class FamilyBase:
     """What every family's experiment config shares: a `timer:` and a `gate:` section, and recorded
     llama.cpp times per device and case (`llama_cpp_us`, shown beside ours, never judged)."""

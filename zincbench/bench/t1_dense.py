@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 import numpy as np
 
-from zincbench.bench.base import Case, FamilyBase, GateRule, NotApplicable, Prepared, TimerSettings, VariantInfo
+from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, NotApplicable, Prepared, VariantInfo
 from zincbench.config import load_config
 from zincbench.quant import check_row_length, get_format
 
@@ -28,20 +28,15 @@ class DenseShape:
 
 
 @dataclass
-class T1Config:
-    description: str
+class T1Config(ExperimentConfig):
     shapes: list[DenseShape]
     tokens: list[int]
     variants: list[str] = field(default_factory=lambda: ["round_trip", "cublas_f16", "engine_tc", "fused"])
     fused_tiles: list[str] = field(default_factory=lambda: ["2,8,4,1,3"])
     check_rows: int = 96
     check_tokens: int = 64
-    timer: TimerSettings = field(default_factory=TimerSettings)
     gate: GateRule = field(default_factory=lambda: GateRule("fused", "round_trip", when={"min_tokens": 512}))
-    llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)
-    llama_cpp_source: str = ""
-    # A real model instead of random weights: every Q4_K/Q6_K projection of one layer of a GGUF.
-    gguf: Optional[str] = None
+    # With gguf: the layer whose Q4_K/Q6_K projections are the shapes.
     gguf_layer: int = 0
 
     def __post_init__(self):

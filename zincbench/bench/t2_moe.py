@@ -15,7 +15,7 @@ from typing import Literal, Optional
 
 import numpy as np
 
-from zincbench.bench.base import Case, FamilyBase, GateRule, Prepared, TimerSettings, VariantInfo
+from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, Prepared, VariantInfo
 from zincbench.config import load_config
 from zincbench.quant import check_row_length, get_format
 
@@ -27,8 +27,7 @@ class ExpertShape:
 
 
 @dataclass
-class T2Config:
-    description: str
+class T2Config(ExperimentConfig):
     shapes: list[ExpertShape]
     tokens_per_expert: list[int]
     k: int = 2048
@@ -40,12 +39,8 @@ class T2Config:
     variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
     fused_tiles: list[str] = field(default_factory=lambda: ["1,2,4,1,3", "1,8,8,1,2"])
     correctness_experts: int = 12
-    timer: TimerSettings = field(default_factory=TimerSettings)
     gate: GateRule = field(default_factory=lambda: GateRule("fused_grouped", "matvec", when={"min_tokens_per_expert": 16}))
-    llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)
-    llama_cpp_source: str = ""
-    # A real model instead of random weights: shape and weights of one expert tensor of a GGUF.
-    gguf: Optional[str] = None
+    # With gguf: which layer and expert tensor supply the shape and weights.
     gguf_layer: Optional[int] = None
     gguf_tensor: Literal["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"] = "ffn_gate_exps"
 
