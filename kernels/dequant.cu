@@ -2,7 +2,9 @@
 // One thread per output element, grid ceil(n/256) x 256, row-major [rows][K] fp16 stores rounded to
 // nearest even (the engine's __float2half). rows = M for one matrix or E*M for a whole [E][M][K] expert
 // tensor in one launch; element indices are 64-bit because E*M*K may exceed 2^31.
-// a_offset is in bytes (a multiple of 4 for the word-addressed Q4_K kernel).
+// a_offset is in bytes (a multiple of 4 for the word-addressed Q4_K kernel). Parameters after the
+// buffers are the engine's push fields (DequantQ4KPush / DequantQ6KPush {M, K, a_offset}, F32ToF16Push {N}),
+// all u32, so experiments/engine_zinc.yaml can launch these as stand-ins for the engine's own.
 
 __device__ __forceinline__ float half_bits_to_float(unsigned short h) {
     float f;
@@ -18,7 +20,7 @@ __device__ __forceinline__ unsigned short float_to_half_rne(float f) {
 
 // Q4_K: value = (d*sc)*q - dmin*mn in f32 (ggml's get_scale_min_k4 for sc, mn).
 extern "C" __global__ void dequant_q4k_to_f16(const unsigned* a_u32, unsigned short* w16,
-                                              unsigned rows, unsigned K, unsigned long long a_offset) {
+                                              unsigned rows, unsigned K, unsigned a_offset) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)rows * K) return;
     const size_t row = i / K;
@@ -45,7 +47,7 @@ extern "C" __global__ void dequant_q4k_to_f16(const unsigned* a_u32, unsigned sh
 
 // Q6_K: value = d*sc*(q-32) with q = 4 bits of ql + 2 bits of qh (ggml ordering, 210-byte blocks).
 extern "C" __global__ void dequant_q6k_to_f16(const unsigned char* a, unsigned short* w16,
-                                              unsigned rows, unsigned K, unsigned long long a_offset) {
+                                              unsigned rows, unsigned K, unsigned a_offset) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)rows * K) return;
     const size_t row = i / K;
@@ -64,7 +66,7 @@ extern "C" __global__ void dequant_q6k_to_f16(const unsigned char* a, unsigned s
 }
 
 // y[i] = fp16(x[i]), round to nearest even.
-extern "C" __global__ void f32_to_f16(const float* x, unsigned short* y, unsigned long long n) {
+extern "C" __global__ void f32_to_f16(const float* x, unsigned short* y, unsigned n) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = float_to_half_rne(x[i]);
 }

@@ -7,7 +7,8 @@
 //   (RNE) k-major, two wmma 16x16x16 steps; no cp.async, no double buffering (the engine has none).
 //   Static shared memory: Ws 4 KB + As 4 KB + Cs 16 KB = 24 KB.
 // Grid (ceil(M/64), ceil(T/64)), block 256. Parameters after the buffers are the engine's GemmPush
-// fields M, K, T, a_offset, x_offset, y_offset (bytes), acc_mode (0: y = result, else y += result).
+// fields M, K, T, a_offset, x_offset, y_offset (bytes), acc_mode (0: y = result, else y += result),
+// q8_stride (unused here), so the engine pack can launch it as a stand-in for the engine's own.
 // K must be a multiple of 256.
 #include <mma.h>
 
@@ -15,7 +16,7 @@ using namespace nvcuda;
 
 extern "C" __global__ void gemm_q4k_tc(const unsigned* a_u32, const float* A, float* Y, unsigned M, unsigned K,
                                        unsigned T, unsigned a_offset, unsigned x_offset, unsigned y_offset,
-                                       unsigned acc_mode) {
+                                       unsigned acc_mode, unsigned q8_stride) {
     constexpr unsigned BM = 64u, BT = 64u, BK = 32u;
     __shared__ __half Ws[BM * BK];   // weight tile, row-major: (r, k) at r*BK + k
     __shared__ __half As[BK * BT];   // activation tile, k-major: (k, t) at k*BT + t

@@ -8,7 +8,17 @@ import numpy as np
 
 from zincbench import records
 from zincbench.bench import DEFAULT_EXPERIMENTS, load_family
+from zincbench.bench.declared import declared_for
 from zincbench.config import experiment_path
+
+
+def all_variants(family: str) -> list:
+    """A family's own variants and those its default experiment declares (the engine pack's)."""
+    fam = load_family(family)
+    path = experiment_path(DEFAULT_EXPERIMENTS[family])
+    cfg = fam.load(path)
+    return fam.variants(cfg) + declared_for(family, path, cfg).infos()
+
 
 def microbench_document(family: str = "t2", *, candidate_factor: float = 0.8, decision: str = "GO",
                         device: str = "NVIDIA H200", n_cases: int | None = None, seed: int = 0,
@@ -22,7 +32,7 @@ def microbench_document(family: str = "t2", *, candidate_factor: float = 0.8, de
     rows = []
     for case in fam.cases(cfg)[:n_cases]:
         base_us = 50.0 + case.params["tokens"] / 8
-        for info in fam.variants(cfg):
+        for info in all_variants(family):
             factor = 1.0 if info.name == rule.baseline else candidate_factor if info.name == rule.candidate else 0.9
             samples = base_us * factor * (1 + 0.005 * rng.standard_normal(40))
             row = {"family": family, "case": case.key, "params": case.params, "variant": info.name, "role": info.role,

@@ -78,9 +78,9 @@ def test_gate_decision_over_rows(rng):
     cases = [c for c in fam.cases(cfg) if c.key.startswith("E256-M512")]
     rows = []
     for case in cases:
-        base = _row(case.key, "matvec", rng.normal(1000, 2, 50))
-        cand = _row(case.key, "fused_grouped", rng.normal(100, 1, 50))
-        compare_case({"matvec": base, "fused_grouped": cand}, cfg.gate)
+        base = _row(case.key, cfg.gate.baseline, rng.normal(1000, 2, 50))
+        cand = _row(case.key, cfg.gate.candidate, rng.normal(100, 1, 50))
+        compare_case({cfg.gate.baseline: base, cfg.gate.candidate: cand}, cfg.gate)
         rows += [base, cand]
     decision, cells = decide_gate(fam, cfg, cases, rows, cfg.gate)
     assert decision.value == "GO" and len(cells) == 3 and all(c["verdict"] == "faster" for c in cells)

@@ -30,6 +30,7 @@ class Prepared:
     traffic: Traffic
     detail: dict = field(default_factory=dict)  # e.g. the tile shape the autotuner chose
     after_check: Callable[[], str | None] | None = None  # e.g. "bucket overflow" -> failure text
+    before_check: Callable[[], None] | None = None  # e.g. poison workspaces before the checked run
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class Family(Protocol):
     def prepare(self, config, case: Case, inputs, variant: str, tuner) -> Prepared: ...
     def check(self, config, case: Case, inputs, output) -> tuple[float, bool]: ...
     def reference_columns(self, config, case: Case, device_name: str) -> dict: ...
+    def declared_binding(self, config, case: Case, inputs) -> Any: ...  # bench.declared.Binding
 
 
 @dataclass(kw_only=True)
@@ -113,6 +115,10 @@ class ExperimentConfig:
     llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> case key -> µs
     llama_cpp_source: str = ""
     gguf: str | None = None  # a real model's shapes and weights instead of random blocks
+    # Declared kernel variants (zincbench.bench.declared): packs by name or path, or inline.
+    kernel_packs: list[str] = field(default_factory=list)
+    kernel_sources: dict[str, Any] = field(default_factory=dict)
+    declared_variants: list[Any] = field(default_factory=list)
 
 
 class FamilyBase:

@@ -18,6 +18,7 @@ import numpy as np
 from zincbench import judge, records
 from zincbench.bench import DEFAULT_EXPERIMENTS, autotune, load_family
 from zincbench.bench.base import CheckResult, NotApplicable
+from zincbench.bench.declared import declared_for
 from zincbench.config import experiment_path
 from zincbench.errors import InputError
 from zincbench.measure.traffic import rates
@@ -43,6 +44,8 @@ def _check(family, config, case, inputs, prepared, tolerance, stream) -> CheckRe
 
     # Inputs and workspaces were made on the default stream; the timer's stream does not wait for it.
     cupy.cuda.Device().synchronize()
+    if prepared.before_check:
+        prepared.before_check()
     with stream:
         if prepared.output.dtype.kind == "f":
             prepared.output.fill(cupy.nan)  # poison: unwritten elements stay NaN
@@ -58,14 +61,17 @@ def _check(family, config, case, inputs, prepared, tolerance, stream) -> CheckRe
 def run_microbench(family_name: str = "t2", experiment: str | None = None, *, results_dir=None,
                    case_filter: str | None = None, variant_filter: list[str] | None = None, quick: bool = False,
                    progress: bool = True, seed: int | None = None, ceilings: bool = True,
-                   gguf: str | None = None, layer: int | None = None,
+                   gguf: str | None = None, layer: int | None = None, kernel_packs=(),
+                   engine_src: str | None = None,
                    ) -> tuple[records.Document, judge.GateDecision, Path]:
     """Run one family's gate end to end; returns the document, the decision and where it was written.
 
     ``gguf``/``layer`` take shapes and weights from a real model file instead of random blocks.
     ``variant_filter`` keeps only the named variants (the gate then decides only if both its
     candidate and baseline ran); ``ceilings=False`` skips the copy/cuBLAS ceiling measurement (no
-    floor columns), for A/A self-tests that time one variant in many processes.
+    floor columns), for A/A self-tests that time one variant in many processes. ``kernel_packs`` adds
+    declared-variant packs (YAML files) to the experiment's own; ``engine_src`` is the engine's source tree
+    (``${ZINC_SRC}`` in packs), in whose absence packs fall back to their bundled stand-ins.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -78,7 +84,21 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     path = experiment_path(experiment or DEFAULT_EXPERIMENTS[family_name])
     config = family.load(path, gguf=gguf, layer=layer)
     cases = [c for c in family.cases(config) if not case_filter or case_filter in c.key]
+    if engine_src is not None and not Path(engine_src).is_dir():
+        raise InputError(f"--engine-src: not a folder: {engine_src}")
+    engine_tree = {"ZINC_SRC": str(Path(engine_src).resolve())} if engine_src else {}
+    declared = declared_for(family_name, path, config, kernel_packs, engine_tree)
     variants = family.variants(config)
+    clash = {v.name for v in variants} & set(declared.variants)
+    if clash:
+        raise InputError(f"declared variant(s) {', '.join(sorted(clash))} clash with {family_name}'s own variants")
+    variants += declared.infos()
+    declared_sources = declared.source_kinds()
+    rule = family.gate_rule(config)
+    for role in ("candidate", "baseline"):
+        if getattr(rule, role) not in {v.name for v in variants}:
+            raise InputError(f"{path}: gate.{role}: no variant named {getattr(rule, role)!r} "
+                             f"(variants: {', '.join(v.name for v in variants)})")
     if variant_filter:
         unknown = set(variant_filter) - {v.name for v in variants}
         if unknown:
@@ -87,7 +107,6 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
         variants = [v for v in variants if v.name in variant_filter]
     if not cases:
         raise InputError(f"no {family_name} case matches {case_filter!r}")
-    rule = family.gate_rule(config)
     cupy = require_cupy()
     timer_cfg = family.timer_config(config)
     if quick:
@@ -99,6 +118,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
                                                       "case_filter": case_filter}, environment=env)
     rng = np.random.default_rng(seed)
     doc.config["seed"] = seed
+    doc.config["declared_sources"] = declared_sources
     device_name = timer.device.name
     writer = records.IncrementalWriter(doc, directory=results_dir)
 
@@ -120,7 +140,11 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
                 for info in variants:
                     bar.update(task, description=f"{case.key} {info.name}")
                     try:
-                        prepared = family.prepare(config, case, inputs, info.name, tuner)
+                        if info.name in declared.variants:
+                            binding = family.declared_binding(config, case, inputs)
+                            prepared = declared.prepare(info.name, binding)
+                        else:
+                            prepared = family.prepare(config, case, inputs, info.name, tuner)
                     except NotApplicable as exc:
                         doc.results.append({"family": family_name, "case": case.key, "params": case.params,
                                             "variant": info.name, "role": info.role, "skipped": str(exc)})

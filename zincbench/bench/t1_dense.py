@@ -2,7 +2,8 @@
 
 Baseline = the engine's cuBLAS path timed as one unit: dequant to fp16 scratch + f32_to_f16 of the
 activations + cuBLAS fp16 GEMM with fp32 accumulation. Also shown: cuBLAS alone on pre-dequantized
-fp16 weights (the ceiling a fused kernel chases) and the engine-style 64x64 wmma kernel. Candidate:
+fp16 weights (the ceiling a fused kernel chases) and the engine's own Tensor-core kernels, declared in
+experiments/engine_zinc.yaml (from its source tree with --engine-src, else our copies). Candidate:
 our fused-dequant mma.sync kernel (activation permute + GEMM), tile autotuned per GPU and shape.
 """
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, NotApplicable, Prepared, VariantInfo
 from zincbench.config import load_config
+from zincbench.measure.traffic import Traffic
 from zincbench.quant import check_row_length, get_format
 
 
@@ -31,7 +33,7 @@ class DenseShape:
 class T1Config(ExperimentConfig):
     shapes: list[DenseShape]
     tokens: list[int]
-    variants: list[str] = field(default_factory=lambda: ["round_trip", "cublas_f16", "engine_tc", "fused"])
+    variants: list[str] = field(default_factory=lambda: ["round_trip", "cublas_f16", "fused"])
     fused_tiles: list[str] = field(default_factory=lambda: ["2,8,4,1,3"])
     check_rows: int = 96
     check_tokens: int = 64
@@ -56,7 +58,6 @@ VARIANTS = {
     "round_trip": VariantInfo("round_trip", "baseline", 2e-3,
                               "engine path: dequant -> fp16 scratch, f32_to_f16(x), cuBLAS fp16 GEMM (fp32 accumulate)"),
     "cublas_f16": VariantInfo("cublas_f16", "ceiling", 2e-3, "cuBLAS alone on pre-dequantized fp16 weights"),
-    "engine_tc": VariantInfo("engine_tc", "reference", 2e-3, "engine-style gemm_q4k_tc: 64x64 tile, wmma, no cp.async"),
     "fused": VariantInfo("fused", "candidate", 2e-3, "fused-dequant Q4_K mma.sync GEMM, cp.async pipeline, autotuned tile"),
 }
 
@@ -137,13 +138,6 @@ class T1Family(FamilyBase):
             dequant()
             downcast()  # fp16 operands prepared once, outside the timed region
             return Prepared(gemm, inp.y, gemm.traffic().with_flops(gemm.flops(), "cuBLAS alone on fp16 operands"))
-        if variant == "engine_tc":
-            from zincbench.ops.gemm_tc import GemmQ4KTC
-
-            if inp.fmt != "q4_k":
-                raise NotApplicable("engine_tc is Q4_K only")
-            op = GemmQ4KTC(inp.w, inp.x, inp.y)
-            return Prepared(op, inp.y, op.traffic().with_flops(op.flops(), "weights re-read per 64-token tile"))
         if variant == "fused":
             return self._prepare_fused(cfg, case, inp, tuner)
         raise ValueError(variant)
@@ -171,6 +165,17 @@ class T1Family(FamilyBase):
         run = make_run(choice)
         return Prepared(run, inp.y, dense_traffic(inp.m, inp.k, inp.t, run.tile),
                         detail={"tile": run.tile.label, "tile_spec": choice, "autotune_median_us": medians})
+
+    def declared_binding(self, cfg: T1Config, case: Case, inp: T1Inputs):
+        """Tensors and parameters a declared (YAML) variant can name; y[T][M] is what is checked."""
+        from zincbench.bench.declared import Binding
+
+        row_bytes = get_format(inp.fmt).row_bytes(inp.k)
+        params = {"T": inp.t, "M": inp.m, "K": inp.k, "row_bytes": row_bytes, "weights": inp.fmt,
+                  "qtype": inp.fmt.replace("_", "")}
+        minimum = inp.m * row_bytes + 4 * inp.t * inp.k + 4 * inp.t * inp.m  # weights, x and y once
+        return Binding({"weights": inp.w, "x": inp.x, "y": inp.y}, params, "y",
+                       Traffic(minimum, minimum, 2 * inp.t * inp.m * inp.k))
 
     def check(self, cfg: T1Config, case: Case, inp: T1Inputs, output) -> tuple[float, bool]:
         import cupy

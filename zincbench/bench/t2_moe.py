@@ -39,7 +39,7 @@ class T2Config(ExperimentConfig):
     variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
     fused_tiles: list[str] = field(default_factory=lambda: ["1,2,4,1,3", "1,8,8,1,2"])
     correctness_experts: int = 12
-    gate: GateRule = field(default_factory=lambda: GateRule("fused_grouped", "matvec", when={"min_tokens_per_expert": 16}))
+    gate: GateRule = field(default_factory=lambda: GateRule("fused_grouped", "engine", when={"min_tokens_per_expert": 16}))
     # With gguf: which layer and expert tensor supply the shape and weights.
     gguf_layer: Optional[int] = None
     gguf_tensor: Literal["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"] = "ffn_gate_exps"
@@ -60,8 +60,9 @@ class T2Config(ExperimentConfig):
 
 
 VARIANTS = {
-    "matvec": VariantInfo("matvec", "baseline", 1e-5,
-                          "engine's dmmv_*_experts_batched: grid (top_k*M, T), every routed token re-reads its expert rows"),
+    "matvec": VariantInfo("matvec", "reference", 1e-5,
+                          "our copy of the engine's dmmv_*_experts_batched: grid (top_k*M, T), every routed token "
+                          "re-reads its expert rows"),
     "dequant_cublas": VariantInfo("dequant_cublas", "candidate", 2e-3,
                                   "route, dequantize all experts once to fp16, gather, one batched cuBLAS GEMM, scatter"),
     "fused_grouped": VariantInfo("fused_grouped", "candidate", 2e-3,
@@ -82,6 +83,7 @@ class T2Inputs:
     x: object
     ids_host: np.ndarray
     ids: object
+    routing: object  # u32 [T][2*top_k]: the engine's router table, expert ids then weights as f32 bits
     y: object  # f32 [T][top_k][M], shared by variants (each overwrites it)
     counts: np.ndarray  # tokens per expert of this routing
 
@@ -163,8 +165,12 @@ class T2Family(FamilyBase):
         x_shape = (t, top_k, k) if cfg.x_per_slot else (t, k)
         x_host = rng.standard_normal(x_shape, dtype=np.float32)
         ids_host = route(rng, t, e, top_k, cfg.routing, cfg.zipf_s)
+        gate_weights = rng.random((t, top_k), dtype=np.float32) + np.float32(0.05)
+        gate_weights /= gate_weights.sum(axis=1, keepdims=True)
+        routing = np.concatenate([ids_host, gate_weights.view(np.uint32)], axis=1)
         return T2Inputs(t, e, m, k, top_k, w_host, w, x_host, cupy.asarray(x_host), ids_host, cupy.asarray(ids_host),
-                        cupy.empty((t, top_k, m), dtype=cupy.float32), np.bincount(ids_host.ravel(), minlength=e))
+                        cupy.asarray(routing), cupy.empty((t, top_k, m), dtype=cupy.float32),
+                        np.bincount(ids_host.ravel(), minlength=e))
 
     def prepare(self, cfg: T2Config, case: Case, inp: T2Inputs, variant: str, tuner) -> Prepared:
         hit = int((inp.counts > 0).sum())
@@ -212,6 +218,23 @@ class T2Family(FamilyBase):
         run = make_run(choice)
         return Prepared(run, inp.y, grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile),
                         detail={"tile": run.tile.label, "tile_spec": choice, "autotune_median_us": medians})
+
+    def declared_binding(self, cfg: T2Config, case: Case, inp: T2Inputs):
+        """Tensors and parameters a declared (YAML) variant can name; y[T][top_k][M] is what is checked."""
+        from zincbench.bench.declared import Binding
+        from zincbench.ops.matvec import experts_matvec_traffic
+
+        row_bytes = get_format(cfg.weights).row_bytes(inp.k)
+        params = {"T": inp.t, "M": inp.m, "K": inp.k, "E": inp.e, "top_k": inp.top_k,
+                  "N_e": case.params["tokens_per_expert"], "row_bytes": row_bytes, "slice": inp.m * row_bytes,
+                  "weights": cfg.weights, "qtype": cfg.weights.replace("_", ""), "x_per_slot": int(cfg.x_per_slot),
+                  # tiles(n): work tiles of a grouped kernel that pads each expert's tokens to a multiple of n
+                  "tiles": lambda n: int(sum(-(-int(c) // int(n)) for c in inp.counts))}
+        hit = int((inp.counts > 0).sum())
+        minimum = experts_matvec_traffic(cfg.weights, inp.t, inp.top_k, inp.m, inp.k, hit, cfg.x_per_slot)
+        flops = 2 * inp.t * inp.top_k * inp.m * inp.k
+        tensors = {"weights": inp.w, "x": inp.x, "expert_ids": inp.ids, "routing": inp.routing, "y": inp.y}
+        return Binding(tensors, params, "y", minimum.with_flops(flops))
 
     # ---- correctness ---------------------------------------------------------------------------
     def check(self, cfg: T2Config, case: Case, inp: T2Inputs, output) -> tuple[float, bool]:

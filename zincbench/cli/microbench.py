@@ -22,6 +22,13 @@ from zincbench.cli._common import echo_json, json_option, results_dir_option
 @click.option("--layer", type=int, default=None, help="Layer of --gguf (t2: first layer with experts; t1: 0).")
 @click.option("--gpu", "gpu_spec", default=None,
               help="GPU(s) to run on: a UUID, an index, a comma list or 'all' (several run in turn, one process each).")
+@click.option("--engine-src", type=click.Path(file_okay=False), default=None,
+              help="The engine's source tree: its own kernels (experiments/engine_zinc.yaml) are compiled from "
+                   "DIR/src/shaders/cuda/kernels.cu and timed beside ours (default: $ZINC_SRC; without one, "
+                   "zincbench's copies in the engine's ABI stand in).")
+@click.option("--kernels", "kernel_packs", multiple=True, type=click.Path(dir_okay=False),
+              help="A kernel pack YAML declaring more variants (repeatable): any CUDA source, launched through "
+                   "the engine's ABI (buffers, then one push struct by value).")
 @click.option("--variant", "variants", multiple=True, help="Only this variant (repeatable), e.g. fused_grouped.")
 @click.option("--no-ceilings", is_flag=True, help="Skip measuring the copy-bandwidth and cuBLAS ceilings (no floor columns).")
 @click.option("--quick", is_flag=True, help="Shorter timing budget per variant (smoke runs; wider CIs).")
@@ -31,7 +38,8 @@ from zincbench.cli._common import echo_json, json_option, results_dir_option
 @click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
 @results_dir_option
 @json_option
-def command(family, experiment, gguf, layer, gpu_spec, case_filter, variants, no_ceilings, quick, seed, markdown_path, no_progress, results_dir, as_json):
+def command(family, experiment, gguf, layer, gpu_spec, engine_src, kernel_packs, case_filter, variants, no_ceilings,
+            quick, seed, markdown_path, no_progress, results_dir, as_json):
 
     from zincbench import records
     from zincbench.bench.runner import run_microbench
@@ -46,7 +54,8 @@ def command(family, experiment, gguf, layer, gpu_spec, case_filter, variants, no
         pin(gpus[0])
     doc, decision, path = run_microbench(family, experiment, results_dir=results_dir, case_filter=case_filter,
                                          variant_filter=list(variants) or None, ceilings=not no_ceilings, quick=quick,
-                                         gguf=gguf, layer=layer, progress=not no_progress and not as_json, seed=seed)
+                                         gguf=gguf, layer=layer, progress=not no_progress and not as_json, seed=seed,
+                                         kernel_packs=kernel_packs, engine_src=engine_src)
     data = records.to_jsonable(doc)
     if as_json:
         echo_json({"results_file": str(path), "verdict": data["verdict"], "rows": data["results"]})

@@ -1,10 +1,11 @@
 """Load bundled CUDA sources (``kernels/*.cu``) for the running device through NVRTC.
 
-Compiled modules are cached twice: in-process (one RawModule per source hash, arch and options)
-and on disk by CuPy's kernel cache, which we point at ``~/.cache/zincbench/nvrtc`` so the key is
-source + arch + options + NVRTC version. Compile errors surface as KernelCompileError carrying the
-full NVRTC log. ``nvcc_compile_check`` compiles a source ahead of time for a named arch (CI uses
-it for sm_89, sm_90 and sm_120 without a GPU).
+Bundled kernels compile through the same path as declared ones (zincbench.gpu.nvrtc): exactly
+``--gpu-architecture=sm_<cc> --std=c++17 -I<CUDA include>`` plus the launcher's own options, nothing
+appended behind our back. Modules are cached in-process (per source hash, arch and options) and on disk
+as CUBINs. Compile errors surface as KernelCompileError carrying the full NVRTC log.
+``nvcc_compile_check`` compiles a source ahead of time for a named arch (CI uses it for sm_89, sm_90 and
+sm_120 without a GPU).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from zincbench.errors import EnvironmentProblem, KernelCompileError
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "kernels"
 ARCHES_CHECKED = ("sm_89", "sm_90", "sm_120")
-BASE_OPTIONS = ("--std=c++17",)
 
 
 def kernel_source(name: str) -> str:
@@ -35,37 +35,19 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
-def _cuda_include_options() -> tuple[str, ...]:
-    """CUDA headers for NVRTC (mma.h, cuda_fp16.h) when a toolkit is installed."""
-    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if root and Path(root, "include", "cuda_fp16.h").exists():
-            return (f"-I{Path(root, 'include')}",)
-    return ()
-
-
 def _device_arch() -> str:
     import cupy
 
-    return f"sm_{cupy.cuda.Device().compute_capability}"
+    return cupy.cuda.Device().compute_capability
 
 
 @lru_cache(maxsize=None)
 def _load(name: str, digest: str, arch: str, options: tuple[str, ...], name_expressions: tuple[str, ...]):
-    import cupy
+    from zincbench.gpu.nvrtc import LoadedModule, compile_cubin, engine_options
 
-    os.environ.setdefault("CUPY_CACHE_DIR", str(Path.home() / ".cache" / "zincbench" / "nvrtc"))
-    source = kernel_source(name)
-    module = cupy.RawModule(
-        code=source,
-        options=BASE_OPTIONS + _cuda_include_options() + options,
-        name_expressions=name_expressions or None,
-        backend="nvrtc",
-    )
-    try:
-        module.compile()
-    except cupy.cuda.compiler.CompileException as exc:
-        raise KernelCompileError(f"NVRTC failed to compile kernels/{name} for {arch}:\n{exc.get_message()}") from None
-    return module
+    compiled = compile_cubin(kernel_source(name), filename=f"kernels/{name}",
+                             options=engine_options(arch) + options, name_expressions=name_expressions)
+    return LoadedModule(compiled)
 
 
 def load_module(name: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] = ()):
@@ -78,8 +60,7 @@ def load_module(name: str, options: tuple[str, ...] = (), name_expressions: tupl
 
 def get_kernel(name: str, function: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] = ()):
     """One function of a bundled module; templates are looked up by their name expression."""
-    module = load_module(name, options, name_expressions)
-    return module.get_function(function)
+    return load_module(name, options, name_expressions).function(function)
 
 
 def find_nvcc() -> str | None:

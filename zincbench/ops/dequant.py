@@ -62,11 +62,11 @@ class DequantToF16:
         self.rows = prod(weights.shape[:-1])
         self.k = row_weights(fmt, weights.shape[-1])
         check_array(out, np.float16, (*weights.shape[:-1], self.k), "out")
-        if self.rows >= 2**32:
-            raise InputError(f"{self.rows} rows exceed the kernel's 32-bit row count")
+        if self.rows * self.k >= 2**32:
+            raise InputError(f"{self.rows}x{self.k} weights exceed the engine's 32-bit element count")
         self.kernel = get_kernel(SOURCE, KERNELS[fmt])
         self.grid = _blocks(self.rows * self.k)
-        self.args = (weights, out, np.uint32(self.rows), np.uint32(self.k), np.uint64(0))
+        self.args = (weights, out, np.uint32(self.rows), np.uint32(self.k), np.uint32(0))
 
     def __call__(self) -> None:
         self.kernel(self.grid, (THREADS,), self.args)
@@ -82,9 +82,11 @@ class F32ToF16:
         check_array(x, np.float32, None, "x")
         check_array(y, np.float16, x.shape, "y")
         self.n = x.size
+        if self.n >= 2**32:
+            raise InputError(f"{self.n} elements exceed the engine's 32-bit count")
         self.kernel = get_kernel(SOURCE, "f32_to_f16")
         self.grid = _blocks(self.n)
-        self.args = (x, y, np.uint64(self.n))
+        self.args = (x, y, np.uint32(self.n))
 
     def __call__(self) -> None:
         self.kernel(self.grid, (THREADS,), self.args)

@@ -1,0 +1,139 @@
+// The engine's grouped Tensor-core path for prefill MoE experts, re-implemented from the reference notes
+// (zinc-kernels.md §1.3 "Expert-order builders" and §1.6) in the engine's launch ABI: buffers first, then
+// ONE push struct passed by value. These are stand-ins that `experiments/engine_zinc.yaml` uses when no
+// engine source tree is given (--engine-src / $ZINC_SRC); with one, the engine's own kernels replace them.
+//
+// build_expert_order_padded: grid 1, block 256. Counts the (token, slot) items routed to each expert,
+//   pads each expert's run to a multiple of 64 positions, writes order[pos] = (t << 16) | slot (INV =
+//   0xFFFFFFFF in padding) and tile_expert[tile] = the expert of each 64-position tile (INV when unused).
+//   Item order inside one expert follows the atomic race, as in the engine.
+// gemm_q4k_experts_grouped_tc: grid (ceil(M/64), max_pos/64), block 256, 24 KB static shared memory.
+//   Tile y computes 64 rows x 64 positions of its expert with wmma 16x16x16 (fp16 in, f32 accumulate),
+//   BK = 32 (one Q4_K sub-block per step), per-thread dequant to fp16 (RNE), f32 activations of the
+//   tokens in order staged to fp16, and scatters dst[t*dst_tok_stride + slot*M + row].
+#include <mma.h>
+
+using namespace nvcuda;
+
+#define ZINC_INV 0xFFFFFFFFu
+#define ZINC_POS_TILE 64u
+
+struct BuildOrderPadPush {
+    unsigned T, n_used, n_experts, routing_stride, max_pos;
+};
+
+struct GroupedTCPush {
+    unsigned M, K, base, gu_full, dst_tok_stride;
+};
+
+extern "C" __global__ void build_expert_order_padded(const unsigned* routing, unsigned* order, unsigned* tile_expert,
+                                                     BuildOrderPadPush p) {
+    __shared__ unsigned counts[256];
+    __shared__ unsigned cursor[256];
+    const unsigned tid = threadIdx.x, items = p.T * p.n_used;
+    for (unsigned e = tid; e < p.n_experts; e += blockDim.x) counts[e] = 0u;
+    for (unsigned i = tid; i < p.max_pos; i += blockDim.x) order[i] = ZINC_INV;
+    for (unsigned i = tid; i < p.max_pos / ZINC_POS_TILE; i += blockDim.x) tile_expert[i] = ZINC_INV;
+    __syncthreads();
+    for (unsigned i = tid; i < items; i += blockDim.x) {
+        const unsigned t = i / p.n_used, slot = i - t * p.n_used;
+        atomicAdd(&counts[routing[t * p.routing_stride + slot]], 1u);
+    }
+    __syncthreads();
+    if (tid == 0) {  // exclusive scan of the padded run lengths
+        unsigned run = 0u;
+        for (unsigned e = 0; e < p.n_experts; e++) {
+            cursor[e] = run;
+            run += (counts[e] + ZINC_POS_TILE - 1u) / ZINC_POS_TILE * ZINC_POS_TILE;
+        }
+    }
+    __syncthreads();
+    for (unsigned e = tid; e < p.n_experts; e += blockDim.x) {
+        const unsigned tiles = (counts[e] + ZINC_POS_TILE - 1u) / ZINC_POS_TILE;
+        for (unsigned j = 0; j < tiles; j++) tile_expert[cursor[e] / ZINC_POS_TILE + j] = e;
+    }
+    __syncthreads();
+    for (unsigned i = tid; i < items; i += blockDim.x) {
+        const unsigned t = i / p.n_used, slot = i - t * p.n_used;
+        const unsigned pos = atomicAdd(&cursor[routing[t * p.routing_stride + slot]], 1u);
+        order[pos] = (t << 16) | slot;
+    }
+}
+
+extern "C" __global__ void gemm_q4k_experts_grouped_tc(const unsigned* a_u32, const float* A, const unsigned* order,
+                                                       const unsigned* tile_expert, float* dst, GroupedTCPush p) {
+    constexpr unsigned BM = 64u, BT = 64u, BK = 32u;
+    __shared__ __half Ws[BM * BK];  // (r, k) at r*BK + k
+    __shared__ __half As[BK * BT];  // (k, position) at k*BT + position
+    __shared__ float Cs[BT * BM];   // (position, m) at position*BM + m
+    const unsigned expert = tile_expert[blockIdx.y];
+    if (expert == ZINC_INV) return;
+    const unsigned m0 = blockIdx.x * BM, pos0 = blockIdx.y * BT;
+    const unsigned blocks_per_row = p.K >> 8, n_steps = p.K >> 5;
+    const unsigned tid = threadIdx.x, warp = tid >> 5;
+    const unsigned fm = warp >> 2, ft = warp & 3u;
+    const unsigned* w_base = a_u32 + ((size_t)expert * p.gu_full + p.base) / 4u;
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc0, acc1;
+    wmma::fill_fragment(acc0, 0.0f);
+    wmma::fill_fragment(acc1, 0.0f);
+
+    for (unsigned c = 0; c < n_steps; c++) {
+        const unsigned superblock = c >> 3, sub = c & 7u;
+#pragma unroll
+        for (unsigned u = 0; u < 8u; u++) {  // per-thread dequant of the 64 x 32 weight tile
+            const unsigned idx = tid + u * 256u, r = idx >> 5, l = idx & 31u, row = m0 + r;
+            float w = 0.0f;
+            if (row < p.M) {
+                const unsigned* blk = w_base + ((size_t)row * blocks_per_row + superblock) * 36u;
+                const unsigned d_dmin = blk[0];
+                const float d = __half2float(__ushort_as_half((unsigned short)(d_dmin & 0xFFFFu)));
+                const float dmin = __half2float(__ushort_as_half((unsigned short)(d_dmin >> 16)));
+                const unsigned char* scales = (const unsigned char*)(blk + 1);
+                unsigned sc, mn;
+                if (sub < 4u) {
+                    sc = scales[sub] & 63u;
+                    mn = scales[sub + 4u] & 63u;
+                } else {
+                    sc = (scales[sub + 4u] & 0xFu) | ((scales[sub - 4u] >> 6) << 4);
+                    mn = (scales[sub + 4u] >> 4) | ((scales[sub] >> 6) << 4);
+                }
+                const unsigned q_byte = ((const unsigned char*)(blk + 4))[(sub >> 1) * 32u + l];
+                const unsigned q = (sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu);
+                w = (d * (float)sc) * (float)q - dmin * (float)mn;
+            }
+            Ws[r * BK + l] = __float2half_rn(w);
+        }
+#pragma unroll
+        for (unsigned u = 0; u < 8u; u++) {  // activations of the tile's 64 positions, INV -> 0
+            const unsigned idx = tid + u * 256u, pos = idx >> 5, l = idx & 31u;
+            const unsigned item = order[pos0 + pos];
+            const float v = item == ZINC_INV ? 0.0f : A[(size_t)(item >> 16) * p.K + c * BK + l];
+            As[l * BT + pos] = __float2half_rn(v);
+        }
+        __syncthreads();
+#pragma unroll
+        for (unsigned ks = 0; ks < 2u; ks++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> w_frag0, w_frag1;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> a_frag;
+            wmma::load_matrix_sync(w_frag0, &Ws[(fm * 16u) * BK + ks * 16u], BK);
+            wmma::load_matrix_sync(w_frag1, &Ws[((fm + 2u) * 16u) * BK + ks * 16u], BK);
+            wmma::load_matrix_sync(a_frag, &As[(ks * 16u) * BT + ft * 16u], BT);
+            wmma::mma_sync(acc0, w_frag0, a_frag, acc0);
+            wmma::mma_sync(acc1, w_frag1, a_frag, acc1);
+        }
+        __syncthreads();
+    }
+    wmma::store_matrix_sync(&Cs[(ft * 16u) * BM + fm * 16u], acc0, BM, wmma::mem_col_major);
+    wmma::store_matrix_sync(&Cs[(ft * 16u) * BM + (fm + 2u) * 16u], acc1, BM, wmma::mem_col_major);
+    __syncthreads();
+#pragma unroll
+    for (unsigned u = 0; u < 16u; u++) {
+        const unsigned idx = tid + u * 256u, pos = idx >> 6, m = idx & 63u, row = m0 + m;
+        const unsigned item = order[pos0 + pos];
+        if (item != ZINC_INV && row < p.M) {
+            const unsigned t = item >> 16, slot = item & 0xFFFFu;
+            dst[(size_t)t * p.dst_tok_stride + (size_t)slot * p.M + row] = Cs[pos * BM + m];
+        }
+    }
+}

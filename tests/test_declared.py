@@ -1,0 +1,222 @@
+"""Declared kernel variants (zincbench.bench.declared) without a GPU: the spec, the ABI packing, the
+engine pack's sources, and bad specs as one-line input errors with exit code 2."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from zincbench.bench import declared
+from zincbench.bench.expressions import ExpressionError, evaluate, evaluate_int
+from zincbench.cli import main
+from zincbench.config import experiment_path
+from zincbench.errors import ConfigError, InputError
+from zincbench.gpu.runtime import find_nvcc
+
+FIXTURES = Path(__file__).parent / "fixtures" / "engine_abi"
+CTYPES = {"u32": ctypes.c_uint32, "i32": ctypes.c_int32, "u64": ctypes.c_uint64, "i64": ctypes.c_int64,
+          "f32": ctypes.c_float, "f32_bits": ctypes.c_uint32}
+SAMPLE = {"u32": 7, "i32": -3, "u64": 2**40 + 5, "i64": -(2**40), "f32": 0.5, "f32_bits": 0.5}
+
+
+# ---- expressions ----------------------------------------------------------------------------------
+def test_expressions_over_case_parameters():
+    names = {"T": 512, "top_k": 8, "E": 256, "M": 704, "weights": "q4_k", "tiles": lambda n: 3 * n}
+    assert evaluate("T*top_k + 64*E", names) == 20480
+    assert evaluate_int("ceil_div(M, 64)", names) == 11
+    assert evaluate("T >= 64 and weights in ('q4_k', 'q6_k')", names) is True
+    assert evaluate("K if 0 else M", {**names, "K": 1}) == 704
+    assert evaluate("tiles(64)", names) == 192
+
+
+@pytest.mark.parametrize("text, why", [
+    ("T +", "parse"), ("__import__('os')", "unknown function"), ("T.real", "Attribute"), ("missing", "unknown name"),
+    ("1 // 0", "division by zero"), ("2 ** 1000", "exponent"), ("[x for x in T]", "ListComp"),
+    ("1e308 * 10", "finite"), ("1 << 70", "shift"),
+])
+def test_expressions_refuse(text, why):
+    with pytest.raises(ExpressionError, match=why):
+        evaluate(text, {"T": 1})
+
+
+def test_integer_expressions_must_be_whole():
+    with pytest.raises(ExpressionError, match="whole number"):
+        evaluate_int("T / 3", {"T": 4})
+    with pytest.raises(ExpressionError, match=">= 1"):
+        evaluate_int("T - 4", {"T": 4}, minimum=1)
+
+
+# ---- the ABI: a push struct by value after the buffers ---------------------------------------------
+@given(st.lists(st.sampled_from(sorted(CTYPES)), min_size=1, max_size=12))
+@example(["u32", "u64"])  # 4 bytes of padding before an 8-byte field
+@example(["u64", "u32"])  # tail padding to the struct's alignment
+@settings(derandomize=True, max_examples=200, deadline=None)
+def test_push_struct_matches_the_c_layout(kinds):
+    fields = [(f"f{i}", kind, SAMPLE[kind]) for i, kind in enumerate(kinds)]
+
+    class Push(ctypes.Structure):
+        _fields_ = [(name, CTYPES[kind]) for name, kind, _ in fields]
+
+    values = [struct.unpack("<I", struct.pack("<f", v))[0] if k == "f32_bits" else v for _, k, v in fields]
+    want = bytes(Push(*values))
+    assert declared.pack_struct(fields, "push") == want
+
+
+def test_parameter_buffer_aligns_the_struct_after_the_pointers():
+    push = declared.pack_struct([("a", "u32", 1), ("b", "u64", 2)], "push")
+    params = declared.pack_parameters([0x1000, 0x2000, 0x3000], push, 8)
+    assert params[:24] == struct.pack("<QQQ", 0x1000, 0x2000, 0x3000)
+    assert params[24:] == push and len(push) == 16
+
+
+@pytest.mark.parametrize("kind, value", [("u32", -1), ("u32", 2**32), ("i32", 2**31), ("u64", 1.5)])
+def test_push_values_must_fit_their_type(kind, value):
+    with pytest.raises(InputError, match="does not fit"):
+        declared.pack_struct([("f", kind, value)], "variants[0].push")
+
+
+# ---- packs ----------------------------------------------------------------------------------------
+def test_engine_pack_stands_in_without_a_source_tree(monkeypatch):
+    monkeypatch.delenv("ZINC_SRC", raising=False)
+    for family, experiment in (("t2", "t2_moe_expert"), ("t1", "t1_dense_gemm")):
+        from zincbench.bench import load_family
+
+        path = experiment_path(experiment)
+        found = declared.declared_for(family, path, load_family(family).load(path))
+        kinds = found.source_kinds()
+        assert kinds and set(kinds.values()) == {"stand-in"}, kinds
+
+
+def test_engine_pack_compiles_the_engine_tree_when_given(monkeypatch, tmp_path):
+    kernels = tmp_path / "src" / "shaders" / "cuda" / "kernels.cu"
+    kernels.parent.mkdir(parents=True)
+    kernels.write_text("// an engine tree\n")
+    monkeypatch.setenv("ZINC_SRC", str(tmp_path))
+    pack = declared.load_pack(experiment_path("engine_zinc"))
+    kind, files = pack.sources["zinc"].resolve()
+    assert (kind, files) == ("engine", [kernels])
+
+
+def test_every_bundled_stand_in_exists():
+    from zincbench.gpu.runtime import KERNELS_DIR
+
+    pack = declared.load_pack(experiment_path("engine_zinc"))
+    for source in pack.sources.values():
+        for name in source.stand_in:
+            assert (KERNELS_DIR / name).is_file(), name
+
+
+def test_the_t2_gate_judges_against_what_the_engine_runs():
+    from zincbench.bench import load_family
+
+    family = load_family("t2")
+    cfg = family.load(experiment_path("t2_moe_expert"))
+    assert family.gate_rule(cfg).baseline == "engine"
+    engine = declared.load_pack(experiment_path("engine_zinc")).variant("t2", "engine")
+    conditions = [step.condition for step in engine.steps]
+    assert conditions[0] == "T < moe_tc_min_t" and all("T >= moe_tc_min_t" in c for c in conditions[1:])
+
+
+def test_steps_follow_the_declared_threshold():
+    pack = declared.load_pack(experiment_path("engine_zinc"))
+    variant = pack.variant("t2", "engine")
+    binding = declared.Binding({}, {"T": 63, "x_per_slot": 0}, "y", None)
+    names = declared._names(variant, pack, binding)
+    assert [s.kernel for s in declared._steps(variant, pack, names)] == ["dmmv_{qtype}_experts_batched"]
+    names["T"] = 64
+    assert [s.kernel for s in declared._steps(variant, pack, names)] == ["build_expert_order_padded",
+                                                                           "gemm_q4k_experts_grouped_tc"]
+
+
+def test_test_pack_parses():
+    pack = declared.load_pack(FIXTURES / "pack.yaml")
+    assert set(pack.variants["t2"]) == {"abi_routed_dot", "abi_two_step", "abi_switch"}
+    assert pack.sources["abi"].resolve() == ("file", [FIXTURES / "abi_kernels.cu"])
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found (install the CUDA toolkit)")
+@pytest.mark.parametrize("arch", ["sm_89", "sm_90", "sm_120"])
+def test_abi_test_kernels_compile(arch, tmp_path):
+    import subprocess
+
+    proc = subprocess.run([find_nvcc(), "-std=c++17", f"-arch={arch}", "-cubin", "-o", str(tmp_path / "k.cubin"),
+                           str(FIXTURES / "abi_kernels.cu")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+# ---- bad specs: one line naming the file and the key, exit 2 ------------------------------------------
+GOOD_STEP = {"kernel": "abi_routed_dot", "grid": [1], "block": [64], "buffers": ["weights", "x", "routing", "y"],
+             "push": {"M": "u32 M"}}
+BAD_SPECS = {
+    "push-type": ({"push": {"M": "u16 M"}}, "steps[0].push.M: unknown field type 'u16'"),
+    "push-form": ({"push": {"M": "M"}}, "steps[0].push.M: expected '<type> <expression>'"),
+    "expression": ({"grid": ["ceil_div(M", "64)"]}, "steps[0].grid[0]: 'ceil_div(M': does not parse"),
+    "unknown-key": ({"threads": 64}, "steps[0]: unknown key(s) threads"),
+    "source": ({"source": "nowhere"}, "steps[0].source: unknown source 'nowhere'"),
+    "host-op": ({"host": "sgemm", "kernel": None}, "steps[0].host: unknown host operation 'sgemm'"),
+}
+
+
+def _write_pack(tmp_path, step=None, variant=None, source=None) -> Path:
+    import yaml
+
+    step = {k: v for k, v in {**GOOD_STEP, **(step or {})}.items() if v is not None}
+    if "host" in step:
+        step = {"host": step["host"]}
+    pack = {"sources": {"abi": source or {"path": str(FIXTURES / "abi_kernels.cu")}},
+            "variants": [{"name": "mine", "family": "t2", "steps": [step], **(variant or {})}]}
+    path = tmp_path / "pack.yaml"
+    path.write_text(yaml.safe_dump(pack))
+    return path
+
+
+def _one_line_exit_2(capsys, args) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SPECS))
+def test_bad_specs_fail_with_one_line(name, tmp_path, capsys):
+    step, message = BAD_SPECS[name]
+    path = _write_pack(tmp_path, step=step)
+    err = _one_line_exit_2(capsys, ["microbench", "t2", "--kernels", str(path), "--no-progress"])
+    assert str(path) in err and message in err
+
+
+def test_unset_variable_without_stand_in(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("MY_KERNELS", raising=False)
+    path = _write_pack(tmp_path, source={"path": "${MY_KERNELS}/k.cu"})
+    err = _one_line_exit_2(capsys, ["microbench", "t2", "--kernels", str(path), "--no-progress"])
+    assert "sources.abi.path: ${MY_KERNELS} is not set" in err
+
+
+@pytest.mark.parametrize("variant, message", [
+    ({"role": "judge"}, "role: must be one of"),
+    ({"tolerance": 5}, "tolerance: must be a number in (0, 1)"),
+    ({"name": "matvec"}, "clash with t2's own variants"),
+    ({"steps": [{"use": "other"}]}, "use: no t2 variant 'other'"),
+])
+def test_bad_variants(variant, message, tmp_path, capsys):
+    path = _write_pack(tmp_path, variant=variant)
+    err = _one_line_exit_2(capsys, ["microbench", "t2", "--kernels", str(path), "--no-progress"])
+    assert message in err
+
+
+def test_missing_engine_tree(tmp_path, capsys):
+    err = _one_line_exit_2(capsys, ["microbench", "t2", "--engine-src", str(tmp_path / "nope"), "--no-progress"])
+    assert "--engine-src" in err
+
+
+def test_engine_tree_without_kernels_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ZINC_SRC", raising=False)
+    err = _one_line_exit_2(capsys, ["microbench", "t2", "--engine-src", str(tmp_path), "--no-progress"])
+    assert "engine_zinc.yaml: sources.zinc.path: no such file" in err

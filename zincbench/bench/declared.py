@@ -1,0 +1,587 @@
+"""Kernel variants declared in YAML: any CUDA source, launched through the engine's ABI.
+
+A *kernel pack* (a YAML file, or the ``kernel_sources:`` / ``declared_variants:`` keys of an experiment)
+names CUDA sources and declares variants as sequences of steps:
+
+- a **launch**: ``kernel`` (an entry of a source, ``{name}`` fields filled from the case, e.g.
+  ``dmmv_{qtype}_experts_batched``), ``grid`` / ``block`` / ``shared`` as expressions, ``buffers`` (the
+  family's tensors or the variant's workspaces, in the kernel's order) and ``push``, the one struct the
+  engine passes by value: ``field: "<type> <expression>"`` with type u32, i32, u64, i64, f32 or f32_bits;
+- a **host** step: a named Python operation (``gemm_f16``: cuBLAS) for what is not a kernel;
+- **use**: another declared variant's steps.
+Any step may carry ``if: <expression>`` (e.g. the engine's ``T >= moe_tc_min_t`` switch). Workspaces are
+sized by expressions, poisoned before the correctness check and followed by a guard zone whose bytes are
+checked after it: a kernel that writes past a workspace makes the spec an input error, not a wrong result.
+
+The family supplies a *binding* per case (tensors, parameters, the output the checker reads, the
+op's minimum traffic); from there a declared variant lives like any other: checked against the float64
+reference, timed, recorded, shown and usable as a gate's baseline or candidate.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from zincbench.bench.base import NotApplicable, Prepared, VariantInfo
+from zincbench.bench.expressions import ExpressionError, evaluate, evaluate_int
+from zincbench.errors import ConfigError, InputError, KernelCompileError
+from zincbench.measure.traffic import Traffic
+
+PUSH_TYPES = {"u32": ("<I", 4), "i32": ("<i", 4), "u64": ("<Q", 8), "i64": ("<q", 8), "f32": ("<f", 4),
+              "f32_bits": ("<f", 4)}
+DTYPES = {"u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "i32": np.int32, "f16": np.float16,
+          "f32": np.float32}
+GUARD_BYTES = 4096
+GUARD_BYTE = 0xA5
+POISON_BYTE = 0xFF  # NaN in f16/f32, 0xFFFFFFFF (the engine's INV) in u32
+MAX_BLOCK_THREADS = 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)
+ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+ROLES = ("baseline", "candidate", "ceiling", "reference")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a family offers declared variants for one case."""
+
+    tensors: dict  # name -> CuPy array
+    params: dict  # name -> int / float / str (T, M, K, E, top_k, qtype ...)
+    output: str  # the tensor the checker reads
+    traffic: Traffic  # the op's minimum bytes and FLOPs
+
+
+# ---- the spec ---------------------------------------------------------------------------------------
+@dataclass
+class KernelSource:
+    name: str
+    where: str  # "file: key" for messages
+    path: str  # as written, ${VAR} unexpanded
+    stand_in: list[str]  # bundled kernels/ files used when the path's variables are unset
+    options: list[str] | None  # None: the engine's options
+
+    def resolve(self, variables: dict | None = None) -> tuple[str, list[Path]]:
+        """("engine" | "stand-in" | "file", files). ``variables`` override the environment for ${VAR}
+        (e.g. --engine-src for ZINC_SRC). An unset ${VAR} without a stand-in is an input error."""
+        env = {**os.environ, **{k: v for k, v in (variables or {}).items() if v}}
+        missing = [v for v in ENV_VAR.findall(self.path) if not env.get(v)]
+        if missing and self.stand_in:
+            from zincbench.gpu.runtime import KERNELS_DIR
+
+            return "stand-in", [KERNELS_DIR / name for name in self.stand_in]
+        if missing:
+            raise InputError(f"{self.where}.path: ${{{missing[0]}}} is not set")
+        path = Path(ENV_VAR.sub(lambda m: env[m.group(1)], self.path)).expanduser()
+        if not path.is_file():
+            raise InputError(f"{self.where}.path: no such file {path}")
+        return ("engine" if self.stand_in else "file"), [path]
+
+
+@dataclass
+class Step:
+    where: str
+    condition: str | None
+
+
+@dataclass
+class LaunchStep(Step):
+    source: str
+    kernel: str
+    grid: list
+    block: list
+    shared: Any
+    buffers: list[str]
+    push: list[tuple[str, str, str]]  # (field, type, expression)
+
+
+@dataclass
+class HostStep(Step):
+    op: str
+    args: dict
+
+
+@dataclass
+class UseStep(Step):
+    variant: str
+
+
+@dataclass
+class Workspace:
+    name: str
+    dtype: str
+    shape: list
+
+
+@dataclass
+class DeclaredVariant:
+    info: VariantInfo
+    family: str
+    where: str
+    steps: list[Step]
+    workspace: list[Workspace] = field(default_factory=list)
+    let: dict = field(default_factory=dict)
+    output: str | None = None
+    bytes_model: Any = None
+    applies: Any = None  # expression: cases where it is false are reported not applicable
+    optional: bool = False  # entries missing from a source version make it absent, not an error
+
+
+@dataclass
+class KernelPack:
+    path: Path
+    sources: dict[str, KernelSource]
+    let: dict
+    variants: dict[str, dict[str, DeclaredVariant]]  # family -> name -> variant
+
+    def variant(self, family: str, name: str) -> DeclaredVariant:
+        return self.variants[family][name]
+
+
+# ---- parsing ----------------------------------------------------------------------------------------
+def _mapping(value, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _list(value, where: str) -> list:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _keys(spec: dict, where: str, allowed: set[str], required: set[str] = frozenset()) -> None:
+    unknown = set(spec) - allowed
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
+                          f"(allowed: {', '.join(sorted(allowed))})")
+    missing = required - set(spec)
+    if missing:
+        raise ConfigError(f"{where}: missing key(s) {', '.join(sorted(missing))}")
+
+
+def _text(value, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected a non-empty string")
+    return value
+
+
+def _expr(value, where: str):
+    """A number, or an expression whose syntax is checked now (names are checked per case)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(f"{where}: expected a number or an expression")
+    if isinstance(value, str):
+        try:
+            evaluate(value, _SYNTAX_ONLY)
+        except ExpressionError as exc:
+            if "unknown name" not in str(exc) and "unknown function" not in str(exc):
+                hint = " (quote an expression that holds a comma inside [ ])" if "parse" in str(exc) else ""
+                raise ConfigError(f"{where}: {value!r}: {exc}{hint}") from None
+    return value
+
+
+class _AnyName(dict):
+    """Names for a syntax check: every name resolves, so only the shape of the expression is judged."""
+
+    def __contains__(self, key):
+        return True
+
+    def __getitem__(self, key):
+        return 1
+
+    def get(self, key, default=None):
+        return 1
+
+
+_SYNTAX_ONLY = _AnyName()
+
+
+def _extent(value, where: str) -> list:
+    items = value if isinstance(value, list) else [value]
+    if not 1 <= len(items) <= 3:
+        raise ConfigError(f"{where}: expected 1 to 3 extents")
+    return [_expr(v, f"{where}[{i}]") for i, v in enumerate(items)]
+
+
+def _push(value, where: str) -> list[tuple[str, str, str]]:
+    fields = []
+    for name, text in _mapping(value, where).items():
+        parts = str(text).split(None, 1)
+        if len(parts) != 2:
+            raise ConfigError(f"{where}.{name}: expected '<type> <expression>', e.g. 'u32 M'")
+        kind, expr = parts
+        if kind not in PUSH_TYPES:
+            raise ConfigError(f"{where}.{name}: unknown field type {kind!r} (known: {', '.join(PUSH_TYPES)})")
+        fields.append((str(name), kind, expr))
+    return fields
+
+
+def _step(spec, where: str, default_source: str | None) -> Step:
+    spec = _mapping(spec, where)
+    condition = spec.get("if")
+    if condition is not None:
+        _expr(condition, f"{where}.if")
+    if "use" in spec:
+        _keys(spec, where, {"use", "if"})
+        return UseStep(where, condition, _text(spec["use"], f"{where}.use"))
+    if "host" in spec:
+        _keys(spec, where, {"host", "args", "if"}, {"host"})
+        from zincbench.bench.host_steps import HOST_OPS
+
+        op = _text(spec["host"], f"{where}.host")
+        if op not in HOST_OPS:
+            raise ConfigError(f"{where}.host: unknown host operation {op!r} (known: {', '.join(sorted(HOST_OPS))})")
+        return HostStep(where, condition, op, dict(_mapping(spec.get("args", {}), f"{where}.args")))
+    _keys(spec, where, {"kernel", "source", "grid", "block", "shared", "buffers", "push", "if"},
+          {"kernel", "grid", "block", "buffers"})
+    source = spec.get("source", default_source)
+    if source is None:
+        raise ConfigError(f"{where}.source: several sources are declared; say which one")
+    buffers = [_text(b, f"{where}.buffers[{i}]") for i, b in enumerate(_list(spec["buffers"], f"{where}.buffers"))]
+    return LaunchStep(where, condition, str(source), _text(spec["kernel"], f"{where}.kernel"),
+                      _extent(spec["grid"], f"{where}.grid"), _extent(spec["block"], f"{where}.block"),
+                      _expr(spec.get("shared", 0), f"{where}.shared"), buffers,
+                      _push(spec.get("push", {}), f"{where}.push"))
+
+
+def _variant(spec, where: str, family: str | None, default_source: str | None) -> DeclaredVariant:
+    spec = _mapping(spec, where)
+    _keys(spec, where, {"name", "family", "role", "tolerance", "description", "steps", "workspace", "let",
+                        "output", "bytes", "applies", "optional"}, {"name", "steps"})
+    name = _text(spec["name"], f"{where}.name")
+    role = spec.get("role", "candidate")
+    if role not in ROLES:
+        raise ConfigError(f"{where}.role: must be one of {', '.join(ROLES)}, got {role!r}")
+    tolerance = spec.get("tolerance", 2e-3)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
+        raise ConfigError(f"{where}.tolerance: must be a number in (0, 1), got {tolerance!r}")
+    fam = spec.get("family", family)
+    if fam is None:
+        raise ConfigError(f"{where}.family: which microbench family does this variant belong to?")
+    steps = [_step(s, f"{where}.steps[{i}]", default_source) for i, s in enumerate(_list(spec["steps"], f"{where}.steps"))]
+    if not steps:
+        raise ConfigError(f"{where}.steps: at least one step")
+    workspace = []
+    for ws_name, ws in _mapping(spec.get("workspace", {}), f"{where}.workspace").items():
+        w = f"{where}.workspace.{ws_name}"
+        ws = _mapping(ws, w)
+        _keys(ws, w, {"dtype", "shape"}, {"dtype", "shape"})
+        if ws["dtype"] not in DTYPES:
+            raise ConfigError(f"{w}.dtype: unknown dtype {ws['dtype']!r} (known: {', '.join(DTYPES)})")
+        workspace.append(Workspace(str(ws_name), ws["dtype"], _extent(ws["shape"], f"{w}.shape")))
+    let = {str(k): _expr(v, f"{where}.let.{k}") for k, v in _mapping(spec.get("let", {}), f"{where}.let").items()}
+    info = VariantInfo(name, role, float(tolerance), str(spec.get("description", "")))
+    return DeclaredVariant(info, str(fam), where, steps, workspace, let, spec.get("output"),
+                           _expr(spec["bytes"], f"{where}.bytes") if "bytes" in spec else None,
+                           _expr(spec["applies"], f"{where}.applies") if "applies" in spec else None,
+                           bool(spec.get("optional", False)))
+
+
+def parse_pack(data: dict, path: Path, *, family: str | None = None, sources_key: str = "sources",
+               variants_key: str = "variants") -> KernelPack:
+    """A pack from already loaded YAML (a pack file, or an experiment's inline keys)."""
+    where = str(path)
+    sources = {}
+    for name, spec in _mapping(data.get(sources_key, {}), f"{where}: {sources_key}").items():
+        w = f"{where}: {sources_key}.{name}"
+        spec = {"path": spec} if isinstance(spec, str) else _mapping(spec, w)
+        _keys(spec, w, {"path", "stand_in", "options"}, {"path"})
+        stand_in = spec.get("stand_in", [])
+        stand_in = [stand_in] if isinstance(stand_in, str) else _list(stand_in, f"{w}.stand_in")
+        options = spec.get("options", "engine")
+        if options != "engine":
+            options = [_text(o, f"{w}.options[{i}]") for i, o in enumerate(_list(options, f"{w}.options"))]
+        path_text = _text(spec["path"], f"{w}.path")
+        if not ENV_VAR.search(path_text) and not Path(path_text).is_absolute():
+            path_text = str(path.parent / path_text)  # relative to the YAML that names it
+        sources[str(name)] = KernelSource(str(name), w, path_text, [str(s) for s in stand_in],
+                                          None if options == "engine" else options)
+    let = {str(k): _expr(v, f"{where}: let.{k}") for k, v in _mapping(data.get("let", {}), f"{where}: let").items()}
+    default_source = next(iter(sources)) if len(sources) == 1 else None
+    variants: dict[str, dict[str, DeclaredVariant]] = {}
+    for i, spec in enumerate(_list(data.get(variants_key, []), f"{where}: {variants_key}")):
+        variant = _variant(spec, f"{where}: {variants_key}[{i}]", family, default_source)
+        same_family = variants.setdefault(variant.family, {})
+        if variant.info.name in same_family:
+            raise ConfigError(f"{variant.where}.name: {variant.family} variant {variant.info.name!r} is declared twice")
+        same_family[variant.info.name] = variant
+    for same_family in variants.values():
+        for variant in same_family.values():
+            for step in variant.steps:
+                if isinstance(step, LaunchStep) and step.source not in sources:
+                    raise ConfigError(f"{step.where}.source: unknown source {step.source!r} "
+                                      f"(declared: {', '.join(sources) or 'none'})")
+                if isinstance(step, UseStep) and step.variant not in same_family:
+                    raise ConfigError(f"{step.where}.use: no {variant.family} variant {step.variant!r} in this pack")
+    return KernelPack(path, sources, let, variants)
+
+
+def load_pack(path: Path) -> KernelPack:
+    from zincbench.config import load_yaml
+
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with sources and variants")
+    _keys(data, str(path), {"description", "sources", "let", "variants"}, {"variants"})
+    return parse_pack(data, path)
+
+
+# ---- building a variant for a case --------------------------------------------------------------------
+def pack_struct(fields: list[tuple[str, str, Any]], where: str) -> bytes:
+    """The push struct's bytes, fields at their natural alignment, size rounded to the struct's alignment."""
+    out, align = bytearray(), 1
+    for name, kind, value in fields:
+        fmt, size = PUSH_TYPES[kind]
+        align = max(align, size)
+        out += b"\0" * (-len(out) % size)
+        try:
+            if kind == "f32_bits":
+                out += struct.pack("<I", struct.unpack("<I", struct.pack("<f", float(value)))[0])
+            elif kind == "f32":
+                out += struct.pack(fmt, float(value))
+            else:
+                if isinstance(value, float):
+                    if not value.is_integer():
+                        raise struct.error(f"{value} is not a whole number")
+                    value = int(value)
+                out += struct.pack(fmt, value)
+        except (struct.error, TypeError, OverflowError) as exc:
+            raise InputError(f"{where}.{name}: {value!r} does not fit {kind} ({exc})") from None
+    out += b"\0" * (-len(out) % align)
+    return bytes(out)
+
+
+def pack_parameters(pointers: list[int], push: bytes, push_align: int) -> bytes:
+    """The kernel's whole parameter buffer: 8-byte device pointers, then the push struct at its alignment."""
+    out = bytearray()
+    for ptr in pointers:
+        out += struct.pack("<Q", ptr)
+    if push:
+        out += b"\0" * (-len(out) % push_align)
+        out += push
+    return bytes(out)
+
+
+def _names(variant: DeclaredVariant, pack: KernelPack, binding: Binding) -> dict:
+    names = dict(binding.params)
+    for scope, values in (("let", pack.let), (f"{variant.where}.let", variant.let)):
+        for key, expr in values.items():
+            names[key] = _evaluated(expr, names, f"{scope}.{key}")
+    return names
+
+
+def _evaluated(expr, names, where: str, *, integer: bool = False, minimum: int = 0):
+    try:
+        return evaluate_int(expr, names, minimum=minimum) if integer else evaluate(expr, names)
+    except ExpressionError as exc:
+        raise InputError(f"{where}: {expr!r}: {exc}") from None
+
+
+def _steps(variant: DeclaredVariant, pack: KernelPack, names: dict, seen=()) -> list[Step]:
+    out = []
+    for step in variant.steps:
+        if step.condition is not None and not _evaluated(step.condition, names, f"{step.where}.if"):
+            continue
+        if isinstance(step, UseStep):
+            if step.variant in seen or step.variant == variant.info.name:
+                raise InputError(f"{step.where}.use: {step.variant!r} uses itself")
+            out += _steps(pack.variant(variant.family, step.variant), pack, names, (*seen, variant.info.name))
+        else:
+            out.append(step)
+    return out
+
+
+def kernel_function(source: KernelSource, entry: str, where: str, optional: bool, variables: dict):
+    """The compiled entry of a source (modules compile once per process), and where it came from."""
+    import cupy
+
+    from zincbench.gpu.nvrtc import engine_options, load_cached
+
+    kind, files = source.resolve(variables)
+    arch = cupy.cuda.Device().compute_capability
+    options = tuple(source.options) if source.options is not None else engine_options(arch)
+    for path in files:
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{source.where}: cannot read {path} ({exc})") from None
+        try:
+            module = load_cached(text, str(path), options, (), cupy.cuda.Device().id)
+        except KernelCompileError as exc:  # the spec's source or options: an input error, with NVRTC's log
+            raise InputError(f"{source.where}: {exc}") from None
+        if module.has(entry):
+            return module.function(entry), {"source": kind, "file": str(path), "nvrtc_options": list(options),
+                                             "nvrtc": module.compiled.nvrtc}
+    shown = ", ".join(p.name for p in files)
+    if optional:
+        raise NotApplicable(f"absent: no {entry} in {shown} ({kind})")
+    raise InputError(f"{where}.kernel: no kernel named {entry!r} in {shown}")
+
+
+def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variables: dict | None = None) -> Prepared:
+    """Bind a declared variant to one case: workspaces allocated, every launch's parameters packed."""
+    import cupy
+
+    from zincbench.bench.host_steps import HOST_OPS
+    from zincbench.gpu.nvrtc import PackedLaunch
+
+    names = _names(variant, pack, binding)
+    if variant.applies is not None and not _evaluated(variant.applies, names, f"{variant.where}.applies"):
+        raise NotApplicable(f"not for this case ({variant.applies})")
+    buffers = dict(binding.tensors)
+    guarded = []
+    for ws in variant.workspace:
+        where = f"{variant.where}.workspace.{ws.name}"
+        shape = tuple(_evaluated(e, names, f"{where}.shape", integer=True, minimum=1) for e in ws.shape)
+        dtype = np.dtype(DTYPES[ws.dtype])
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        raw = cupy.empty(nbytes + GUARD_BYTES, dtype=cupy.uint8)
+        buffers[ws.name] = raw[:nbytes].view(dtype).reshape(shape)
+        guarded.append((ws.name, raw, nbytes))
+    runs: list[Callable[[], None]] = []
+    launches, sources, compiled_with = [], set(), {}
+    for step in _steps(variant, pack, names):
+        if isinstance(step, HostStep):
+            args = {k: buffers[v] if isinstance(v, str) and v in buffers else _evaluated(v, names, f"{step.where}.args.{k}")
+                    for k, v in step.args.items()}
+            try:
+                runs.append(HOST_OPS[step.op](**args))
+            except TypeError as exc:
+                raise InputError(f"{step.where}.args: {exc}") from None
+            launches.append({"host": step.op})
+            continue
+        try:
+            entry = step.kernel.format_map({k: v for k, v in names.items()})
+        except (KeyError, ValueError, IndexError) as exc:
+            raise InputError(f"{step.where}.kernel: {step.kernel!r}: unknown field {exc}") from None
+        function, origin = kernel_function(pack.sources[step.source], entry, step.where, variant.optional,
+                                           variables or {})
+        sources.add((origin["source"], origin["file"]))
+        compiled_with = {"nvrtc_options": origin["nvrtc_options"], "nvrtc": origin["nvrtc"]}
+        grid = [_evaluated(e, names, f"{step.where}.grid[{i}]", integer=True, minimum=1) for i, e in enumerate(step.grid)]
+        block = [_evaluated(e, names, f"{step.where}.block[{i}]", integer=True, minimum=1) for i, e in enumerate(step.block)]
+        grid, block = (grid + [1, 1])[:3], (block + [1, 1])[:3]
+        if any(g > limit for g, limit in zip(grid, MAX_GRID)):
+            raise InputError(f"{step.where}.grid: {grid} exceeds the CUDA grid limits {list(MAX_GRID)}")
+        if int(np.prod(block)) > MAX_BLOCK_THREADS:
+            raise InputError(f"{step.where}.block: {block} has more than {MAX_BLOCK_THREADS} threads")
+        shared = _evaluated(step.shared, names, f"{step.where}.shared", integer=True)
+        pointers = []
+        for name in step.buffers:
+            if name not in buffers:
+                raise InputError(f"{step.where}.buffers: unknown buffer {name!r} "
+                                 f"(family tensors: {', '.join(binding.tensors)}; workspace: "
+                                 f"{', '.join(w.name for w in variant.workspace) or 'none'})")
+            pointers.append(buffers[name].data.ptr)
+        values = [(f, kind, _evaluated(e, names, f"{step.where}.push.{f}")) for f, kind, e in step.push]
+        push = pack_struct(values, f"{step.where}.push")
+        align = max((PUSH_TYPES[kind][1] for _, kind, _ in values), default=1)
+        runs.append(PackedLaunch(function, tuple(grid), tuple(block), shared, pack_parameters(pointers, push, align)))
+        launches.append({"kernel": entry, "grid": grid, "block": block, "shared": shared,
+                         "push": {f: v for f, _, v in values}})
+    if not runs:
+        raise NotApplicable("no step applies to this case")
+    output_name = variant.output or binding.output
+    if output_name not in buffers:
+        raise InputError(f"{variant.where}.output: unknown buffer {output_name!r}")
+    output = buffers[output_name]
+    family_output = binding.tensors[binding.output]
+    if output_name != binding.output:
+        if output.size != family_output.size or output.dtype != family_output.dtype:
+            raise InputError(f"{variant.where}.output: {output_name} is {output.dtype}[{output.size}], the checker reads "
+                             f"{family_output.dtype}[{family_output.size}]")
+        output = output.reshape(family_output.shape)
+
+    def run() -> None:
+        for step in runs:
+            step()
+
+    def poison() -> None:
+        for _, raw, nbytes in guarded:
+            raw[:nbytes].fill(POISON_BYTE)
+            raw[nbytes:].fill(GUARD_BYTE)
+
+    def guards_intact() -> str | None:
+        for name, raw, nbytes in guarded:
+            if bool((raw[nbytes:] != GUARD_BYTE).any()):
+                raise InputError(f"{variant.where}.workspace.{name}: a launch wrote past its end "
+                                 f"({nbytes} bytes): the buffer is too small for the grid")
+        return None
+
+    model = binding.traffic.bytes_min
+    if variant.bytes_model is not None:
+        model = _evaluated(variant.bytes_model, names, f"{variant.where}.bytes", integer=True)
+    traffic = Traffic(binding.traffic.bytes_min, model, binding.traffic.flops, variant.info.description)
+    kinds = sorted({kind for kind, _ in sources})
+    detail = {"declared_in": str(pack.path), "source": "+".join(kinds) or "host",
+              "files": sorted({f for _, f in sources}), "launches": launches, **compiled_with}
+    return Prepared(run, output, traffic, detail=detail, after_check=guards_intact, before_check=poison)
+
+
+# ---- which declared variants a run gets ---------------------------------------------------------------
+@dataclass
+class DeclaredSet:
+    """The declared variants of one family in one run, and the packs they come from."""
+
+    variants: dict[str, tuple[DeclaredVariant, KernelPack]] = field(default_factory=dict)
+    variables: dict = field(default_factory=dict)  # ${VAR} values that override the environment
+
+    def add(self, pack: KernelPack, family: str) -> None:
+        for name, variant in pack.variants.get(family, {}).items():
+            if name in self.variants:
+                raise ConfigError(f"{variant.where}.name: variant {name!r} is also declared in "
+                                  f"{self.variants[name][1].path}")
+            self.variants[name] = (variant, pack)
+
+    def infos(self) -> list[VariantInfo]:
+        return [v.info for v, _ in self.variants.values()]
+
+    def source_kinds(self) -> dict[str, str]:
+        """variant -> engine / stand-in / file, resolving every source (an unset ${VAR} or a missing file is
+        an input error now, before any GPU work) without compiling anything."""
+        out = {}
+        for name, (variant, pack) in self.variants.items():
+            kinds = {pack.sources[step.source].resolve(self.variables)[0] for step in _all_launches(variant, pack)}
+            out[name] = "+".join(sorted(kinds)) or "host"
+        return out
+
+    def prepare(self, name: str, binding: Binding) -> Prepared:
+        variant, pack = self.variants[name]
+        return prepare(variant, pack, binding, self.variables)
+
+
+def _all_launches(variant: DeclaredVariant, pack: KernelPack, seen=()):
+    for step in variant.steps:
+        if isinstance(step, LaunchStep):
+            yield step
+        elif isinstance(step, UseStep) and step.variant not in seen:
+            yield from _all_launches(pack.variant(variant.family, step.variant), pack, (*seen, variant.info.name))
+
+
+def pack_path(name: str, relative_to: Path) -> Path:
+    """A bundled experiments/ pack name (``engine_zinc``) or a path relative to the experiment file."""
+    from zincbench.config import experiment_path
+
+    if os.sep not in name and not Path(name).suffix:
+        return experiment_path(name)
+    path = Path(name)
+    return path if path.is_absolute() else relative_to.parent / path
+
+
+def declared_for(family: str, experiment: Path, cfg, extra_packs=(), variables: dict | None = None) -> DeclaredSet:
+    """Declared variants of ``family``: the experiment's inline ones (``kernel_sources`` and
+    ``declared_variants``), its ``kernel_packs`` and ``extra_packs`` (files named on the command line);
+    ``variables`` give ${VAR} values ahead of the environment."""
+    found = DeclaredSet(variables=dict(variables or {}))
+    if cfg.declared_variants:
+        inline = {"sources": cfg.kernel_sources, "variants": cfg.declared_variants}
+        found.add(parse_pack(inline, experiment, family=family), family)
+    for name in [*cfg.kernel_packs, *extra_packs]:
+        found.add(load_pack(pack_path(str(name), experiment)), family)
+    return found

@@ -1,0 +1,18 @@
+"""Host operations a declared variant can put between its kernel launches (``host: NAME`` steps).
+
+Each entry takes the step's ``args`` (buffers by name, numbers by expression) and returns a callable
+that only enqueues work on the current stream. New ones are one function here.
+"""
+
+from __future__ import annotations
+
+
+def gemm_f16(w16, x16, y):
+    """y[N][M] = x16[N][K] . w16[M][K]^T through cuBLAS: fp16 operands, fp32 accumulate and output
+    (the engine's cublasGemmEx call on its prefill path)."""
+    from zincbench.ops.moe_cublas import CublasGemmF16
+
+    return CublasGemmF16(w16, x16, y)
+
+
+HOST_OPS = {"gemm_f16": gemm_f16}

@@ -1,0 +1,189 @@
+"""Compile CUDA C++ with NVRTC using exactly the options given, and launch with a packed parameter buffer.
+
+Why not ``cupy.RawModule``: CuPy's compile path appends options of its own (``-ftz=true`` among them),
+and a gate that compares the engine's kernels must compile them the way the engine does
+(``--gpu-architecture=sm_<cc> --std=c++17 -I<CUDA include>``, nothing else). This module talks to NVRTC
+directly, caches the CUBIN on disk keyed by source, options, name expressions and NVRTC version, and
+records the options it used.
+
+Launches go through ``cuLaunchKernel``'s ``extra`` form (``CU_LAUNCH_PARAM_BUFFER_POINTER``): the
+caller packs the whole parameter buffer as the C ABI lays it out (pointers first, then a push struct
+passed by value, or scalars), so a kernel that takes ``(buffers..., Push p)`` and one that takes the
+same fields as separate scalars are launched the same way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from zincbench.errors import EnvironmentProblem, KernelCompileError
+
+CU_LAUNCH_PARAM_END = 0x00
+CU_LAUNCH_PARAM_BUFFER_POINTER = 0x01
+CU_LAUNCH_PARAM_BUFFER_SIZE = 0x02
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+class KernelNotFound(LookupError):
+    """The compiled module has no function of that name (an entry missing from this source version)."""
+
+
+def cuda_include_dir() -> Path | None:
+    """The CUDA toolkit's include folder (what the engine passes as -I), if a toolkit is installed."""
+    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root and Path(root, "include", "cuda_fp16.h").exists():
+            return Path(root, "include")
+    return None
+
+
+def engine_options(compute_capability: str) -> tuple[str, ...]:
+    """The engine's NVRTC options: --gpu-architecture=sm_<cc>, --std=c++17, -I<CUDA include>; nothing else."""
+    include = cuda_include_dir()
+    return (f"--gpu-architecture=sm_{compute_capability}", "--std=c++17") + ((f"-I{include}",) if include else ())
+
+
+def _nvrtc():
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError as exc:  # pragma: no cover - depends on the host
+        raise EnvironmentProblem(f"NVRTC is not available through CuPy ({exc})") from None
+    return nvrtc
+
+
+def nvrtc_version() -> str:
+    major, minor = _nvrtc().getVersion()
+    return f"{major}.{minor}"
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("ZINCBENCH_CACHE") or Path.home() / ".cache" / "zincbench")
+    return root / "cubin"
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A CUBIN and what produced it: the options are recorded beside every measurement."""
+
+    cubin: bytes
+    options: tuple[str, ...]
+    lowered_names: dict = field(default_factory=dict)  # name expression -> mangled name
+    nvrtc: str = ""
+    log: str = ""
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # the cache is an optimisation: a read-only or full disk only costs a recompile
+
+
+def compile_cubin(source: str, *, filename: str, options: tuple[str, ...],
+                  name_expressions: tuple[str, ...] = ()) -> Compiled:
+    """Compile ``source`` with exactly ``options``; KernelCompileError carries NVRTC's log."""
+    nvrtc = _nvrtc()
+    version = nvrtc_version()
+    digest = hashlib.sha256("\0".join((source, *options, "|", *name_expressions, version)).encode()).hexdigest()[:32]
+    cubin_path = cache_dir() / f"{digest}.cubin"
+    meta_path = cache_dir() / f"{digest}.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+        return Compiled(cubin_path.read_bytes(), options, dict(meta["lowered_names"]), version, meta.get("log", ""))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    prog = nvrtc.createProgram(source, filename, (), ())
+    try:
+        for expr in name_expressions:
+            nvrtc.addNameExpression(prog, expr)
+        try:
+            nvrtc.compileProgram(prog, list(options))
+        except nvrtc.NVRTCError:
+            log = nvrtc.getProgramLog(prog).strip()
+            raise KernelCompileError(f"NVRTC failed to compile {filename} with {' '.join(options)}:\n{log}") from None
+        log = nvrtc.getProgramLog(prog).strip()
+        cubin = nvrtc.getCUBIN(prog)
+        lowered = {expr: nvrtc.getLoweredName(prog, expr) for expr in name_expressions}
+    finally:
+        nvrtc.destroyProgram(prog)
+    _write_atomically(cubin_path, cubin)
+    _write_atomically(meta_path, json.dumps({"lowered_names": lowered, "options": list(options), "log": log}).encode())
+    return Compiled(cubin, options, lowered, version, log)
+
+
+class LoadedModule:
+    """A CUBIN loaded into the current context; ``function`` looks entries up (name expressions too)."""
+
+    def __init__(self, compiled: Compiled):
+        import cupy
+
+        self.compiled = compiled
+        self.module = cupy.cuda.function.Module()
+        self.module.load(compiled.cubin)
+        self._functions: dict = {}
+
+    def function(self, entry: str):
+        if entry not in self._functions:
+            import cupy
+
+            name = self.compiled.lowered_names.get(entry, entry)
+            try:
+                self._functions[entry] = self.module.get_function(name)
+            except cupy.cuda.driver.CUDADriverError:
+                raise KernelNotFound(entry) from None
+        return self._functions[entry]
+
+    def has(self, entry: str) -> bool:
+        try:
+            self.function(entry)
+        except KernelNotFound:
+            return False
+        return True
+
+
+@lru_cache(maxsize=None)
+def load_cached(source: str, filename: str, options: tuple[str, ...], name_expressions: tuple[str, ...] = (),
+                device_id: int = 0) -> LoadedModule:
+    """Compile (or fetch from the disk cache) and load once per process and device."""
+    return LoadedModule(compile_cubin(source, filename=filename, options=options, name_expressions=name_expressions))
+
+
+def set_dynamic_shared(function, nbytes: int) -> None:
+    """Allow more than 48 KB of dynamic shared memory (the driver refuses the launch otherwise)."""
+    if nbytes > STATIC_SHARED_LIMIT:
+        import cupy
+
+        cupy.cuda.driver.funcSetAttribute(function.ptr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+
+
+class PackedLaunch:
+    """One kernel launch with its parameter buffer packed once; calling it enqueues on the current stream."""
+
+    def __init__(self, function, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int,
+                 params: bytes):
+        self.function, self.grid, self.block, self.shared_bytes = function, grid, block, shared_bytes
+        # ctypes objects the driver reads at launch time: kept alive with the launch.
+        self._buffer = ctypes.create_string_buffer(params, max(len(params), 1))
+        self._size = ctypes.c_size_t(len(params))
+        self._extra = (ctypes.c_void_p * 5)(CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(self._buffer),
+                                            CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self._size),
+                                            CU_LAUNCH_PARAM_END)
+        set_dynamic_shared(function, shared_bytes)
+
+    def __call__(self) -> None:
+        import cupy
+
+        stream = cupy.cuda.get_current_stream().ptr
+        cupy.cuda.driver.launchKernel(self.function.ptr, *self.grid, *self.block, self.shared_bytes, stream,
+                                      0, ctypes.addressof(self._extra))
