@@ -6,6 +6,7 @@
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
+# ENGINE_SRC=DIR (an engine source tree, never committed) adds --engine-src DIR to the microbench steps.
 set -u
 OUT=${OUT:-$PWD/out}
 LOGS=/tmp/zb-session
@@ -22,6 +23,7 @@ fi
 NSYS_DIR=$(ls -d /opt/nvidia/nsight-compute/*/host/target-linux-x64 2>/dev/null | tail -n 1)
 [ -n "$NSYS_DIR" ] && export PATH=$PATH:$NSYS_DIR
 ZB="python3 -m zincbench"
+ENGINE=${ENGINE_SRC:+--engine-src $ENGINE_SRC}
 
 run() {  # run NAME TIMEOUT CMD...: log to $LOGS/NAME.log, print its tail
     local name=$1 limit=$2; shift 2
@@ -43,14 +45,15 @@ for step in "${@:-env tests}"; do
         t2) run t2 200 $ZB microbench t2 --quick --no-progress --markdown "$LOGS/t2.md" ;;
         t1) run t1 300 $ZB microbench t1 --quick --no-progress --markdown "$LOGS/t1.md" ;;
         t1sq) run t1sq 200 $ZB microbench t1 --quick --case square --no-progress --markdown "$LOGS/t1sq.md" ;;
-        t2full) TAIL=60 run t2full 300 $ZB microbench t2 --no-progress --markdown "$LOGS/t2full.md" ;;
-        t2down) TAIL=30 run t2down 200 $ZB microbench t2 --experiment experiments/t2_moe_down.yaml --no-progress --markdown "$LOGS/t2down.md" ;;
+        declared) run declared 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_declared_gpu.py ;;
+        t2full) TAIL=60 run t2full 300 $ZB microbench t2 $ENGINE --no-progress --markdown "$LOGS/t2full.md" ;;
+        t2down) TAIL=30 run t2down 200 $ZB microbench t2 $ENGINE --experiment experiments/t2_moe_down.yaml --no-progress --markdown "$LOGS/t2down.md" ;;
         gpuall) TAIL=12 run gpuall 200 $ZB microbench t2 --gpu all --quick --case E128-M704-K2048-Ne16 --no-progress ;;
         gguf) TAIL=30 run gguf 200 bash -c "python3 -m zincbench.testing.weights_gguf /tmp/w.gguf && \
                 $ZB microbench t2 --gguf /tmp/w.gguf --quick --no-progress --markdown $LOGS/t2gguf.md; \
                 $ZB microbench t1 --gguf /tmp/w.gguf --layer 0 --quick --no-progress --markdown $LOGS/t1gguf.md" ;;
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
-        t1full) TAIL=80 run t1full 400 $ZB microbench t1 --no-progress --markdown "$LOGS/t1full.md" ;;
+        t1full) TAIL=80 run t1full ${T1_LIMIT:-400} $ZB microbench t1 $ENGINE --no-progress --markdown "$LOGS/t1full.md" ;;
         aa) TAIL=40 run aa 300 $ZB aa microbench --markdown "$LOGS/aa.md" ;;
         profile) TAIL=60 run profile 300 $ZB profile microbench --tool both t2 --quick --case E256-M512-K2048-Ne16 ;;
         gate) TAIL=40 run gate 420 $ZB gate experiments/gates.yaml --junit "$LOGS/gate.xml" --markdown "$LOGS/gate.md" ;;
