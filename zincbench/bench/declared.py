@@ -368,11 +368,18 @@ def pack_parameters(pointers: list[int], push: bytes, push_align: int) -> bytes:
     return bytes(out)
 
 
-def _names(variant: DeclaredVariant, pack: KernelPack, binding: Binding) -> dict:
+def _names(pack: KernelPack, binding: Binding) -> dict:
+    """The case's parameters and the pack's ``let`` values: what every expression of the pack can name."""
     names = dict(binding.params)
-    for scope, values in (("let", pack.let), (f"{variant.where}.let", variant.let)):
-        for key, expr in values.items():
-            names[key] = _evaluated(expr, names, f"{scope}.{key}")
+    for key, expr in pack.let.items():
+        names[key] = _evaluated(expr, names, f"{pack.path}: let.{key}")
+    return names
+
+
+def _with_let(variant: DeclaredVariant, names: dict) -> dict:
+    names = dict(names)
+    for key, expr in variant.let.items():
+        names[key] = _evaluated(expr, names, f"{variant.where}.let.{key}")
     return names
 
 
@@ -383,18 +390,30 @@ def _evaluated(expr, names, where: str, *, integer: bool = False, minimum: int =
         raise InputError(f"{where}: {expr!r}: {exc}") from None
 
 
-def _steps(variant: DeclaredVariant, pack: KernelPack, names: dict, seen=()) -> list[Step]:
-    out = []
+@dataclass
+class Plan:
+    """A variant expanded for one case: the steps whose ``if`` holds (``use`` followed), each with the
+    names it evaluates under, and the workspaces of every variant that contributed a step."""
+
+    steps: list = field(default_factory=list)  # (Step, names)
+    workspace: list = field(default_factory=list)  # (Workspace, names, where)
+
+
+def expand(variant: DeclaredVariant, pack: KernelPack, names: dict, seen=()) -> Plan:
+    names = _with_let(variant, names)
+    plan = Plan(workspace=[(ws, names, f"{variant.where}.workspace.{ws.name}") for ws in variant.workspace])
     for step in variant.steps:
         if step.condition is not None and not _evaluated(step.condition, names, f"{step.where}.if"):
             continue
         if isinstance(step, UseStep):
             if step.variant in seen or step.variant == variant.info.name:
                 raise InputError(f"{step.where}.use: {step.variant!r} uses itself")
-            out += _steps(pack.variant(variant.family, step.variant), pack, names, (*seen, variant.info.name))
+            used = expand(pack.variant(variant.family, step.variant), pack, names, (*seen, variant.info.name))
+            plan.steps += used.steps
+            plan.workspace += used.workspace
         else:
-            out.append(step)
-    return out
+            plan.steps.append((step, names))
+    return plan
 
 
 def kernel_function(source: KernelSource, entry: str, where: str, optional: bool, variables: dict):
@@ -431,22 +450,24 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
     from zincbench.bench.host_steps import HOST_OPS
     from zincbench.gpu.nvrtc import PackedLaunch
 
-    names = _names(variant, pack, binding)
+    names = _with_let(variant, _names(pack, binding))
     if variant.applies is not None and not _evaluated(variant.applies, names, f"{variant.where}.applies"):
         raise NotApplicable(f"not for this case ({variant.applies})")
+    plan = expand(variant, pack, _names(pack, binding))
     buffers = dict(binding.tensors)
     guarded = []
-    for ws in variant.workspace:
-        where = f"{variant.where}.workspace.{ws.name}"
-        shape = tuple(_evaluated(e, names, f"{where}.shape", integer=True, minimum=1) for e in ws.shape)
+    for ws, ws_names, where in plan.workspace:
+        if ws.name in buffers:
+            raise InputError(f"{where}: the name {ws.name!r} is already a buffer of this variant")
+        shape = tuple(_evaluated(e, ws_names, f"{where}.shape", integer=True, minimum=1) for e in ws.shape)
         dtype = np.dtype(DTYPES[ws.dtype])
         nbytes = int(np.prod(shape)) * dtype.itemsize
         raw = cupy.empty(nbytes + GUARD_BYTES, dtype=cupy.uint8)
         buffers[ws.name] = raw[:nbytes].view(dtype).reshape(shape)
-        guarded.append((ws.name, raw, nbytes))
+        guarded.append((ws.name, raw, nbytes, where))
     runs: list[Callable[[], None]] = []
     launches, sources, compiled_with = [], set(), {}
-    for step in _steps(variant, pack, names):
+    for step, names in plan.steps:
         if isinstance(step, HostStep):
             args = {k: buffers[v] if isinstance(v, str) and v in buffers else _evaluated(v, names, f"{step.where}.args.{k}")
                     for k, v in step.args.items()}
@@ -503,15 +524,15 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
             step()
 
     def poison() -> None:
-        for _, raw, nbytes in guarded:
+        for _, raw, nbytes, _ in guarded:
             raw[:nbytes].fill(POISON_BYTE)
             raw[nbytes:].fill(GUARD_BYTE)
 
     def guards_intact() -> str | None:
-        for name, raw, nbytes in guarded:
+        for _, raw, nbytes, where in guarded:
             if bool((raw[nbytes:] != GUARD_BYTE).any()):
-                raise InputError(f"{variant.where}.workspace.{name}: a launch wrote past its end "
-                                 f"({nbytes} bytes): the buffer is too small for the grid")
+                raise InputError(f"{where}: a launch wrote past its end ({nbytes} bytes): "
+                                 f"the buffer is too small for the grid")
         return None
 
     model = binding.traffic.bytes_min

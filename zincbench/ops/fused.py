@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zincbench.gpu.nvrtc import set_dynamic_shared
 from zincbench.gpu.runtime import get_kernel
 from zincbench.measure.traffic import Traffic
 from zincbench.quant import check_row_length
@@ -92,8 +93,7 @@ class FusedQ4KGemm:
         self.grouped = grouped
         expr = tile.expression(grouped)
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,))
-        if tile.smem_bytes > 48 * 1024:
-            self.kernel.max_dynamic_shared_size_bytes = tile.smem_bytes
+        set_dynamic_shared(self.kernel, tile.smem_bytes)
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
 
     def dense(self, w, xp, y, m: int, k: int, t: int) -> None:
