@@ -222,3 +222,9 @@ def test_engine_tree_without_kernels_file(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("ZINC_SRC", raising=False)
     err = _one_line_exit_2(capsys, ["microbench", "t2", "--engine-src", str(tmp_path), "--no-progress"])
     assert "engine_zinc.yaml: sources.zinc.path: no such file" in err
+
+
+def test_candidate_override_must_name_a_variant(capsys):
+    err = _one_line_exit_2(capsys, ["microbench", "t2", "--kernels", str(FIXTURES / "pack.yaml"),
+                                    "--candidate", "abi_routed_dott", "--no-progress"])
+    assert "gate.candidate: no variant named 'abi_routed_dott'" in err and "abi_routed_dot" in err

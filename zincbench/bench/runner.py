@@ -9,6 +9,7 @@ so an interrupted run leaves a valid document marked incomplete.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -62,7 +63,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
                    case_filter: str | None = None, variant_filter: list[str] | None = None, quick: bool = False,
                    progress: bool = True, seed: int | None = None, ceilings: bool = True,
                    gguf: str | None = None, layer: int | None = None, kernel_packs=(),
-                   engine_src: str | None = None,
+                   engine_src: str | None = None, candidate: str | None = None, baseline: str | None = None,
                    ) -> tuple[records.Document, judge.GateDecision, Path]:
     """Run one family's gate end to end; returns the document, the decision and where it was written.
 
@@ -72,6 +73,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     floor columns), for A/A self-tests that time one variant in many processes. ``kernel_packs`` adds
     declared-variant packs (YAML files) to the experiment's own; ``engine_src`` is the engine's source tree
     (``${ZINC_SRC}`` in packs), in whose absence packs fall back to their bundled stand-ins.
+    ``candidate`` / ``baseline`` replace the experiment's gate pair (e.g. a kernel declared in a pack).
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -95,6 +97,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     variants += declared.infos()
     declared_sources = declared.source_kinds()
     rule = family.gate_rule(config)
+    rule = dataclasses.replace(rule, candidate=candidate or rule.candidate, baseline=baseline or rule.baseline)
     for role in ("candidate", "baseline"):
         if getattr(rule, role) not in {v.name for v in variants}:
             raise InputError(f"{path}: gate.{role}: no variant named {getattr(rule, role)!r} "

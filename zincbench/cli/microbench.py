@@ -29,6 +29,9 @@ from zincbench.cli._common import echo_json, json_option, results_dir_option
 @click.option("--kernels", "kernel_packs", multiple=True, type=click.Path(dir_okay=False),
               help="A kernel pack YAML declaring more variants (repeatable): any CUDA source, launched through "
                    "the engine's ABI (buffers, then one push struct by value).")
+@click.option("--candidate", default=None, help="Gate this variant instead of the experiment's candidate "
+                                                "(e.g. one declared with --kernels).")
+@click.option("--baseline", default=None, help="Judge the candidate against this variant instead of the experiment's baseline.")
 @click.option("--variant", "variants", multiple=True, help="Only this variant (repeatable), e.g. fused_grouped.")
 @click.option("--no-ceilings", is_flag=True, help="Skip measuring the copy-bandwidth and cuBLAS ceilings (no floor columns).")
 @click.option("--quick", is_flag=True, help="Shorter timing budget per variant (smoke runs; wider CIs).")
@@ -38,8 +41,8 @@ from zincbench.cli._common import echo_json, json_option, results_dir_option
 @click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
 @results_dir_option
 @json_option
-def command(family, experiment, gguf, layer, gpu_spec, engine_src, kernel_packs, case_filter, variants, no_ceilings,
-            quick, seed, markdown_path, no_progress, results_dir, as_json):
+def command(family, experiment, gguf, layer, gpu_spec, engine_src, kernel_packs, candidate, baseline, case_filter,
+            variants, no_ceilings, quick, seed, markdown_path, no_progress, results_dir, as_json):
 
     from zincbench import records
     from zincbench.bench.runner import run_microbench
@@ -55,7 +58,8 @@ def command(family, experiment, gguf, layer, gpu_spec, engine_src, kernel_packs,
     doc, decision, path = run_microbench(family, experiment, results_dir=results_dir, case_filter=case_filter,
                                          variant_filter=list(variants) or None, ceilings=not no_ceilings, quick=quick,
                                          gguf=gguf, layer=layer, progress=not no_progress and not as_json, seed=seed,
-                                         kernel_packs=kernel_packs, engine_src=engine_src)
+                                         kernel_packs=kernel_packs, engine_src=engine_src, candidate=candidate,
+                                         baseline=baseline)
     data = records.to_jsonable(doc)
     if as_json:
         echo_json({"results_file": str(path), "verdict": data["verdict"], "rows": data["results"]})
