@@ -228,3 +228,13 @@ def test_candidate_override_must_name_a_variant(capsys):
     err = _one_line_exit_2(capsys, ["microbench", "t2", "--kernels", str(FIXTURES / "pack.yaml"),
                                     "--candidate", "abi_routed_dott", "--no-progress"])
     assert "gate.candidate: no variant named 'abi_routed_dott'" in err and "abi_routed_dot" in err
+
+
+def test_readme_example_pack_parses_and_needs_the_engine_tree(monkeypatch, tmp_path, capsys):
+    path = Path(__file__).parents[1] / "experiments" / "examples" / "grouped_matvec.yaml"
+    pack = declared.load_pack(path)
+    assert set(pack.variants["t2"]) == {"grouped_matvec"}
+    monkeypatch.delenv("ZINC_SRC", raising=False)
+    err = _one_line_exit_2(capsys, ["microbench", "t2", "--kernels", str(path), "--candidate", "grouped_matvec",
+                                    "--no-progress"])
+    assert "sources.zinc.path: ${ZINC_SRC} is not set" in err
