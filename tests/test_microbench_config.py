@@ -105,3 +105,17 @@ def test_recorded_llama_cpp_times_are_shown_only_for_their_device():
     assert fam.reference_columns(cfg, case, "NVIDIA H200")["llama_cpp_us"] == 413
     assert fam.reference_columns(cfg, case, "NVIDIA GeForce RTX 4090") == {}
     assert fam.timer_config(cfg).mode == "cold" and fam.gate_rule(cfg).candidate == "fused_grouped"
+
+
+def test_recorded_llama_cpp_times_are_shown_only_for_the_routing_they_were_measured_with(tmp_path):
+    fam = load_family("t2")
+    text = experiment_path("t2_moe_expert").read_text()
+    assert "llama_cpp_routing: uniform" in text
+    zipf = tmp_path / "zipf.yaml"
+    zipf.write_text(text.replace("routing: uniform   # each", "routing: zipf   # each"))
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text(text.replace("llama_cpp_routing: uniform", "llama_cpp_routing: null"))
+    for path, shown in ((experiment_path("t2_moe_expert"), True), (zipf, False), (unknown, False)):
+        cfg = fam.load(path)
+        columns = fam.reference_columns(cfg, fam.cases(cfg)[0], "NVIDIA H200")
+        assert ("llama_cpp_us" in columns) is shown, path.name

@@ -131,7 +131,13 @@ class FamilyBase:
     def gate_rule(self, cfg) -> GateRule:
         return cfg.gate
 
+    def reference_applies(self, cfg, case: Case) -> bool:
+        """Whether the recorded llama.cpp numbers were measured under this case's conditions."""
+        return True
+
     def reference_columns(self, cfg, case: Case, device_name: str) -> dict:
+        if not self.reference_applies(cfg, case):
+            return {}
         for device, table in cfg.llama_cpp_us.items():
             if device in device_name and case.key in table:
                 return {"llama_cpp_us": table[case.key], "llama_cpp_source": cfg.llama_cpp_source}

@@ -61,6 +61,7 @@ def _check(family, config, case, inputs, prepared, tolerance, stream) -> CheckRe
 
 def run_microbench(family_name: str = "t2", experiment: str | None = None, *, results_dir=None,
                    case_filter: str | None = None, variant_filter: list[str] | None = None, quick: bool = False,
+                   retune: bool = False,
                    progress: bool = True, seed: int | None = None, ceilings: bool = True,
                    gguf: str | None = None, layer: int | None = None, kernel_packs=(),
                    engine_src: str | None = None, candidate: str | None = None, baseline: str | None = None,
@@ -68,6 +69,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     """Run one family's gate end to end; returns the document, the decision and where it was written.
 
     ``gguf``/``layer`` take shapes and weights from a real model file instead of random blocks.
+    ``retune`` ignores cached autotune picks (and replaces them).
     ``variant_filter`` keeps only the named variants (the gate then decides only if both its
     candidate and baseline ran); ``ceilings=False`` skips the copy/cuBLAS ceiling measurement (no
     floor columns), for A/A self-tests that time one variant in many processes. ``kernel_packs`` adds
@@ -124,9 +126,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     doc.config["declared_sources"] = declared_sources
     device_name = timer.device.name
     writer = records.IncrementalWriter(doc, directory=results_dir)
-
-    def tuner(key, candidates, make_run):
-        return autotune.choose(f"{device_name}|{key}", candidates, make_run, timer)
+    tuner = autotune.Autotuner(timer, autotune.device_scope(device_name), retune=retune)
 
     with writer:
         ceil = measure_ceilings(timer) if ceilings else None
@@ -165,6 +165,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
                             m = timer.measure(prepared.run, name=f"{family_name}/{info.name}/{case.key}")
                         row["measurement"] = asdict(m)
                         row["summary"] = _summary_dict(m.gpu_us)
+                        autotune.flag_drift(row)
                         med = row["summary"]["median_us"]
                         row["rates"] = rates(prepared.traffic, med)
                         if floor_us is not None:

@@ -15,6 +15,7 @@ from typing import Literal
 
 import numpy as np
 
+from zincbench.bench import autotune
 from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, NotApplicable, Prepared, VariantInfo
 from zincbench.config import load_config
 from zincbench.measure.traffic import Traffic
@@ -161,10 +162,10 @@ class T1Family(FamilyBase):
             run.tile = tile
             return run
 
-        choice, medians = tuner(f"t1/fused/{case.key}", cfg.fused_tiles, make_run)
-        run = make_run(choice)
+        tuning = tuner(f"t1/fused/{case.key}", cfg.fused_tiles, make_run)
+        run = make_run(tuning.choice)
         return Prepared(run, inp.y, dense_traffic(inp.m, inp.k, inp.t, run.tile),
-                        detail={"tile": run.tile.label, "tile_spec": choice, "autotune_median_us": medians})
+                        detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)})
 
     def declared_binding(self, cfg: T1Config, case: Case, inp: T1Inputs):
         """Tensors and parameters a declared (YAML) variant can name; y[T][M] is what is checked."""

@@ -15,6 +15,7 @@ from typing import Literal, Optional
 
 import numpy as np
 
+from zincbench.bench import autotune
 from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, Prepared, VariantInfo
 from zincbench.config import load_config
 from zincbench.quant import check_row_length, get_format
@@ -36,6 +37,8 @@ class T2Config(ExperimentConfig):
     x_per_slot: bool = False  # down projection: one activation row per (token, slot)
     routing: Literal["uniform", "zipf"] = "uniform"
     zipf_s: float = 1.0
+    # The routing llama_cpp_us was measured with: its numbers show only beside cases routed the same way.
+    llama_cpp_routing: Optional[Literal["uniform", "zipf"]] = None
     variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
     fused_tiles: list[str] = field(default_factory=lambda: ["1,2,4,1,3", "1,8,8,1,2"])
     correctness_experts: int = 12
@@ -137,6 +140,9 @@ class T2Family(FamilyBase):
                                       "routing": cfg.routing, "gguf": cfg.gguf, "tensor": cfg.gguf_tensor if cfg.gguf else None}))
         return out
 
+    def reference_applies(self, cfg: T2Config, case: Case) -> bool:
+        return cfg.llama_cpp_routing == case.params["routing"]
+
     def variants(self, cfg: T2Config) -> list[VariantInfo]:
         return [VARIANTS[v] for v in cfg.variants if not (v == "fused_grouped" and cfg.weights != "q4_k")]
 
@@ -214,10 +220,10 @@ class T2Family(FamilyBase):
             run.tile = tile
             return run
 
-        choice, medians = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}", cfg.fused_tiles, make_run)
-        run = make_run(choice)
+        tuning = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}", cfg.fused_tiles, make_run)
+        run = make_run(tuning.choice)
         return Prepared(run, inp.y, grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile),
-                        detail={"tile": run.tile.label, "tile_spec": choice, "autotune_median_us": medians})
+                        detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)})
 
     def declared_binding(self, cfg: T2Config, case: Case, inp: T2Inputs):
         """Tensors and parameters a declared (YAML) variant can name; y[T][top_k][M] is what is checked."""

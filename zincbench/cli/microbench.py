@@ -34,6 +34,7 @@ from zincbench.cli._common import echo_json, json_option, results_dir_option
 @click.option("--baseline", default=None, help="Judge the candidate against this variant instead of the experiment's baseline.")
 @click.option("--variant", "variants", multiple=True, help="Only this variant (repeatable), e.g. fused_grouped.")
 @click.option("--no-ceilings", is_flag=True, help="Skip measuring the copy-bandwidth and cuBLAS ceilings (no floor columns).")
+@click.option("--retune", is_flag=True, help="Ignore cached autotune picks: tune again and replace them.")
 @click.option("--quick", is_flag=True, help="Shorter timing budget per variant (smoke runs; wider CIs).")
 @click.option("--seed", type=int, default=None, help="Seed for weights, activations and routing (default: fresh).")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
@@ -42,7 +43,7 @@ from zincbench.cli._common import echo_json, json_option, results_dir_option
 @results_dir_option
 @json_option
 def command(family, experiment, gguf, layer, gpu_spec, engine_src, kernel_packs, candidate, baseline, case_filter,
-            variants, no_ceilings, quick, seed, markdown_path, no_progress, results_dir, as_json):
+            variants, no_ceilings, retune, quick, seed, markdown_path, no_progress, results_dir, as_json):
 
     from zincbench import records
     from zincbench.bench.runner import run_microbench
@@ -55,7 +56,7 @@ def command(family, experiment, gguf, layer, gpu_spec, engine_src, kernel_packs,
         if len(gpus) > 1:
             sys.exit(run_per_gpu(gpus))
         pin(gpus[0])
-    doc, decision, path = run_microbench(family, experiment, results_dir=results_dir, case_filter=case_filter,
+    doc, decision, path = run_microbench(family, experiment, results_dir=results_dir, case_filter=case_filter, retune=retune,
                                          variant_filter=list(variants) or None, ceilings=not no_ceilings, quick=quick,
                                          gguf=gguf, layer=layer, progress=not no_progress and not as_json, seed=seed,
                                          kernel_packs=kernel_packs, engine_src=engine_src, candidate=candidate,
