@@ -239,21 +239,18 @@ def to_markdown(report: Report) -> str:
 def print_report(report: Report, console=None) -> None:
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
     from zincbench.show import scoreboard
+    from zincbench.show.fit import print_in_column_groups
 
     console = console or Console()
-    tables = [(f"microbench {family}", microbench_table(report, family), 2) for family in report.families]
+    # (title, table, leading key columns, how the run columns align)
+    tables = [(f"microbench {family}", microbench_table(report, family), 2, "right") for family in report.families]
     if report.validate:
-        tables.append(("validate", validate_table(report), len(report.labels("validate")) + 1))
-    for title, (headers, cells), first_number in tables:
-        table = Table(title=title, title_justify="left")
-        for i, header in enumerate(headers):
-            table.add_column(escape(header), justify="right" if i >= first_number else "left", overflow="fold")
-        for line in cells:
-            table.add_row(*(escape(c) for c in line))
-        console.print(table)
+        tables.append(("validate", validate_table(report), 1, "left"))
+    for title, (headers, cells), keys, justify in tables:
+        print_in_column_groups(console, title, [escape(h) for h in headers], [[escape(c) for c in line] for line in cells],
+                               keys=keys, justify=justify)
     for run in report.ab:
         scoreboard.render(run["models"], run["arms"], console, title=f"ab · {run['run']} · {run['overall']}")
     for note in report.notes:
