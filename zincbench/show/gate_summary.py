@@ -32,15 +32,29 @@ def print_summary(doc: dict, console=None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from zincbench.show.fit import fits
+
     console = console or Console()
-    table = Table(title=f"zincbench gate · {(doc.get('config') or {}).get('gates_file', '')}", title_justify="left")
+    title = f"zincbench gate · {(doc.get('config') or {}).get('gates_file', '')}"
+    table = Table(title=title, title_justify="left")
     for name in COLUMNS:
         table.add_column(name, overflow="fold", no_wrap=name in ("check", "kind", "status"))
     for row in doc.get("results") or []:
         cells = [escape(c) for c in _cells(row)]
         cells[2] = f"[{STATUS_STYLE.get(row['status'], '')}]{cells[2]}[/]"
         table.add_row(*cells)
-    console.print(table)
+    if fits(console, table):
+        console.print(table)
+    else:  # narrow terminal: one block per check, its reason wrapped under its name
+        console.print(title, highlight=False, markup=False)
+        stacked = Table.grid(padding=(0, 1))
+        stacked.add_column(no_wrap=True)
+        stacked.add_column(overflow="fold")
+        for row in doc.get("results") or []:
+            name, kind, status, reason, results = (escape(c) for c in _cells(row))
+            head = f"[bold]{name}[/] · {kind}" + (f" · {results}" if row.get("results_file") else "")
+            stacked.add_row(f"[{STATUS_STYLE.get(row['status'], '')}]{status}[/]", f"{head}\n{reason}")
+        console.print(stacked)
     status = (doc.get("verdict") or {}).get("status")
     console.print(verdict_line(doc), style=STATUS_STYLE.get(status, "bold"), highlight=False, markup=False)
 

@@ -3,8 +3,13 @@ ceilings it was judged against, and the gate decision."""
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+
+from zincbench.show.fit import fits
 
 ROLE_STYLE = {"baseline": "cyan", "candidate": "bold", "ceiling": "dim", "reference": "dim"}
 VERDICT_STYLE = {"faster": "green", "slower": "red", "same": "yellow", "inconclusive": "magenta"}
@@ -54,6 +59,60 @@ def _cells(d: dict) -> list[str]:
             _fmt(d["tflops"], ".1f"), _fmt(d["pct_floor"], ".0f"), llama, d["detail"]]
 
 
+COMPACT_HEADERS = ["variant", "median µs", "× base", "verdict", "× llama.cpp", "tile"]
+
+
+def _compact_cells(d: dict) -> list[str]:
+    status = d["check"] if d["check"] != "ok" else d["verdict"] or ("baseline" if d["role"] == "baseline" else "–")
+    return [d["variant"], _fmt(d["median"]), _fmt(d["speedup"], ".2f"), status,
+            _fmt(d["llama_x"], ".1f"), d["detail"]]
+
+
+def _print_compact(console: Console, rows: list[dict]) -> None:
+    """Narrow terminals: the case on a line of its own, then its variants in a few aligned columns
+    (medians, speedup, verdict; the CIs, rates and floors stay in --markdown and --json)."""
+    cells = [_compact_cells(d) for d in rows]
+    widths = [max(cell_len(c) for c in column) for column in zip(COMPACT_HEADERS, *cells)]
+
+    def table(header: bool) -> Table:
+        t = Table(box=None, show_header=header, padding=(0, 1), show_edge=False)
+        for name, width in zip(COMPACT_HEADERS, widths):
+            t.add_column(name, width=width, overflow="fold",
+                         justify="left" if name in ("variant", "verdict", "tile") else "right")
+        return t
+
+    console.print(table(header=True))
+    for case in dict.fromkeys(d["case"] for d in rows):
+        console.print(Text(case, style="bold"), overflow="fold")
+        body = table(header=False)
+        for d, line in zip(rows, cells):
+            if d["case"] != case:
+                continue
+            if d["check"] != "ok":
+                line[3] = f"[red]{escape(line[3])}[/]"
+            elif d["verdict"] in VERDICT_STYLE:
+                line[3] = f"[{VERDICT_STYLE[d['verdict']]}]{line[3]}[/]"
+            body.add_row(*line, style=ROLE_STYLE.get(d["role"], ""))
+        console.print(body)
+
+
+def _when_in_words(when: dict) -> str:
+    if not when:
+        return "every cell"
+    parts = [f"{k[4:]} ≥ {v}" if k.startswith("min_") else f"{k[4:]} ≤ {v}" if k.startswith("max_") else f"{k} = {v}"
+             for k, v in when.items()]
+    return "every cell with " + " and ".join(parts)
+
+
+def rule_in_words(rule: dict) -> str:
+    """The gate rule as a sentence (the document keeps it as data)."""
+    if not rule:
+        return "no rule recorded"
+    return (f"{rule.get('candidate')} must be {rule.get('require')} than {rule.get('baseline')} "
+            f"(by ≥ {100 * rule.get('threshold', 0):.0f}%, {100 * rule.get('confidence', 0):.0f}% CI) "
+            f"in {_when_in_words(rule.get('when') or {})}")
+
+
 def print_microbench(doc: dict, console: Console | None = None) -> None:
     console = console or Console()
     cfg = doc["config"]
@@ -64,8 +123,9 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
     table = Table(title=title, title_justify="left")
     for h in HEADERS:
         table.add_column(h, justify="left" if h in ("case", "variant", "check", "verdict", "tile") else "right")
+    rows = rows_for_display(doc)
     last_case = None
-    for d in rows_for_display(doc):
+    for d in rows:
         cells = _cells(d)
         if d["case"] == last_case:
             cells[0] = ""
@@ -75,19 +135,22 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
         style = ROLE_STYLE.get(d["role"], "")
         cells[7] = f"[{VERDICT_STYLE.get(d['verdict'], '')}]{cells[7]}[/]" if d["verdict"] in VERDICT_STYLE else cells[7]
         if d["check"] != "ok":
-            cells[2] = f"[red]{cells[2]}[/red]"
+            cells[2] = f"[red]{escape(cells[2])}[/red]"
         table.add_row(*cells, style=style)
-    console.print(table)
+    if fits(console, table):
+        console.print(table)
+    else:
+        console.print(title, highlight=False)
+        _print_compact(console, rows)
     verdict = doc.get("verdict") or {}
     decision = verdict.get("decision", "INCOMPLETE")
     rule = verdict.get("rule") or {}
     color = {"GO": "green", "NO-GO": "red"}.get(decision, "magenta")
-    console.print(f"[bold {color}]{decision}[/]: {rule.get('candidate')} must be {rule.get('require')} than "
-                  f"{rule.get('baseline')} (≥{100 * rule.get('threshold', 0):.0f}% and {100 * rule.get('confidence', 0):.0f}% CI) "
-                  f"in every cell where {rule.get('when')}")
+    console.print(f"[bold {color}]{decision}[/]: {escape(rule_in_words(rule))}")
     for cell in verdict.get("cells", []):
         if cell["verdict"] != rule.get("require"):
-            console.print(f"  {cell['case']}: {cell['verdict']}" + (f" ({cell.get('why')})" if cell.get("why") else ""))
+            console.print(f"  {cell['case']}: {cell['verdict']}" + (f" ({cell.get('why')})" if cell.get("why") else ""),
+                          markup=False, highlight=False)
 
 
 def microbench_markdown(doc: dict) -> str:
@@ -96,5 +159,5 @@ def microbench_markdown(doc: dict) -> str:
         lines.append("| " + " | ".join(c.replace("|", "/") for c in _cells(d)) + " |")
     verdict = doc.get("verdict") or {}
     lines.append("")
-    lines.append(f"**{verdict.get('decision', 'INCOMPLETE')}** — rule: {verdict.get('rule')}")
+    lines.append(f"**{verdict.get('decision', 'INCOMPLETE')}**: {rule_in_words(verdict.get('rule') or {})}")
     return "\n".join(lines)
