@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -45,3 +46,26 @@ def print_in_column_groups(console: Console, title: str, headers: Sequence[str],
     for n, group in enumerate(groups, 1):
         shown = title if len(groups) == 1 else f"{title} ({n}/{len(groups)})"
         console.print(_table(shown, headers, rows, key_columns + group, keys, justify))
+
+
+def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
+                  key: int, right: set[int] = frozenset()) -> None:
+    """Each row as two lines: its ``key`` cell alone (a long name gets the full width), then the other
+    cells in aligned columns under one shared header."""
+    others = [i for i in range(len(headers)) if i != key]
+    widths = {i: max(cell_len(headers[i]), *(cell_len(r[i]) for r in rows)) for i in others}
+
+    def table(header: bool) -> Table:
+        t = Table(box=None, show_header=header, padding=(0, 1), show_edge=False)
+        for i in others:
+            t.add_column(headers[i], width=widths[i], overflow="fold", justify="right" if i in right else "left")
+        return t
+
+    console.print(title, highlight=False)
+    console.print(f"[bold]{headers[key]}[/bold]")
+    console.print(table(header=True))
+    for row in rows:
+        console.print(row[key], overflow="fold", highlight=False)
+        body = table(header=False)
+        body.add_row(*(row[i] for i in others))
+        console.print(body)

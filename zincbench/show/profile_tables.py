@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from zincbench.errors import EnvironmentProblem
 from zincbench.profile.parse import ProfileTables
+from zincbench.show.fit import fits, print_stacked
 
 
 def format_ns(ns: float) -> str:
@@ -57,8 +60,45 @@ _NUMERIC = {"kernels", "calls", "launches", "invocations", "instances", "total_n
             "measured_over_model"}
 
 
-def display_rows(frame: pd.DataFrame, top: int | None = None) -> tuple[list[str], list[list[str]], bool]:
-    """Headers, formatted rows (at most ``top``) and whether rows were cut: the one formatting rich and markdown share."""
+SHORT_NAME_CHARS = 40
+_CAST = re.compile(r"\((?:unsigned |signed )?\w+\)(?=-?\d)")  # (int)4 -> 4
+
+
+def _strip_trailing_group(text: str, open_: str, close: str) -> tuple[str, str]:
+    """Split ``name(args)`` into (name, "(args)") at the balanced group that ends the text."""
+    if not text.endswith(close):
+        return text, ""
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {close: 1, open_: -1}.get(text[i], 0)
+        if depth == 0:
+            return text[:i], text[i:]
+    return text, ""
+
+
+def short_kernel_name(name: str, limit: int = SHORT_NAME_CHARS) -> str:
+    """A demangled kernel name that fits a table cell: no return type, no parameter list, template
+    arguments without casts or spaces, and ``<...>`` in their place when still too long. Tables on
+    a terminal use it; CSV, JSON and markdown keep the full name."""
+    text = name.strip()
+    if text.startswith("void "):
+        text = text[5:]
+    if not text.startswith("["):  # "[CUDA memcpy ...]" is no function
+        text, _ = _strip_trailing_group(text, "(", ")")
+    text = _CAST.sub("", text).replace(", ", ",")
+    if len(text) > limit and text.endswith(">"):
+        base, _ = _strip_trailing_group(text, "<", ">")
+        text = base + "<...>"
+    if len(text) > limit and text.count("::") > 1:  # cub::CUB_300102_SM_..::detail::scan::Kernel
+        parts = text.split("::")
+        text = f"{parts[0]}::...::{parts[-1]}"
+    return text
+
+
+def display_rows(frame: pd.DataFrame, top: int | None = None, *, short_names: bool = False
+                 ) -> tuple[list[str], list[list[str]], bool]:
+    """Headers, formatted rows (at most ``top``) and whether rows were cut: the one formatting rich and
+    markdown share. ``short_names`` shortens kernel names (terminal tables)."""
     columns = [c for c in _COLUMNS if c in frame.columns]
     shown = frame if top is None else frame.head(top)
     rows = []
@@ -67,6 +107,8 @@ def display_rows(frame: pd.DataFrame, top: int | None = None) -> tuple[list[str]
         for column, value in zip(columns, record):
             missing = value is None or (isinstance(value, float) and math.isnan(value))
             cells.append("-" if missing else _COLUMNS[column][1](value))
+            if short_names and column == "name" and not missing:
+                cells[-1] = short_kernel_name(cells[-1])
         rows.append(cells)
     return [_COLUMNS[c][0] for c in columns], rows, top is not None and len(frame) > top
 
@@ -87,16 +129,20 @@ def render(tables: ProfileTables, console: Console | None = None, *, top: int = 
         if frame.empty:
             console.print(f"[dim]{_TITLES[key]}: none[/dim]")
             continue
-        headers, rows, cut = display_rows(frame, None if key == "categories" else top)
-        table = Table(title=_TITLES[key] + (f" (top {top} of {len(frame)})" if cut else ""), title_justify="left")
-        for header, column in zip(headers, [c for c in _COLUMNS if c in frame.columns]):
-            if column in _NAME_COLUMNS:  # the one column that folds when the terminal is narrow
-                table.add_column(header, overflow="fold", min_width=24, ratio=1)
-            else:
-                table.add_column(header, justify="right" if column in _NUMERIC else "left", no_wrap=True)
+        headers, rows, cut = display_rows(frame, None if key == "categories" else top, short_names=True)
+        columns = [c for c in _COLUMNS if c in frame.columns]
+        heading = _TITLES[key] + (f" (top {top} of {len(frame)})" if cut else "")
+        table = Table(title=heading, title_justify="left")
+        for header, column in zip(headers, columns):
+            table.add_column(header, justify="right" if column in _NUMERIC else "left", no_wrap=True)
         for row in rows:
-            table.add_row(*row)
-        console.print(table)
+            table.add_row(*(escape(c) for c in row))
+        named = next((i for i, c in enumerate(columns) if c in _NAME_COLUMNS), None)
+        if fits(console, table) or named is None:
+            console.print(table)
+        else:  # narrow terminal: each name on its own line, its numbers on the next
+            print_stacked(console, heading, [escape(h) for h in headers], [[escape(c) for c in r] for r in rows],
+                          key=named, right={i for i, c in enumerate(columns) if c in _NUMERIC})
     for note in tables.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
 
