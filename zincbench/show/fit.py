@@ -34,8 +34,15 @@ def _table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[st
 def print_in_column_groups(console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
                            keys: int, justify: str = "right") -> None:
     """One table when it fits; otherwise several, each with the ``keys`` leading columns and as many
-    of the others as fit (titled "title (i/n)"). Only the cells must fit: long headers wrap."""
+    of the others as fit (titled "title (i/n)"), or one stacked listing when the keys alone leave
+    no room. Only the cells must fit: long headers wrap."""
     key_columns = list(range(keys))
+    if not all(fits(console, _table(None, headers, rows, key_columns + [i], keys, justify, False))
+               for i in range(keys, len(headers))):
+        # some column does not fit beside the keys even alone: the keys get a line of their own
+        right = set(range(keys, len(headers))) if justify == "right" else set()
+        print_stacked(console, title, headers, rows, keys=key_columns, right=right)
+        return
     groups: list[list[int]] = [[]]
     for i in range(keys, len(headers)):
         trial = groups[-1] + [i]
@@ -49,11 +56,11 @@ def print_in_column_groups(console: Console, title: str, headers: Sequence[str],
 
 
 def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
-                  key: int, right: set[int] = frozenset()) -> None:
-    """Each row as two lines: its ``key`` cell alone (a long name gets the full width), then the other
-    cells in aligned columns under one shared header."""
-    others = [i for i in range(len(headers)) if i != key]
-    widths = {i: max(cell_len(headers[i]), *(cell_len(r[i]) for r in rows)) for i in others}
+                  keys: Sequence[int], right: set[int] = frozenset()) -> None:
+    """Each row as two lines: its ``keys`` cells alone (long names get the full width), then the other
+    cells in aligned columns under one shared header (headers wrap to their column's width)."""
+    others = [i for i in range(len(headers)) if i not in keys]
+    widths = {i: max(cell_len(r[i]) for r in rows) if rows else cell_len(headers[i]) for i in others}
 
     def table(header: bool) -> Table:
         t = Table(box=None, show_header=header, padding=(0, 1), show_edge=False)
@@ -62,10 +69,10 @@ def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Se
         return t
 
     console.print(title, highlight=False)
-    console.print(f"[bold]{headers[key]}[/bold]")
+    console.print(f"[bold]{' · '.join(headers[i] for i in keys)}[/bold]")
     console.print(table(header=True))
     for row in rows:
-        console.print(row[key], overflow="fold", highlight=False)
+        console.print(" · ".join(row[i] for i in keys), overflow="fold", highlight=False)
         body = table(header=False)
         body.add_row(*(row[i] for i in others))
         console.print(body)

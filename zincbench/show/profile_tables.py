@@ -142,7 +142,7 @@ def render(tables: ProfileTables, console: Console | None = None, *, top: int = 
             console.print(table)
         else:  # narrow terminal: each name on its own line, its numbers on the next
             print_stacked(console, heading, [escape(h) for h in headers], [[escape(c) for c in r] for r in rows],
-                          key=named, right={i for i, c in enumerate(columns) if c in _NUMERIC})
+                          keys=[named], right={i for i, c in enumerate(columns) if c in _NUMERIC})
     for note in tables.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
 
