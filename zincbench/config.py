@@ -12,9 +12,9 @@ from typing import Any, Literal, Union
 import yaml
 
 from zincbench.errors import ConfigError, InputError
+from zincbench.resources import experiments_dir
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
-EXPERIMENTS_DIR = PACKAGE_ROOT.parent / "experiments"
+EXPERIMENTS_DIR = experiments_dir()
 
 
 def experiment_path(name_or_path: str | os.PathLike) -> Path:

@@ -18,8 +18,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from zincbench.errors import EnvironmentProblem, KernelCompileError
+from zincbench.resources import kernels_dir
 
-KERNELS_DIR = Path(__file__).resolve().parents[2] / "kernels"
+KERNELS_DIR = kernels_dir()
 ARCHES_CHECKED = ("sm_89", "sm_90", "sm_120")
 
 
