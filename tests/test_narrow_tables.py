@@ -116,3 +116,12 @@ def test_short_kernel_names_keep_the_name_and_fit(base, args, params):
     assert short.startswith(base + "<")
     assert len(short) <= max(profile_tables.SHORT_NAME_CHARS, len(base) + 5)
     assert "(int)" not in short and "(" not in short
+
+
+def test_ab_scoreboard_in_a_report_at_80_columns(ab_document):
+    report = build_report([ab_document])
+    lines = render(lambda console: print_report(report, console))
+    models = {m["model"] for run in report.ab for m in run["models"]}
+    verdicts = {m["verdict"] for run in report.ab for m in run["models"]}
+    deltas = {f"{(m['prefill']['ratio'] - 1) * 100:+.1f}%" for run in report.ab for m in run["models"]}
+    assert_readable(lines, models | verdicts | deltas)

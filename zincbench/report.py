@@ -244,13 +244,13 @@ def print_report(report: Report, console=None) -> None:
     from zincbench.show.fit import print_in_column_groups
 
     console = console or Console()
-    # (title, table, leading key columns, how the run columns align)
-    tables = [(f"microbench {family}", microbench_table(report, family), 2, "right") for family in report.families]
+    # (title, table, leading key columns, whether the run columns are numbers, aligned right)
+    tables = [(f"microbench {family}", microbench_table(report, family), 2, True) for family in report.families]
     if report.validate:
-        tables.append(("validate", validate_table(report), 1, "left"))
-    for title, (headers, cells), keys, justify in tables:
+        tables.append(("validate", validate_table(report), 1, False))
+    for title, (headers, cells), keys, numbers in tables:
         print_in_column_groups(console, title, [escape(h) for h in headers], [[escape(c) for c in line] for line in cells],
-                               keys=keys, justify=justify)
+                               keys=keys, right=range(keys, len(headers)) if numbers else ())
     for run in report.ab:
         scoreboard.render(run["models"], run["arms"], console, title=f"ab · {run['run']} · {run['overall']}")
     for note in report.notes:

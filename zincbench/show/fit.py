@@ -4,12 +4,13 @@ every cell into "E1…". Nothing is lost: --markdown and --json keep every colum
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Collection, Sequence
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 
 def fits(console: Console, renderable) -> bool:
@@ -18,41 +19,51 @@ def fits(console: Console, renderable) -> bool:
     return Measurement.get(console, unbounded, renderable).maximum <= console.width
 
 
+def _longest_word(header: str) -> str:
+    return max(header.split() or [""], key=cell_len)
+
+
 def _table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[str]], columns: Sequence[int],
-           keys: int, justify: str, show_header: bool = True) -> Table:
-    table = Table(title=title, title_justify="left", show_header=show_header)
+           keys: int, right: Collection[int], probe: bool = False) -> Table:
+    """The table of ``columns``; a ``probe`` (to measure) gives each value header only its longest
+    word, since printed headers wrap between words."""
+    if probe:
+        headers = [h if i < keys else _longest_word(h) for i, h in enumerate(headers)]
+    table = Table(title=title, title_justify="left")
     for i in columns:
         if i < keys:  # what identifies a row is never wrapped or cut
             table.add_column(headers[i], no_wrap=True)
-        else:
-            table.add_column(headers[i], justify=justify, overflow="fold")
+        else:  # cells keep their width when the table is tight: the header wraps instead
+            widest = max((Text.from_markup(r[i]).cell_len for r in rows), default=0)
+            table.add_column(headers[i], justify="right" if i in right else "left", overflow="fold", min_width=widest)
     for row in rows:
         table.add_row(*(row[i] for i in columns))
     return table
 
 
-def print_in_column_groups(console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
-                           keys: int, justify: str = "right") -> None:
+def print_in_column_groups(console: Console, title: str | None, headers: Sequence[str], rows: Sequence[Sequence[str]],
+                           *, keys: int, right: Collection[int] = ()) -> None:
     """One table when it fits; otherwise several, each with the ``keys`` leading columns and as many
     of the others as fit (titled "title (i/n)"), or one stacked listing when the keys alone leave
-    no room. Only the cells must fit: long headers wrap."""
+    no room. Cells must fit whole; long headers wrap between words."""
+    if not headers:
+        return
     key_columns = list(range(keys))
-    if not all(fits(console, _table(None, headers, rows, key_columns + [i], keys, justify, False))
+    if not all(fits(console, _table(None, headers, rows, key_columns + [i], keys, right, probe=True))
                for i in range(keys, len(headers))):
         # some column does not fit beside the keys even alone: the keys get a line of their own
-        right = set(range(keys, len(headers))) if justify == "right" else set()
-        print_stacked(console, title, headers, rows, keys=key_columns, right=right)
+        print_stacked(console, title or "", headers, rows, keys=key_columns, right=set(right))
         return
     groups: list[list[int]] = [[]]
     for i in range(keys, len(headers)):
         trial = groups[-1] + [i]
-        if groups[-1] and not fits(console, _table(None, headers, rows, key_columns + trial, keys, justify, False)):
+        if groups[-1] and not fits(console, _table(None, headers, rows, key_columns + trial, keys, right, probe=True)):
             groups.append([i])
         else:
             groups[-1] = trial
     for n, group in enumerate(groups, 1):
-        shown = title if len(groups) == 1 else f"{title} ({n}/{len(groups)})"
-        console.print(_table(shown, headers, rows, key_columns + group, keys, justify))
+        shown = title if len(groups) == 1 or not title else f"{title} ({n}/{len(groups)})"
+        console.print(_table(shown, headers, rows, key_columns + group, keys, right))
 
 
 def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
@@ -60,7 +71,7 @@ def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Se
     """Each row as two lines: its ``keys`` cells alone (long names get the full width), then the other
     cells in aligned columns under one shared header (headers wrap to their column's width)."""
     others = [i for i in range(len(headers)) if i not in keys]
-    widths = {i: max(cell_len(r[i]) for r in rows) if rows else cell_len(headers[i]) for i in others}
+    widths = {i: max((Text.from_markup(r[i]).cell_len for r in rows), default=cell_len(headers[i])) for i in others}
 
     def table(header: bool) -> Table:
         t = Table(box=None, show_header=header, padding=(0, 1), show_edge=False)
@@ -68,7 +79,8 @@ def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Se
             t.add_column(headers[i], width=widths[i], overflow="fold", justify="right" if i in right else "left")
         return t
 
-    console.print(title, highlight=False)
+    if title:
+        console.print(title, highlight=False)
     console.print(f"[bold]{' · '.join(headers[i] for i in keys)}[/bold]")
     console.print(table(header=True))
     for row in rows:

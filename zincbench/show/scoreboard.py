@@ -76,20 +76,24 @@ def display_rows(models: Sequence[dict], arms: Sequence[str]) -> list[dict[str, 
 
 
 def render(models: Sequence[dict], arms: Sequence[str], console=None, title: str | None = None) -> None:
+    """One row per model; in a narrow terminal the columns come in groups, the model repeated."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.markup import escape
+
+    from zincbench.show.fit import print_in_column_groups
 
     console = console or Console()
     rows = display_rows(models, arms)
-    table = Table(title=title)
-    for h in rows[0] if rows else ():
-        table.add_column(h, justify="left" if h in TEXT_COLUMNS else "right")
+    headers = list(rows[0]) if rows else []
+    cells = []
     for row, s in zip(rows, models):
+        line = {h: escape(v) for h, v in row.items()}
         style = VERDICT_STYLE.get(s["verdict"])
         if style:
-            row["verdict"] = f"[{style}]{row['verdict']}[/]"
-        table.add_row(*row.values())
-    console.print(table)
+            line["verdict"] = f"[{style}]{line['verdict']}[/]"
+        cells.append(list(line.values()))
+    print_in_column_groups(console, title, [escape(h) for h in headers], cells, keys=1,
+                           right=[i for i, h in enumerate(headers) if h not in TEXT_COLUMNS])
 
 
 def to_markdown(models: Sequence[dict], arms: Sequence[str], title: str | None = None) -> str:
