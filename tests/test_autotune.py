@@ -89,7 +89,10 @@ def test_cached_picks_are_reused_per_scope_and_retune_ignores_them(tmp_path):
 
 
 @pytest.mark.parametrize("content", ['[1, 2, 3]', '{"a|b": {"choice": "x", "medians_us": {"x": 1}}}', '"text"',
-                                     '{"version": 2, "entries": []}', 'not json', '{"version": 2, "entries": {"k": 5}}'])
+                                     '{"version": 2, "entries": []}', 'not json', '{"version": 2, "entries": {"k": 5}}',
+                                     '{"version": 2, "entries": {"k": {"choice": "a", "medians_us": {"a": 1}, "recheck": 5}}}',
+                                     '{"version": 2, "entries": {"k": {"choice": "a", "medians_us": {"a": -1}}}}',
+                                     '[' * 100000])
 def test_a_cache_of_another_shape_is_ignored_with_a_warning_and_rebuilt(tmp_path, capsys, content):
     path = tmp_path / "autotune.json"
     path.write_text(content)

@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -58,11 +59,18 @@ def cache_path() -> Path:
     return path
 
 
+def _medians(value) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for k, v in value.items())
+
+
 def _valid_entry(entry) -> bool:
-    return (isinstance(entry, dict) and isinstance(entry.get("choice"), str)
-            and isinstance(entry.get("medians_us"), dict)
-            and all(isinstance(k, str) and isinstance(v, (int, float)) for k, v in entry["medians_us"].items())
-            and entry["choice"] in entry["medians_us"])
+    if not (isinstance(entry, dict) and isinstance(entry.get("choice"), str) and _medians(entry.get("medians_us"))
+            and entry["choice"] in entry["medians_us"]):
+        return False
+    recheck = entry.get("recheck")
+    return recheck is None or (isinstance(recheck, dict) and _medians(recheck.get("medians_us"))
+                               and entry["choice"] in recheck["medians_us"])
 
 
 class TuneCache:
