@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -164,3 +165,15 @@ def test_drift_is_flagged_exactly_beyond_the_threshold(tuned, ratio):
 def test_rows_without_tuning_are_left_alone():
     row = {"detail": {"capacity": 8}, "summary": {"median_us": 5.0}}
     assert autotune.flag_drift(row) is None and "warnings" not in row
+
+
+def test_the_scope_names_device_driver_runtime_nvrtc_and_kernels(monkeypatch):
+    from zincbench.gpu import nvrtc
+
+    runtime = SimpleNamespace(driverGetVersion=lambda: 13000, runtimeGetVersion=lambda: 12080)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(runtime=runtime)))
+    monkeypatch.setattr(nvrtc, "nvrtc_version", lambda: "13.5")
+    scope = autotune.device_scope("NVIDIA H200")
+    assert scope == f"NVIDIA H200|driver 13000|runtime 12080|nvrtc 13.5|kernels {autotune.kernels_hash()}"
+    runtime.driverGetVersion = lambda: 13010
+    assert autotune.device_scope("NVIDIA H200") != scope

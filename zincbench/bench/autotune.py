@@ -148,9 +148,10 @@ def device_scope(device_name: str) -> str:
     """The part of a cache key that names the GPU and the software that compiles and runs the kernels."""
     import cupy
 
+    from zincbench.gpu.nvrtc import nvrtc_version
+
     rt = cupy.cuda.runtime
-    nvrtc = ".".join(map(str, cupy.cuda.nvrtc.getVersion()))
-    return (f"{device_name}|driver {rt.driverGetVersion()}|runtime {rt.runtimeGetVersion()}|nvrtc {nvrtc}"
+    return (f"{device_name}|driver {rt.driverGetVersion()}|runtime {rt.runtimeGetVersion()}|nvrtc {nvrtc_version()}"
             f"|kernels {kernels_hash()}")
 
 
