@@ -70,21 +70,27 @@ def _compact_cells(d: dict) -> list[str]:
 
 def _print_compact(console: Console, rows: list[dict]) -> None:
     """Narrow terminals: the case on a line of its own, then its variants in a few aligned columns
-    (medians, speedup, verdict; the CIs, rates and floors stay in --markdown and --json)."""
+    (median, speedup, verdict, then the llama.cpp ratio and the tile while they fit; the CIs, rates
+    and floors stay in --markdown and --json)."""
     cells = [_compact_cells(d) for d in rows]
     widths = [max(cell_len(c) for c in column) for column in zip(COMPACT_HEADERS, *cells)]
 
-    def table(header: bool) -> Table:
+    def table(shown: list[int], header: bool) -> Table:
         t = Table(box=None, show_header=header, padding=(0, 1), show_edge=False)
-        for name, width in zip(COMPACT_HEADERS, widths):
-            t.add_column(name, width=width, overflow="fold",
-                         justify="left" if name in ("variant", "verdict", "tile") else "right")
+        for i in shown:
+            t.add_column(COMPACT_HEADERS[i], width=widths[i], overflow="fold",
+                         justify="left" if COMPACT_HEADERS[i] in ("variant", "verdict", "tile") else "right")
         return t
 
-    console.print(table(header=True))
+    shown = list(range(len(COMPACT_HEADERS)))
+    for optional in ("× llama.cpp", "tile"):
+        if fits(console, table(shown, header=True)):
+            break
+        shown.remove(COMPACT_HEADERS.index(optional))
+    console.print(table(shown, header=True))
     for case in dict.fromkeys(d["case"] for d in rows):
         console.print(Text(case, style="bold"), overflow="fold")
-        body = table(header=False)
+        body = table(shown, header=False)
         for d, line in zip(rows, cells):
             if d["case"] != case:
                 continue
@@ -92,7 +98,7 @@ def _print_compact(console: Console, rows: list[dict]) -> None:
                 line[3] = f"[red]{escape(line[3])}[/]"
             elif d["verdict"] in VERDICT_STYLE:
                 line[3] = f"[{VERDICT_STYLE[d['verdict']]}]{line[3]}[/]"
-            body.add_row(*line, style=ROLE_STYLE.get(d["role"], ""))
+            body.add_row(*(line[i] for i in shown), style=ROLE_STYLE.get(d["role"], ""))
         console.print(body)
 
 
