@@ -9,5 +9,5 @@ BUNDLED = {"zincbench.kernels": "kernels", "zincbench.experiments": "experiments
 setup(
     packages=find_packages(include=["zincbench", "zincbench.*"]) + list(BUNDLED),
     package_dir=BUNDLED,
-    package_data={"zincbench.kernels": ["*.cu", "*.cuh"], "zincbench.experiments": ["*.yaml"]},
+    package_data={"zincbench.kernels": ["**/*.cu", "**/*.cuh"], "zincbench.experiments": ["**/*.yaml"]},
 )

@@ -52,8 +52,9 @@ def installed(tmp_path_factory):
 def test_the_wheel_holds_every_kernel_and_experiment(installed):
     _, _, wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
-    for folder in ("kernels", "experiments"):
-        bundled = sorted(p.name for p in (REPO / folder).iterdir() if p.suffix in (".cu", ".cuh", ".yaml"))
+    for folder in ("kernels", "experiments"):  # subfolders too (experiments/examples/)
+        bundled = sorted(p.relative_to(REPO / folder).as_posix() for p in (REPO / folder).rglob("*")
+                         if p.suffix in (".cu", ".cuh", ".yaml"))
         assert bundled
         missing = [n for n in bundled if f"zincbench/{folder}/{n}" not in names]
         assert not missing, f"{folder}: {missing} not in {wheel.name}"
