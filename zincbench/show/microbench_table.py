@@ -29,8 +29,9 @@ def rows_for_display(doc: dict) -> list[dict]:
         ci = s.get("median_ci_us") or [None, None]
         sci = vs.get("speedup_ci") or [None, None]
         ref = (r.get("reference") or {}).get("llama_cpp_us")
+        stand_in = (r.get("detail") or {}).get("source") == "stand-in"
         out.append({
-            "case": r["case"], "variant": r["variant"], "role": r["role"],
+            "case": r["case"], "variant": r["variant"] + ("*" if stand_in else ""), "role": r["role"],
             "check": "ok" if r["check"]["passed"] else f"FAIL ({r['check'].get('failure') or 'err %.1e' % r['check']['rel_error']})",
             "rel_err": r["check"]["rel_error"],
             "median": s.get("median_us"), "p90": s.get("p90_us"), "ci": ci,
@@ -41,6 +42,23 @@ def rows_for_display(doc: dict) -> list[dict]:
             "detail": (r.get("detail") or {}).get("tile", ""),
         })
     return out
+
+
+def source_notes(doc: dict) -> list[str]:
+    """Where declared variants came from, and the variants that did not run (absent from a source)."""
+    kinds = doc["config"].get("declared_sources") or {}
+    notes = []
+    if "stand-in" in kinds.values():
+        notes.append("* stand-in: zincbench's copy in the engine's ABI (--engine-src DIR runs the engine's own)")
+    engine = [name for name, kind in kinds.items() if "engine" in kind.split("+")]
+    if engine:
+        notes.append(f"from the engine's source tree: {', '.join(engine)}")
+    skipped: dict[tuple[str, str], int] = {}
+    for r in doc["results"]:
+        if "skipped" in r and not r["skipped"].startswith("not for this case"):
+            skipped[(r["variant"], r["skipped"])] = skipped.get((r["variant"], r["skipped"]), 0) + 1
+    notes += [f"not run: {variant} in {n} case(s): {why}" for (variant, why), n in skipped.items()]
+    return notes
 
 
 def _ci(lo, hi, spec=".1f"):
@@ -157,6 +175,8 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
         if cell["verdict"] != rule.get("require"):
             console.print(f"  {cell['case']}: {cell['verdict']}" + (f" ({cell.get('why')})" if cell.get("why") else ""),
                           markup=False, highlight=False)
+    for note in source_notes(doc):
+        console.print(note, markup=False, highlight=False)
 
 
 def microbench_markdown(doc: dict) -> str:
@@ -166,4 +186,5 @@ def microbench_markdown(doc: dict) -> str:
     verdict = doc.get("verdict") or {}
     lines.append("")
     lines.append(f"**{verdict.get('decision', 'INCOMPLETE')}**: {rule_in_words(verdict.get('rule') or {})}")
+    lines += [""] + [f"- {note}" for note in source_notes(doc)] if source_notes(doc) else []
     return "\n".join(lines)
