@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -77,7 +78,20 @@ def _exited(pid: int) -> bool:
 
 
 def _wait_exited(pid: int, timeout_s: float) -> bool:
-    """Poll until the child exits or ``timeout_s`` passes; True when it exited."""
+    """Wait until the child exits or ``timeout_s`` passes; True when it exited. A pidfd wakes us the
+    moment it exits (Linux 5.3+); elsewhere we poll with a growing pause."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return _poll_exited(pid, timeout_s)
+    try:
+        select.select([pidfd], [], [], timeout_s)
+    finally:
+        os.close(pidfd)
+    return _exited(pid)
+
+
+def _poll_exited(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     pause = POLL_MIN_S
     while not _exited(pid):
