@@ -151,13 +151,14 @@ def checked(result: ProcessResult) -> ProcessResult:
     if result.timed_out:
         raise EngineFailure("timeout", f"{name} timed out after {result.wall_s:.0f} s", result.tail())
     if result.returncode is not None and result.returncode < 0:
-        raise EngineFailure("crash", f"{name} was killed by {_signal_name(-result.returncode)}", result.tail())
+        raise EngineFailure("crash", f"{name} was killed by {signal_name(-result.returncode)}", result.tail())
     if result.returncode != 0:
         raise EngineFailure("crash", f"{name} exited with code {result.returncode}", result.tail())
     return result
 
 
-def _signal_name(signum: int) -> str:
+def signal_name(signum: int) -> str:
+    """SIGILL for 4; 'signal 99' for a number Python has no name for."""
     try:
         return signal.Signals(signum).name
     except ValueError:
