@@ -40,6 +40,7 @@ import numpy as np
 
 from zincbench import records
 from zincbench.config import experiment_path, load_config
+from zincbench.engines.process import run_process, signals_as_interrupts
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.runs.ab import ABSettings
 from zincbench.judge import Verdict, compare_medians
@@ -268,8 +269,12 @@ Launcher = Callable[[list, float], subprocess.CompletedProcess]
 
 
 def launch_process(argv: list, timeout_s: float) -> subprocess.CompletedProcess:
-    """Run one microbench process to completion (raises subprocess.TimeoutExpired)."""
-    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout_s)
+    """Run one microbench process to completion in its own process group (engines.process: the
+    whole group is stopped at the timeout); raises subprocess.TimeoutExpired then."""
+    result = run_process(argv, timeout_s=timeout_s)
+    if result.timed_out:
+        raise subprocess.TimeoutExpired(argv, timeout_s, result.stdout, result.stderr)
+    return subprocess.CompletedProcess(argv, result.returncode, result.stdout, result.stderr)
 
 
 def microbench_argv(settings: MicrobenchAASettings, results_dir: Path) -> list:
@@ -406,7 +411,7 @@ def run_microbench_aa(config: AAConfig, *, results_dir=None, launch: Launcher = 
 
         processes = measured()
         first = next(processes)  # no GPU or bad input stops here, before a results file exists
-        with records.IncrementalWriter(doc, directory=results_dir) as writer:
+        with signals_as_interrupts(), records.IncrementalWriter(doc, directory=results_dir) as writer:
             for row, environment in itertools.chain([first], processes):
                 doc.environment = doc.environment or environment
                 rows.append(row)
@@ -491,7 +496,7 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
 
         repeats = repeated()
         first = next(repeats)  # bad input (a missing model file, a binary that is no engine) stops here, before a results file
-        with records.IncrementalWriter(doc, directory=results_dir) as writer:
+        with signals_as_interrupts(), records.IncrementalWriter(doc, directory=results_dir) as writer:
             for repeat, outcome in itertools.chain([first], repeats):
                 doc.environment = doc.environment or outcome.document.environment
                 doc.notes.extend(n for n in outcome.document.notes if n not in doc.notes)
