@@ -15,6 +15,7 @@ from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.llamabench import load as load_llama_bench
 from zincbench.runs.ab import (
     P90_MIN_SAMPLES, ABSettings, Arm, combine_verdicts, nearest_rank, neutral_prompt, round_orders, run_ab,
+    summarize_recorded,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
@@ -120,6 +121,14 @@ def test_a_a_run_keeps_interleaving_until_it_is_same(tmp_path, fake, monkeypatch
     assert model["stop"] == "decided" and model["rounds"] in design.looks()
     assert model["prefill"]["confidence"] == pytest.approx(design.confidence_at(model["rounds"]))
     assert len(out.document.results) == 2 * (model["rounds"] + 1)  # no run after the deciding look
+
+
+def test_a_recorded_adaptive_run_is_rejudged_to_the_same_verdict(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("FAKE_NOISE", "0.01")
+    out = ab(tmp_path, fake, env_b={})
+    saved = json.loads(out.path.read_text())
+    again = summarize_recorded(tiny_model(tmp_path), saved["results"], ["A", "B"], saved["config"]["settings"])
+    assert again["verdict"] == out.models[0]["verdict"] and again["prefill"] == out.models[0]["prefill"]
 
 
 def test_slowdown_is_called_at_an_early_look(tmp_path, fake, monkeypatch):

@@ -322,6 +322,16 @@ def summarize_model(model, records: list[dict], arms: Sequence[str], threshold: 
     return summary
 
 
+def summarize_recorded(model, records: list[dict], arms: Sequence[str], settings: dict) -> dict:
+    """Re-judge one model of a recorded A/B (``config.settings`` of its document) at the confidence
+    of the look it stopped at, so a recorded adaptive verdict can be reproduced from its raw runs."""
+    known = {f.name for f in dataclasses.fields(ABSettings)}
+    recorded = ABSettings(**{k: v for k, v in settings.items() if k in known})
+    rounds = len({r["round"] for r in records if not r["warmup"]})
+    return summarize_model(model, records, arms, recorded.threshold, recorded.design().confidence_at(rounds),
+                           recorded.max_failure_rate)
+
+
 # --- llama-bench baseline ----------------------------------------------------------------------------
 
 
