@@ -478,7 +478,8 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
         "mode": "ab", "settings": dataclasses.asdict(settings), "engine": engine.describe(), "env": env or {},
         "planted": {"env_b": planted, "expect": expect} if planted else None,
         "models": [m.name for m in models], "gpu_uuid": gpu_uuid,
-        "verdict_rule": {"method": "paired-t-log", "threshold": settings.threshold,
+        "verdict_rule": {"method": "group-sequential paired-t-log (runs.sequential)", "threshold": settings.threshold,
+                         "alpha": settings.alpha,
                          "source": "zincbench ab (runs.ab.summarize_model)"},
         "target_fp_rate": config.target_fp_rate, "interval_confidence": config.interval_confidence,
         "detection_coverage": config.detection_coverage})
