@@ -12,6 +12,8 @@ Behaviour from the environment:
   FAKE_PREFILL_TPS, FAKE_DECODE_TPS  base speeds (2000, 100 tokens/s)
   FAKE_SPEED      multiplier on both (0.95 = a 5% slower build)
   FAKE_NOISE      each run's speeds are multiplied by a factor drawn uniformly in [1-NOISE, 1+NOISE]
+  FAKE_NOISE_SD   each run's speeds are multiplied by exp(N(0, SD)): run-to-run noise with a relative
+                  standard deviation of about SD (0.015 = "1.5% noise"); independent of FAKE_NOISE
   FAKE_DRIFT      per-run relative drift (thermal throttling): run k is scaled by (1+DRIFT)**k
   FAKE_SEED       seed of the noise; run k draws from Random(f"{SEED}:{k}")
   FAKE_COUNTER    a file holding the run counter k, incremented by every run (shared by A and B)
@@ -22,6 +24,7 @@ Behaviour from the environment:
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import sys
@@ -32,9 +35,10 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "llama-bench" / "tiny.j
 
 
 def write_launcher(directory: Path, name: str = "fake-engine") -> Path:
-    """An executable that runs this script with the current interpreter (what tests pass as a binary)."""
+    """An executable that runs this script with the current interpreter (what tests pass as a binary);
+    -S skips site-packages, which the fake does not need, and halves its start-up time."""
     path = Path(directory) / name
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "$@"\n')
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{Path(__file__).resolve()}" "$@"\n')
     path.chmod(0o755)
     return path
 
@@ -53,8 +57,13 @@ def _speeds(k: int) -> tuple[float, float]:
     rng = random.Random(f"{os.environ.get('FAKE_SEED', '0')}:{k}")
     noise = float(os.environ.get("FAKE_NOISE", "0"))
     scale = float(os.environ.get("FAKE_SPEED", "1")) * (1 + float(os.environ.get("FAKE_DRIFT", "0"))) ** k
-    prefill = float(os.environ.get("FAKE_PREFILL_TPS", "2000")) * scale * (1 + noise * rng.uniform(-1, 1))
-    decode = float(os.environ.get("FAKE_DECODE_TPS", "100")) * scale * (1 + noise * rng.uniform(-1, 1))
+    sd = float(os.environ.get("FAKE_NOISE_SD", "0"))
+
+    def factor() -> float:
+        return (1 + noise * rng.uniform(-1, 1)) * math.exp(rng.gauss(0, sd) if sd else 0.0)
+
+    prefill = float(os.environ.get("FAKE_PREFILL_TPS", "2000")) * scale * factor()
+    decode = float(os.environ.get("FAKE_DECODE_TPS", "100")) * scale * factor()
     return prefill, decode
 
 

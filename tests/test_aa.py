@@ -308,19 +308,36 @@ def test_same_binary_as_a_and_b_gives_no_false_positives(tmp_path, fake):
 def test_ab_order_under_drift_is_caught_as_false_positives_and_abba_is_not(tmp_path, fake, monkeypatch):
     """Every run 3% faster than the one before: with order ab, B always runs right after A and looks faster."""
     monkeypatch.setenv("FAKE_DRIFT", "0.03")
-    biased = ab_aa(tmp_path, fake, repeats=2, rounds=4, order="ab")
+    biased = ab_aa(tmp_path, fake, repeats=2, rounds=8, order="ab")
     assert biased.exit_code == ExitCode.FAIL
     assert biased.summary["comparisons"]["tally"]["faster"] == 2 and biased.summary["by_metric"]["prefill"]["faster"] == 2
-    balanced = ab_aa(tmp_path, fake, repeats=2, rounds=4, order="abba")
+    balanced = ab_aa(tmp_path, fake, repeats=2, rounds=8, order="abba")
     assert balanced.summary["comparisons"]["false_positive"]["events"] == 0
 
 
-def test_engine_failures_make_the_ab_aa_inconclusive(tmp_path, fake, monkeypatch):
+def test_engine_failures_above_the_cap_make_the_ab_aa_inconclusive(tmp_path, fake, monkeypatch):
     monkeypatch.setenv("FAKE_FAIL", "crash")
-    monkeypatch.setenv("FAKE_FAIL_RUNS", "3")  # one run of the first repeat crashes
+    monkeypatch.setenv("FAKE_FAIL_RUNS", "2,3")  # round 1 of the first repeat: half its measured runs
     out = ab_aa(tmp_path, fake, repeats=2, rounds=2)
     assert out.exit_code == ExitCode.INCONCLUSIVE and out.summary["failures"] == 1
     assert out.document.results[0]["verdict"] == "error"
+
+
+def test_planted_slowdown_measures_the_detection_rate(tmp_path, fake):
+    config = load_aa_config().with_overrides("ab", repeats=3)
+    out = run_ab_aa([tiny_model(tmp_path)], make_engine("zinc-main", bin=fake), config, planted={"FAKE_SPEED": "0.95"},
+                    expect="slower", results_dir=tmp_path / "results", monitor=FakeMonitor(), progress=False)
+    detected = out.summary["comparisons"]["detected"]
+    assert detected["events"] == 3 and detected["n"] == 3 and out.summary["outcome"] == "pass"
+    assert out.exit_code == ExitCode.OK and out.document.config["planted"]["env_b"] == {"FAKE_SPEED": "0.95"}
+    assert out.summary["rounds"]["max"] <= config.ab.max_rounds
+
+
+def test_planted_change_the_verdict_misses_fails_the_detection_test(tmp_path, fake):
+    config = load_aa_config().with_overrides("ab", repeats=2)
+    out = run_ab_aa([tiny_model(tmp_path)], make_engine("zinc-main", bin=fake), config, planted={"FAKE_SPEED": "1.0"},
+                    expect="slower", results_dir=tmp_path / "results", monitor=FakeMonitor(), progress=False)
+    assert out.summary["comparisons"]["detected"]["events"] == 0 and out.exit_code == ExitCode.FAIL
 
 
 def run_cli(tmp_path, capsys, *args):
@@ -342,7 +359,16 @@ def test_cli_ab_aa_table_markdown_and_json(tmp_path, capsys, fake):
     assert code == 0 and data["summary"]["outcome"] == "pass" and Path(data["results_file"]).is_file()
 
 
+def test_cli_detection_table(tmp_path, capsys, fake):
+    (tmp_path / "tiny.gguf").touch()
+    code, out, _ = run_cli(tmp_path, capsys, "ab", "--a", str(fake), "--model", f"tiny={tmp_path / 'tiny.gguf'}",
+                           "--repeats", "2", "--env-b", "FAKE_SPEED=0.9", "--expect", "slower",
+                           "--results-dir", str(tmp_path / "results"))
+    assert code == 0 and "DETECTION PASS" in out and "detection rate (slower)" in out
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--env-b", "FAKE_SPEED=0.9"], "--env-b and --expect go together"),
     (["--rounds", "1"], "--rounds must be at least 2"),
     (["--repeats", "0"], "repeats must be at least 1"),
     (["--model", "tiny=/nonexistent.gguf"], "GGUF file not found"),

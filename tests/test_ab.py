@@ -14,7 +14,8 @@ from zincbench.engines.base import Engine, ThroughputResult
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.llamabench import load as load_llama_bench
 from zincbench.runs.ab import (
-    ABSettings, Arm, combine_verdicts, nearest_rank, neutral_prompt, round_orders, run_ab,
+    P90_MIN_SAMPLES, ABSettings, Arm, combine_verdicts, nearest_rank, neutral_prompt, round_orders, run_ab,
+    summarize_recorded,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
@@ -109,13 +110,48 @@ def test_injected_5pct_slowdown_is_slower_within_6_rounds_at_1pct_noise(tmp_path
 
 
 @pytest.mark.parametrize("seed", ["0", "1"])
-def test_a_a_run_is_same(tmp_path, fake, monkeypatch, seed):
+def test_a_a_run_keeps_interleaving_until_it_is_same(tmp_path, fake, monkeypatch, seed):
     monkeypatch.setenv("FAKE_NOISE", "0.01")
     monkeypatch.setenv("FAKE_SEED", seed)
-    out = ab(tmp_path, fake, env_b={}, rounds=6)
+    out = ab(tmp_path, fake, env_b={})
     model = out.models[0]
     assert model["prefill"]["verdict"] == "same" and model["decode"]["verdict"] == "same"
     assert out.overall == "same" and out.exit_code == ExitCode.OK
+    design = ABSettings().design()
+    assert model["stop"] == "decided" and model["rounds"] in design.looks()
+    assert model["prefill"]["confidence"] == pytest.approx(design.confidence_at(model["rounds"]))
+    assert len(out.document.results) == 2 * (model["rounds"] + 1)  # no run after the deciding look
+
+
+def test_a_recorded_adaptive_run_is_rejudged_to_the_same_verdict(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("FAKE_NOISE", "0.01")
+    out = ab(tmp_path, fake, env_b={})
+    saved = json.loads(out.path.read_text())
+    again = summarize_recorded(tiny_model(tmp_path), saved["results"], ["A", "B"], saved["config"]["settings"])
+    assert again["verdict"] == out.models[0]["verdict"] and again["prefill"] == out.models[0]["prefill"]
+
+
+def test_slowdown_is_called_at_an_early_look(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("FAKE_NOISE", "0.01")
+    out = ab(tmp_path, fake, env_b={"FAKE_SPEED": "0.95"})
+    model = out.models[0]
+    assert model["verdict"] == "slower" and model["stop"] == "decided"
+    assert model["rounds"] < ABSettings().max_rounds
+
+
+def test_undecidable_noise_spends_the_round_budget_and_is_inconclusive(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("FAKE_NOISE", "0.3")
+    out = ab(tmp_path, fake, env_b={}, min_rounds=4, max_rounds=8)
+    model = out.models[0]
+    assert model["verdict"] == "inconclusive" and model["stop"] == "max rounds" and model["rounds"] == 8
+    assert out.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_time_budget_stops_at_the_first_look(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("FAKE_NOISE", "0.3")
+    out = ab(tmp_path, fake, env_b={}, min_rounds=2, max_rounds=20, max_time_s=1e-9)
+    model = out.models[0]
+    assert model["stop"] == "max time" and model["rounds"] == 2 and model["verdict"] == "inconclusive"
 
 
 def test_faster_candidate(tmp_path, fake, monkeypatch):
@@ -217,7 +253,7 @@ def test_interrupted_run_keeps_what_it_measured(tmp_path):
 # --- failures ------------------------------------------------------------------------------------------
 
 
-def test_crash_becomes_an_error_entry_with_the_stderr_tail(tmp_path, fake, monkeypatch):
+def test_crash_becomes_an_error_entry_judged_apart_from_the_verdict(tmp_path, fake, monkeypatch):
     monkeypatch.setenv("FAKE_FAIL", "crash")
     monkeypatch.setenv("FAKE_FAIL_RUNS", "3")  # the 4th run: round 1, arm B
     out = ab(tmp_path, fake, env_b={}, rounds=3)
@@ -225,18 +261,73 @@ def test_crash_becomes_an_error_entry_with_the_stderr_tail(tmp_path, fake, monke
     (error,) = model["errors"]
     assert error["arm"] == "B" and error["round"] == 1 and error["reason"] == "crash"
     assert "CUDA error 700" in error["stderr_tail"]
-    assert model["verdict"] == "error" and out.exit_code == ExitCode.INCONCLUSIVE
+    assert model["failed_runs"] == 1 and any("1 failed run" in note for note in model["notes"])
     assert model["prefill"]["n_pairs"] == 2  # the other rounds still pair up
+    assert model["verdict"] == "same" and out.exit_code == ExitCode.OK  # noise-free fake: identical rates
     assert out.document.complete is True
+
+
+def test_a_failed_run_does_not_mask_a_regression(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("FAKE_NOISE", "0.01")
+    monkeypatch.setenv("FAKE_FAIL", "crash")
+    monkeypatch.setenv("FAKE_FAIL_RUNS", "5")  # round 2, arm B
+    out = ab(tmp_path, fake, env_b={"FAKE_SPEED": "0.95"})
+    model = out.models[0]
+    assert model["failed_runs"] == 1 and model["verdict"] == "slower" and out.exit_code == ExitCode.FAIL
+
+
+def test_failures_above_the_cap_are_an_error(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("FAKE_FAIL", "crash")
+    monkeypatch.setenv("FAKE_FAIL_RUNS", "2,3,5")  # 3 of 4 measured runs
+    out = ab(tmp_path, fake, env_b={}, rounds=2, max_failure_rate=0.5)
+    model = out.models[0]
+    assert model["verdict"] == "error" and model["failed_runs"] == 3 and out.exit_code == ExitCode.INCONCLUSIVE
+    assert any("3 of 4 measured runs failed" in note for note in model["notes"])
 
 
 def test_hang_is_killed_at_the_timeout(tmp_path, fake, monkeypatch):
     monkeypatch.setenv("FAKE_FAIL", "hang")
     monkeypatch.setenv("FAKE_FAIL_RUNS", "2")
-    out = ab(tmp_path, fake, env_b={}, rounds=2, timeout_s=5)
+    out = ab(tmp_path, fake, env_b={}, rounds=2, timeout_s=2)
     (error,) = out.models[0]["errors"]
     assert error["reason"] == "timeout" and error["round"] == 1
-    assert out.models[0]["verdict"] == "error"
+    assert out.models[0]["failed_runs"] == 1 and out.models[0]["verdict"] == "inconclusive"  # one pair decides nothing
+
+
+def test_p90_is_reported_only_from_enough_runs(tmp_path, fake):
+    few = ab(tmp_path, fake, rounds=P90_MIN_SAMPLES - 1).models[0]["arms"]["A"]
+    enough = ab(tmp_path, fake, rounds=P90_MIN_SAMPLES).models[0]["arms"]["A"]
+    assert few["prefill_p90"] is None and few["decode_p90"] is None and few["prefill_median"] is not None
+    assert enough["prefill_p90"] is not None and enough["decode_p90"] is not None
+
+
+def test_an_undecided_scoreboard_runs_enough_rounds_for_its_p90(tmp_path, fake):
+    assert ab(tmp_path, fake).models[0]["arms"]["A"]["n"] == P90_MIN_SAMPLES
+
+
+def test_csv_is_written_before_the_document_says_complete(tmp_path, fake, monkeypatch):
+    from zincbench.show import scoreboard
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scoreboard, "write_csv", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ab(tmp_path, fake, env_b={}, rounds=2)
+    (saved,) = [json.loads(p.read_text()) for p in (tmp_path / "results").glob("ab-*.json")]
+    assert saved["complete"] is False and saved["verdict"]["overall"] == "same"
+
+
+def test_decode_line_that_never_parses_is_a_warning(tmp_path):
+    class PrefillOnly(Engine):
+        kind = "prefill-only"
+
+        def throughput(self, model, prompt_text, n_gen, *, env=None, timeout_s=600.0):
+            return ThroughputResult(100, 1000.0)
+
+    out = run_ab([tiny_model(tmp_path)], [Arm("A", PrefillOnly())], ABSettings(rounds=2), results_dir=tmp_path,
+                 monitor=FakeMonitor(), progress=False)
+    assert any("no run printed a decode rate" in note for note in out.document.notes)
 
 
 def test_garbage_output_of_one_arm(tmp_path, fake):
@@ -256,7 +347,9 @@ def test_missing_model_file_is_bad_input(tmp_path, fake):
 
 @pytest.mark.parametrize("settings, message", [
     ({"rounds": 1}, "--rounds"), ({"threshold": 2.0}, "--threshold"), ({"order": "zz"}, "--order"),
-    ({"timeout_s": 0}, "--timeout"),
+    ({"timeout_s": 0}, "--timeout"), ({"timeout_s": float("nan")}, "--timeout"), ({"max_time_s": -1}, "--max-time"),
+    ({"min_rounds": 8, "max_rounds": 6}, "--max-rounds"), ({"alpha": 0}, "--alpha"), ({"look_every": 0}, "--look-every"),
+    ({"max_failure_rate": 1}, "--max-failure-rate"),
 ])
 def test_bad_settings(tmp_path, fake, settings, message):
     with pytest.raises(InputError, match=message):
@@ -287,7 +380,7 @@ def test_two_llama_bench_builds(tmp_path, fake):
 def test_scoreboard_against_a_llama_bench_file(tmp_path, fake):
     rows = load_llama_bench(FIXTURES / "tiny.jsonl")
     model = tiny_model(tmp_path, name="tiny", gguf_name=Path(rows[0].model_filename).name)
-    out = run_ab([model], [Arm("A", make_engine("zinc-main", bin=fake), {})], ABSettings(rounds=2),
+    out = run_ab([model], [Arm("A", make_engine("zinc-main", bin=fake), {})], ABSettings(),
                  llama_rows=rows, results_dir=tmp_path, monitor=FakeMonitor(), progress=False)
     summary = out.models[0]
     pp = min((r for r in rows if r.is_prefill), key=lambda r: abs(r.n_prompt - summary["prefill_tokens"]))
@@ -301,11 +394,12 @@ def test_llama_rows_of_another_model_are_not_used(tmp_path, fake):
     out = run_ab([tiny_model(tmp_path, name="other", gguf_name="other.gguf")], [Arm("A", make_engine("zinc-main", bin=fake), {})],
                  ABSettings(rounds=2), llama_rows=rows, results_dir=tmp_path, monitor=FakeMonitor(), progress=False)
     assert out.models[0]["llama"] is None and out.models[0]["gap"] is None
+    assert any("no row of the --llama-bench file matches" in note for note in out.document.notes)
 
 
 def test_live_llama_bench(tmp_path, fake):
     out = run_ab([tiny_model(tmp_path)], [Arm("A", make_engine("zinc-main", bin=fake), {})],
-                 ABSettings(rounds=2, n_gen=32), llama_bench_bin=fake, results_dir=tmp_path, monitor=FakeMonitor(),
+                 ABSettings(n_gen=32), llama_bench_bin=fake, results_dir=tmp_path, monitor=FakeMonitor(),
                  progress=False)
     summary = out.models[0]
     assert summary["llama"]["pp"]["n_prompt"] == summary["prefill_tokens"]

@@ -42,7 +42,7 @@ def test_slower_build_exits_1_with_scoreboard_markdown_and_csv(tmp_path, capsys,
     import pandas as pd
 
     frame = pd.read_csv(csv_path)
-    assert frame.loc[0, "prefill_verdict"] == "slower" and frame.loc[0, "A_n"] == 6
+    assert frame.loc[0, "prefill_verdict"] == "slower" and frame.loc[0, "A_n"] == frame.loc[0, "rounds"]
 
 
 def test_json_output_for_a_feature_flag_a_a(tmp_path, capsys, fake):
@@ -58,7 +58,7 @@ def test_scoreboard_of_one_build_against_a_llama_bench_file(tmp_path, capsys, fa
     rows = [json.loads(line) for line in (FIXTURES / "tiny.jsonl").read_text().splitlines()]
     gguf = tmp_path / Path(rows[0]["model_filename"]).name
     gguf.touch()
-    code, out, _ = run(tmp_path, capsys, "--a", str(fake), "--model", f"tiny={gguf}", "--rounds", "2",
+    code, out, _ = run(tmp_path, capsys, "--a", str(fake), "--model", f"tiny={gguf}",
                        "--llama-bench", str(FIXTURES / "tiny.md"), "--json")
     model = json.loads(out)["models"][0]
     assert code == 0 and model["verdict"] == "measured"
@@ -70,7 +70,11 @@ def test_engine_crash_exits_3_and_says_so(tmp_path, capsys, fake, monkeypatch):
     code, out, err = run(tmp_path, capsys, "--a", str(fake), "--b", str(fake), "--model",
                          f"tiny={tmp_path / 'tiny.gguf'}", "--rounds", "2")
     assert code == 3
-    assert "exited with code 134" in err and "error (6 failed runs)" in out
+    assert "exited with code 134" in err and "verdict: error (exit 3)" in out.replace("\n", " ")
+    (csv_path,) = (tmp_path / "results").glob("ab-*.csv")
+    import pandas as pd
+
+    assert pd.read_csv(csv_path).loc[0, "failed_runs"] == 4  # the measured runs; the warm-up's are listed, not counted
 
 
 @pytest.mark.parametrize("args, message", [
@@ -79,6 +83,8 @@ def test_engine_crash_exits_3_and_says_so(tmp_path, capsys, fake, monkeypatch):
     (["--model", "broken"], "expected KEY=VAL"),
     (["--model", "tiny=TINY", "--llama-bench", str(FIXTURES / "tiny-truncated.json")], "tiny-truncated.json:"),
     (["--model", "tiny=TINY", "--rounds", "1"], "--rounds must be at least 2"),
+    (["--model", "tiny=TINY", "--max-rounds", "4"], "--max-rounds at least --min-rounds"),
+    (["--model", "tiny=TINY", "--max-time", "nan"], "--max-time must be positive"),
     (["--model", "tiny=TINY", "--env-b", "X=1"], "--env-b needs --b"),
     (["--model", "tiny=TINY", "--engine-kind", "zinc-dbg", "--prompt-tokens", "512"], "at most 256"),
 ])

@@ -1,7 +1,7 @@
-"""Ctrl-C in the middle of a run: `zincbench ab` against the fake engine, interrupted (SIGINT) while the
-engine is busy after the first run was recorded. The results file must stay valid, say it is
-incomplete and why, and keep what was measured; the command exits 130 with one line, and the engine
-it was waiting for is not left running."""
+"""Ctrl-C (or SIGTERM, SIGHUP) in the middle of a run: `zincbench ab` against the fake engine,
+interrupted while the engine is busy after the first run was recorded. The results file must stay
+valid, say it is incomplete and why, and keep what was measured; the command exits 130 with one
+line, and the engine it was waiting for is not left running."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from fake_engine import write_launcher
 from zincbench import records
@@ -46,7 +48,12 @@ def _processes_mentioning(text: str) -> list[int]:
     return pids
 
 
-def test_sigint_leaves_a_valid_incomplete_results_file(tmp_path):
+NOTE_OF_SIGNAL = {signal.SIGINT: "interrupted (SIGINT)", signal.SIGTERM: "interrupted by SIGTERM",
+                  signal.SIGHUP: "interrupted by SIGHUP"}
+
+
+@pytest.mark.parametrize("signum", list(NOTE_OF_SIGNAL), ids=lambda s: signal.Signals(s).name)
+def test_signal_leaves_a_valid_incomplete_results_file(tmp_path, signum):
     fake = write_launcher(tmp_path)
     (tmp_path / "tiny.gguf").touch()
     env = {**os.environ, "FAKE_COUNTER": str(tmp_path / "counter"), "FAKE_FAIL": "hang", "FAKE_FAIL_RUNS": "1",
@@ -60,7 +67,7 @@ def test_sigint_leaves_a_valid_incomplete_results_file(tmp_path):
         path = _first_recorded_run(tmp_path / "results", proc)  # run 0 done, run 1 hangs
         while not _processes_mentioning(str(fake)):  # the hanging engine is up
             time.sleep(POLL_S)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=WAIT_LIMIT_S)
     finally:
         if proc.poll() is None:
@@ -74,7 +81,7 @@ def test_sigint_leaves_a_valid_incomplete_results_file(tmp_path):
     assert err.rstrip("\n").endswith(errors[0])  # the last word, after any warnings
 
     doc = records.read(path)
-    assert doc["complete"] is False and "interrupted (SIGINT)" in doc["notes"]
+    assert doc["complete"] is False and any(NOTE_OF_SIGNAL[signum] in note for note in doc["notes"])
     assert [(r["arm"], r["round"], r["status"]) for r in doc["results"]] == [("A", 0, "ok")]
     assert doc["results"][0]["prefill_tps"] > 0
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [path.name]  # no temp file, no CSV

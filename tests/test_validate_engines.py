@@ -50,7 +50,8 @@ elif mode == "tf":
 
 REF_IDS = list(range(100, 112))
 PROMPT_IDS = [1, 40, 41, 42]
-NEAR_TIE_POSITION = 5
+NEAR_TIE_POSITION = 5  # margin 0.1, before min_match 8: tolerant mode needs teacher forcing
+LATE_NEAR_TIE_POSITION = 9  # margin 0.05, after min_match 8; every other position has margin 2.0
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +88,7 @@ def setup(tmp_path, gguf, monkeypatch):
                        "  absent:\n    gguf: ${TINY_DIR}/absent.gguf\n    arch: llama\n    shape: moe\n")
     top2 = [(t, 5.0, t + 1, 3.0) for t in REF_IDS]
     top2[NEAR_TIE_POSITION] = (REF_IDS[NEAR_TIE_POSITION], 5.0, 9, 4.9)
+    top2[LATE_NEAR_TIE_POSITION] = (REF_IDS[LATE_NEAR_TIE_POSITION], 5.0, 9, 4.95)
     refs = tmp_path / "refs"
     reference_store.save(Reference(gguf=str(gguf), identity=reference_store.gguf_identity(gguf),
                                    prompt="The capital of France is", n_gen=12, prompt_ids=PROMPT_IDS,
@@ -186,23 +188,58 @@ def test_divergence_away_from_a_tie_is_not_labelled(setup, fake_dbg):
     assert o.margin == pytest.approx(2.0) and not o.near_tie
 
 
-def test_tolerant_passes_on_a_long_prefix_without_teacher_forcing(setup, fake_dbg):
-    report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)), env={"FAKE_GEN_IDS": _with_divergence(9)})
+def test_tolerant_forgives_a_late_near_tie_without_teacher_forcing_and_says_so(setup, fake_dbg):
+    report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)),
+                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION)})
     (o,) = report.outcomes
     assert (o.status, o.match, o.first_divergence, o.tf_match) == (Status.OK, 9, 9, None)
+    assert [f["position"] for f in o.forgiven] == [LATE_NEAR_TIE_POSITION] and o.forgiven[0]["margin"] == pytest.approx(0.05)
+    assert "forgave 9 (near-tie: margin 0.050 < 0.2)" in to_markdown(report)
+
+
+@pytest.mark.parametrize("position", [2, 10])
+def test_tolerant_fails_a_divergence_with_a_clear_margin_even_after_a_long_prefix(setup, fake_dbg, position):
+    report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)),
+                  env={"FAKE_GEN_IDS": _with_divergence(position), "FAKE_TF": "12/12"})
+    (o,) = report.outcomes
+    assert o.status is Status.FAIL and o.forgiven == [] and o.tf_match is None
+    assert f"diverges at {position} where llama.cpp's margin 2.000 is not a near-tie" in o.reason
+
+
+def test_near_tie_threshold_is_configurable(setup, fake_dbg):
+    report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)), near_tie=0.01,
+                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION)})
+    assert report.outcomes[0].status is Status.FAIL and "not a near-tie (>= 0.01)" in report.outcomes[0].reason
 
 
 @pytest.mark.parametrize("tf, status", [("11/12", Status.OK), ("8/12", Status.OK), ("7/12", Status.FAIL)])
 def test_tolerant_falls_back_to_teacher_forcing(setup, fake_dbg, tf, status):
     report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)),
-                  env={"FAKE_GEN_IDS": _with_divergence(2), "FAKE_TF": tf})
+                  env={"FAKE_GEN_IDS": _with_divergence(NEAR_TIE_POSITION), "FAKE_TF": tf})
     (o,) = report.outcomes
-    assert (o.status, o.match, f"{o.tf_match}/{o.tf_total}") == (status, 2, tf)
+    assert (o.status, o.match, f"{o.tf_match}/{o.tf_total}") == (status, NEAR_TIE_POSITION, tf)
+
+
+@pytest.mark.parametrize("tf", ["8/1000", "8/11", "12/13"])
+def test_impossible_teacher_forced_total_fails(setup, fake_dbg, tf):
+    report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)),
+                  env={"FAKE_GEN_IDS": _with_divergence(NEAR_TIE_POSITION), "FAKE_TF": tf})
+    (o,) = report.outcomes
+    assert o.status is Status.FAIL and f"teacher-forced total {tf.split('/')[1]} is not n_gen 12" in o.reason
+
+
+@pytest.mark.parametrize("mode", ["tolerant", "exact"])
+@pytest.mark.parametrize("ids, words", [(REF_IDS[:8], "generated 8 tokens, expected n_gen 12 (short output)"),
+                                        (REF_IDS + [5, 6], "generated 14 tokens, expected n_gen 12 (over-long output)")])
+def test_short_or_over_long_output_fails(setup, fake_dbg, mode, ids, words):
+    report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)), mode=mode, env={"FAKE_GEN_IDS": _ids(ids)})
+    (o,) = report.outcomes
+    assert o.status is Status.FAIL and words in o.reason and report.exit_code == ExitCode.FAIL
 
 
 def test_min_match_override(setup, fake_dbg):
     report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)), min_match=10,
-                  env={"FAKE_GEN_IDS": _with_divergence(9), "FAKE_TF": "9/12"})
+                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION), "FAKE_TF": "9/12"})
     assert report.outcomes[0].status is Status.FAIL
     with pytest.raises(InputError, match="exceeds n_gen"):
         _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)), min_match=13)
@@ -280,3 +317,29 @@ def test_a_prompt_the_engine_would_truncate_is_refused_before_anything_runs(setu
     with pytest.raises(InputError, match="at most 256 prompt ids"):
         _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)), references_dir=long_refs, env={"FAKE_LOG": str(log)})
     assert not log.exists() and not setup["results"].exists()
+
+
+def test_a_reference_shorter_than_n_gen_is_one_line_exit_2_and_no_results_file(setup, fake_dbg, gguf, tmp_path):
+    (path,) = setup["refs"].glob("*.json")
+    doc = records.read(path)
+    doc["results"] = doc["results"][:10]
+    path.write_text(json.dumps(doc))
+    result = _cli("--catalog", str(setup["catalog_path"]), "--models", "tiny", "--engine-bin", str(fake_dbg),
+                  "--references-dir", str(setup["refs"]), "--results-dir", str(setup["results"]), cwd=tmp_path)
+    assert result.returncode == 2 and "holds 10 token rows for n_gen 12" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not setup["results"].exists()
+
+
+def test_a_native_crash_of_the_llama_cpp_reference_is_one_line_naming_the_signal_and_the_fix(gguf, monkeypatch):
+    from zincbench.engines import llama_cpp, process
+
+    def sigill(argv, **options):  # what a libllama built with AMX does on a host that lacks it
+        return process.run_process([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"],
+                                   **options)
+
+    monkeypatch.setattr(llama_cpp, "run_process", sigill)
+    with pytest.raises(EnvironmentProblem) as exc:
+        llama_cpp.decode_reference(gguf, "The capital of France is", 12)
+    message = str(exc.value)
+    assert "killed by SIGILL" in message and "\n" not in message
+    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in message and "--no-cache-dir --force-reinstall --no-binary llama-cpp-python" in message

@@ -54,7 +54,7 @@ def _reference(gguf, prompt="The capital of France is", n_gen=3) -> Reference:
 
 def test_save_and_load_round_trip(models, tmp_path):
     ref = _reference(models["base"])
-    path = reference_store.save(ref, tmp_path)
+    path, _ = reference_store.save(ref, tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp files left behind
     assert records.read(path)["kind"] == "reference"
     loaded = reference_store.load(tmp_path, models["base"], ref.prompt, ref.n_gen)
@@ -80,7 +80,7 @@ def test_load_misses_for_another_prompt_length_layout_or_hash(models, tmp_path, 
 
 
 def test_a_corrupt_reference_is_input_error(models, tmp_path):
-    path = reference_store.save(_reference(models["base"]), tmp_path)
+    path, _ = reference_store.save(_reference(models["base"]), tmp_path)
     doc = records.read(path)
     del doc["results"][0]["top2_logit"]
     path.write_text(__import__("json").dumps(doc))
@@ -98,3 +98,31 @@ def test_suppressed_copy_zeroes_only_the_chosen_rows(models):
     assert not suppressed[300].any() and base[300].any()
     rest = [i for i in range(len(base)) if i != 300]
     assert (suppressed[rest] == base[rest]).all()
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_a_reference_with_other_than_n_gen_rows_is_input_error(models, tmp_path, rows):
+    path, _ = reference_store.save(_reference(models["base"]), tmp_path)
+    doc = records.read(path)
+    doc["results"] = (doc["results"] * 2)[:rows]
+    path.write_text(__import__("json").dumps(doc))
+    with pytest.raises(InputError, match=f"holds {rows} token rows for n_gen 3"):
+        reference_store.load(tmp_path, models["base"], "The capital of France is", 3)
+
+
+def test_a_different_reference_is_never_overwritten_without_force(models, tmp_path):
+    path, _ = reference_store.save(_reference(models["base"]), tmp_path)
+    before = path.read_bytes()
+    assert reference_store.save(_reference(models["base"]), tmp_path) == (path, None)  # identical: left alone
+    assert path.read_bytes() == before
+    other = _reference(models["base"])
+    other.generated_ids = [5, 6, 8]  # e.g. recorded from other weights with the same header
+    other.top2 = [(5, 2.5, 9, 1.0), (6, 1.0, 8, 0.9), (8, 3.0, 4, -1.0)]
+    assert reference_store.conflict(other, tmp_path) == path
+    with pytest.raises(InputError, match="already holds a different reference .* --force"):
+        reference_store.save(other, tmp_path)
+    assert path.read_bytes() == before and len(list(tmp_path.iterdir())) == 1
+
+    replaced, aside = reference_store.save(other, tmp_path, force=True)
+    assert replaced == path and aside.name.startswith(path.stem + ".replaced-") and aside.read_bytes() == before
+    assert reference_store.load(tmp_path, models["base"], other.prompt, 3).generated_ids == [5, 6, 8]

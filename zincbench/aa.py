@@ -8,7 +8,10 @@ flagged SLOW/FAST). Two modes, both writing one results document of kind ``aa``:
   when a gate runs); every pair of processes is compared with ``judge.compare_medians`` at the
   family's gate threshold and confidence.
 - ``run_ab_aa``: the same engine binary as arm A and arm B through ``zincbench.runs.ab``, repeated R
-  times; every repeat's per-model verdict is one comparison.
+  times; every repeat's per-model verdict is one comparison. With a planted change (extra environment
+  for arm B only, e.g. a fake engine's ``FAKE_SPEED=0.96``) and the verdict it should get, the same
+  loop measures the detection rate (the power) instead: it passes when at least
+  ``detection_coverage`` of the comparisons call the planted change.
 
 Reported: the false-positive rate (``faster`` or ``slower`` verdicts) with a Clopper-Pearson interval
 over *independent* comparisons only, the inconclusive rate, the noise floor (spread between processes
@@ -37,6 +40,7 @@ import numpy as np
 
 from zincbench import records
 from zincbench.config import experiment_path, load_config
+from zincbench.engines.process import run_process, signals_as_interrupts
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.runs.ab import ABSettings
 from zincbench.judge import Verdict, compare_medians
@@ -234,14 +238,43 @@ def judge_aa(verdicts: Sequence[str], independent: Sequence[str], failures: int,
     return summary
 
 
+def judge_detection(verdicts: Sequence[str], expected: str, failures: int, config: AAConfig) -> dict:
+    """A planted change: how often the verdict calls it (``expected``), with a Clopper-Pearson interval;
+    passes when that rate is at least ``detection_coverage``, fails below it."""
+    tally = VerdictTally.of(verdicts)
+    hits = getattr(tally, Verdict(expected).value)
+    opposite = {"slower": tally.faster, "faster": tally.slower}.get(expected, 0)
+    confidence = config.interval_confidence
+    detected = tally.rate(hits, confidence)
+    summary = {"expected": expected, "target_detection_rate": config.detection_coverage,
+               "comparisons": {"tally": tally.as_dict(), "detected": detected,
+                               "wrong_direction": tally.rate(opposite, confidence),
+                               "inconclusive": tally.rate(tally.inconclusive, confidence)},
+               "failures": failures, "notes": []}
+    if detected["rate"] is None:
+        code, outcome = ExitCode.INCONCLUSIVE, "no comparisons"
+    elif detected["rate"] >= config.detection_coverage:
+        code, outcome = ExitCode.OK, "pass"
+    else:
+        code, outcome = ExitCode.FAIL, "fail"
+    if failures:
+        summary["notes"].append(f"{failures} run(s) produced no verdict: see the results rows")
+    summary.update(outcome=outcome, exit_code=int(code))
+    return summary
+
+
 # --- microbench A/A ------------------------------------------------------------------------------------
 
 Launcher = Callable[[list, float], subprocess.CompletedProcess]
 
 
 def launch_process(argv: list, timeout_s: float) -> subprocess.CompletedProcess:
-    """Run one microbench process to completion (raises subprocess.TimeoutExpired)."""
-    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout_s)
+    """Run one microbench process to completion in its own process group (engines.process: the
+    whole group is stopped at the timeout); raises subprocess.TimeoutExpired then."""
+    result = run_process(argv, timeout_s=timeout_s)
+    if result.timed_out:
+        raise subprocess.TimeoutExpired(argv, timeout_s, result.stdout, result.stderr)
+    return subprocess.CompletedProcess(argv, result.returncode, result.stdout, result.stderr)
 
 
 def microbench_argv(settings: MicrobenchAASettings, results_dir: Path) -> list:
@@ -378,7 +411,7 @@ def run_microbench_aa(config: AAConfig, *, results_dir=None, launch: Launcher = 
 
         processes = measured()
         first = next(processes)  # no GPU or bad input stops here, before a results file exists
-        with records.IncrementalWriter(doc, directory=results_dir) as writer:
+        with signals_as_interrupts(), records.IncrementalWriter(doc, directory=results_dir) as writer:
             for row, environment in itertools.chain([first], processes):
                 doc.environment = doc.environment or environment
                 rows.append(row)
@@ -413,25 +446,40 @@ def _ab_noise(rows: list[dict]) -> dict:
     return out
 
 
+def _rounds_used(rows: list[dict]) -> dict:
+    """How many rounds the adaptive A/Bs took: the budget they used to decide."""
+    rounds = np.array([r["rounds"] for r in rows], dtype=float)
+    if not rounds.size:
+        return {"mean": None, "median": None, "max": None, "stops": {}}
+    return {"mean": float(rounds.mean()), "median": float(np.median(rounds)), "max": int(rounds.max()),
+            "stops": dict(collections.Counter(r["stop"] for r in rows))}
+
+
 def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = None, gpu_uuid: str | None = None,
-              results_dir=None, monitor=None, progress: bool = True) -> AAOutcome:
+              planted: dict | None = None, expect: str | None = None, results_dir=None, monitor=None,
+              progress: bool = True) -> AAOutcome:
     """The same ``engine`` as arm A and arm B, ``config.ab.repeats`` independent A/B runs; every
-    (repeat, model) verdict is one comparison of identical code."""
+    (repeat, model) verdict is one comparison of identical code. ``planted``: extra environment for
+    arm B only, a change the verdict should call ``expect`` (slower/faster): the detection rate is judged."""
     from rich.console import Console
 
     from zincbench.runs.ab import Arm, run_ab
 
     settings = config.ab
     settings.ab_settings(0, gpu_uuid).check()
+    if bool(planted) != bool(expect) or expect not in (None, "slower", "faster"):
+        raise InputError("a planted change needs both --env-b K=V and --expect slower|faster")
     if monitor is None:
         from zincbench.gpu.nvml import Nvml
 
         monitor = Nvml(uuid=gpu_uuid)
-    arms = [Arm("A", engine, dict(env or {})), Arm("B", engine, dict(env or {}))]
+    arms = [Arm("A", engine, dict(env or {})), Arm("B", engine, {**(env or {}), **(planted or {})})]
     doc = records.Document(kind="aa", environment={}, config={
         "mode": "ab", "settings": dataclasses.asdict(settings), "engine": engine.describe(), "env": env or {},
+        "planted": {"env_b": planted, "expect": expect} if planted else None,
         "models": [m.name for m in models], "gpu_uuid": gpu_uuid,
-        "verdict_rule": {"method": "paired-t-log", "threshold": settings.threshold,
+        "verdict_rule": {"method": "group-sequential paired-t-log (runs.sequential)", "threshold": settings.threshold,
+                         "alpha": settings.alpha,
                          "source": "zincbench ab (runs.ab.summarize_model)"},
         "target_fp_rate": config.target_fp_rate, "interval_confidence": config.interval_confidence,
         "detection_coverage": config.detection_coverage})
@@ -444,17 +492,18 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
             for repeat in range(settings.repeats):
                 with tempfile.TemporaryDirectory(prefix="zincbench-aa-") as scratch:
                     yield repeat, run_ab(models, arms, settings.ab_settings(repeat, gpu_uuid), results_dir=scratch,
-                                         monitor=monitor, console=quiet, progress=False)
+                                         monitor=monitor, console=quiet, progress=False, write_csv=False)
                 bar.advance(task)
 
         repeats = repeated()
         first = next(repeats)  # bad input (a missing model file, a binary that is no engine) stops here, before a results file
-        with records.IncrementalWriter(doc, directory=results_dir) as writer:
+        with signals_as_interrupts(), records.IncrementalWriter(doc, directory=results_dir) as writer:
             for repeat, outcome in itertools.chain([first], repeats):
                 doc.environment = doc.environment or outcome.document.environment
                 doc.notes.extend(n for n in outcome.document.notes if n not in doc.notes)
                 for model in outcome.models:
                     row = {"type": "repeat", "repeat": repeat, "model": model["model"], "verdict": model["verdict"],
+                           "rounds": model["rounds"], "stop": model["stop"], "failed_runs": model["failed_runs"],
                            "arms": model["arms"], "errors": model["errors"],
                            **{metric: model[metric] for metric in AB_METRICS}}
                     rows.append(row)
@@ -462,12 +511,13 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
                 writer.flush()
             judged = [r for r in rows if r["verdict"] != "error"]
             verdicts = [r["verdict"] for r in judged]
-            summary = judge_aa(verdicts, verdicts, len(rows) - len(judged), config)
+            summary = (judge_detection(verdicts, expect, len(rows) - len(judged), config) if planted
+                       else judge_aa(verdicts, verdicts, len(rows) - len(judged), config))
             changes = {metric: [change_to_call(r[metric]["ratio"], r[metric]["ci"], settings.threshold, True)
                                 for r in judged if r.get(metric)] for metric in AB_METRICS}
-            confidences = {r[m]["confidence"] for r in judged for m in AB_METRICS if r.get(m)}
-            summary.update(mode="ab", threshold=settings.threshold, confidence=min(confidences, default=None),
+            summary.update(mode="ab", threshold=settings.threshold, alpha=settings.alpha,
                            repeats={"requested": settings.repeats, "models": len(models)},
+                           rounds=_rounds_used(judged),
                            by_metric={metric: VerdictTally.of(r[metric]["verdict"] for r in judged if r.get(metric)).as_dict()
                                       for metric in AB_METRICS},
                            noise=_ab_noise(judged),

@@ -18,7 +18,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zincbench.engines.base import EngineFailure, checked, run_process
+from zincbench.engines.base import EngineFailure
+from zincbench.engines.process import checked, run_process
 from zincbench.errors import InputError
 
 FORMATS = ("md", "csv", "json", "jsonl", "sql")

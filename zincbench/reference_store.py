@@ -6,11 +6,17 @@ Identity is the file size plus the sha256 of everything before the tensor data (
 tensor names, types, shapes and data offsets): cheap on an 18 GB model and it changes whenever the
 file is re-quantized or re-converted. ``full=True`` hashes the whole file instead (catches a
 weights-only edit at the cost of reading every byte).
+
+A reference is never overwritten by a different one unless asked (``force``): the header identity
+does not see weights-only edits, so a silent overwrite could replace a good reference with one
+recorded from other weights. With ``force`` the old file is kept beside the new one, renamed
+``<name>.replaced-<UTC time>.json``. Re-recording an identical reference writes nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import hashlib
 import os
 from pathlib import Path
@@ -82,16 +88,22 @@ class Reference:
 
     @classmethod
     def from_document(cls, doc: dict, where: str) -> "Reference":
+        """The reference in a results document; an InputError for anything malformed, including a
+        number of token rows other than its n_gen (a truncated or padded reference)."""
         try:
             cfg, rows = doc["config"], doc["results"]
-            return cls(gguf=cfg["gguf"], identity=cfg["identity"], prompt=cfg["prompt"], n_gen=int(cfg["n_gen"]),
-                       prompt_ids=[int(t) for t in cfg["prompt_ids"]],
-                       generated_ids=[int(r["token"]) for r in rows],
-                       top2=[(int(r["token"]), float(r["top1_logit"]), int(r["top2_token"]), float(r["top2_logit"]))
-                             for r in rows],
-                       producer=doc.get("environment", {}).get("producer", {}))
-        except (KeyError, TypeError, ValueError) as exc:
+            ref = cls(gguf=cfg["gguf"], identity=cfg["identity"], prompt=cfg["prompt"], n_gen=int(cfg["n_gen"]),
+                      prompt_ids=[int(t) for t in cfg["prompt_ids"]],
+                      generated_ids=[int(r["token"]) for r in rows],
+                      top2=[(int(r["token"]), float(r["top1_logit"]), int(r["top2_token"]), float(r["top2_logit"]))
+                            for r in rows],
+                      producer=doc.get("environment", {}).get("producer", {}))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"{where}: not a valid reference document ({type(exc).__name__}: {exc})") from None
+        if len(ref.generated_ids) != ref.n_gen:
+            raise InputError(f"{where}: reference holds {len(ref.generated_ids)} token rows for n_gen {ref.n_gen}; "
+                             f"record it again with `zincbench validate record --force`")
+        return ref
 
 
 def default_directory(results_dir: str | os.PathLike | None = None) -> Path:
@@ -105,9 +117,48 @@ def reference_path(directory: str | os.PathLike, gguf: str | os.PathLike, identi
     return Path(directory) / f"{Path(gguf).stem}.{kind}-{digest[:16]}.p{prompt_hash}.n{n_gen}.json"
 
 
-def save(reference: Reference, directory: str | os.PathLike) -> Path:
+def _same(path: Path, reference: Reference) -> bool:
+    """Does ``path`` hold this very reference (same ids and logits; time stamps aside)?"""
+    try:
+        stored = Reference.from_document(records.read(path), str(path))
+    except InputError:
+        return False
+    mine = Reference.from_document(records.to_jsonable(reference.to_document()), "new reference")
+    return (stored.prompt_ids, stored.generated_ids, stored.top2) == (mine.prompt_ids, mine.generated_ids, mine.top2)
+
+
+def conflict(reference: Reference, directory: str | os.PathLike) -> Path | None:
+    """The existing file a save would replace with different content; None when free or identical."""
     path = reference_path(directory, reference.gguf, reference.identity, reference.prompt, reference.n_gen)
-    return records.write(reference.to_document(), path)
+    return path if path.exists() and not _same(path, reference) else None
+
+
+def set_aside(path: Path) -> Path:
+    """Rename an old reference out of the way, to an unused ``<name>.replaced-<UTC time>[-k].json``."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for k in range(1000):
+        aside = path.with_name(f"{path.stem}.replaced-{stamp}{f'-{k}' if k else ''}{path.suffix}")
+        if not aside.exists():
+            path.rename(aside)
+            return aside
+    raise InputError(f"{path}: too many replaced references beside it")  # pragma: no cover
+
+
+def save(reference: Reference, directory: str | os.PathLike, *, force: bool = False) -> tuple[Path, Path | None]:
+    """Write the reference; returns (its path, where a different old one was set aside, or None).
+
+    An existing different reference is an InputError unless ``force``; an identical one is left as it is.
+    """
+    path = reference_path(directory, reference.gguf, reference.identity, reference.prompt, reference.n_gen)
+    old = conflict(reference, directory)
+    if old is None and path.exists():
+        return path, None  # identical: nothing to write
+    if old is not None and not force:
+        raise InputError(f"{path} already holds a different reference for {Path(reference.gguf).name} "
+                         f"(other weights or llama.cpp build?); re-run with --force to replace it "
+                         f"(the old one is kept beside it as *.replaced-<time>.json)")
+    aside = set_aside(old) if old is not None else None
+    return records.write(reference.to_document(), path), aside
 
 
 def load(directory: str | os.PathLike, gguf: str | os.PathLike, prompt: str, n_gen: int, *,

@@ -77,8 +77,11 @@ def microbench(processes, case, variant, family, experiment, quick, seed, timeou
 @command.command("ab", help=f"""Run one engine binary as both arms of `zincbench ab`, --repeats times.
 
 \b
-Every repeat is a full, independent A/B (warm-up round, then --rounds counterbalanced rounds) judged
-by the paired verdict of `zincbench ab` at --threshold; each model's verdict is one comparison.
+Every repeat is a full, independent A/B (warm-up round, then adaptive counterbalanced rounds, or
+exactly --rounds) judged by the verdict of `zincbench ab` at --threshold; each model's verdict is
+one comparison. With --env-b K=V and --expect slower|faster, arm B gets a planted change and the
+run measures how often the verdict calls it instead (exit 0 when at least detection_coverage of
+the comparisons do, 1 below).
 
 {EXIT_CODES}""")
 @click.option("--a", "bin_a", required=True, type=click.Path(exists=True, dir_okay=False, resolve_path=True),
@@ -89,7 +92,10 @@ by the paired verdict of `zincbench ab` at --threshold; each model's verdict is 
 @click.option("--models", "model_names", help="Comma-separated catalog names or aliases.")
 @click.option("--model", "model_pairs", multiple=True, metavar="NAME=PATH", help="A model file (repeatable).")
 @click.option("--repeats", type=int, default=None, help="Independent A/A runs.")
-@click.option("--rounds", type=int, default=None, help="Measured rounds per run.")
+@click.option("--rounds", type=int, default=None, help="Exactly this many measured rounds per run (default: adaptive).")
+@click.option("--min-rounds", type=int, default=None, help="Rounds before the first look at the verdict.")
+@click.option("--max-rounds", type=int, default=None, help="Budget: most rounds per run and model.")
+@click.option("--max-time", "max_time_s", type=float, default=None, help="Budget: seconds per run and model.")
 @click.option("--order", type=click.Choice(ORDERS), default=None)
 @click.option("--threshold", type=float, default=None, help="Smallest relative change the verdict counts.")
 @click.option("--prompt-tokens", type=int, default=None)
@@ -97,25 +103,32 @@ by the paired verdict of `zincbench ab` at --threshold; each model's verdict is 
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per engine run.")
 @click.option("--gpu", "gpu_uuid", metavar="UUID", help="Pin runs to this GPU (CUDA_VISIBLE_DEVICES).")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Extra environment of both arms (repeatable).")
+@click.option("--env-b", "planted_pairs", multiple=True, metavar="K=V",
+              help="A planted change: extra environment of arm B only (repeatable; needs --expect).")
+@click.option("--expect", type=click.Choice(["slower", "faster"]), default=None,
+              help="The verdict the planted change should get.")
 @config_option
 @markdown_option
 @no_progress_option
 @results_dir_option
 @json_option
-def ab(bin_a, engine_kind, engine_config, catalog_path, model_names, model_pairs, repeats, rounds, order, threshold,
-       prompt_tokens, n_gen, timeout_s, gpu_uuid, env_pairs, config_path, markdown_path, no_progress, results_dir,
-       as_json):
+def ab(bin_a, engine_kind, engine_config, catalog_path, model_names, model_pairs, repeats, rounds, min_rounds,
+       max_rounds, max_time_s, order, threshold, prompt_tokens, n_gen, timeout_s, gpu_uuid, env_pairs, planted_pairs,
+       expect, config_path, markdown_path, no_progress, results_dir, as_json):
     from zincbench.aa import load_aa_config, run_ab_aa
     from zincbench.engines import make_engine
 
     config = load_aa_config(config_path).with_overrides(
-        "ab", repeats=repeats, rounds=rounds, order=order, threshold=threshold, prompt_tokens=prompt_tokens,
-        n_gen=n_gen, timeout_s=timeout_s)
+        "ab", repeats=repeats, rounds=rounds, min_rounds=min_rounds, max_rounds=max_rounds, max_time_s=max_time_s,
+        order=order, threshold=threshold, prompt_tokens=prompt_tokens, n_gen=n_gen, timeout_s=timeout_s)
+    if bool(planted_pairs) != bool(expect):
+        raise click.UsageError("--env-b and --expect go together (a planted change and the verdict it should get)")
     models = _models(catalog_path, model_names, model_pairs)
     options = {"config": engine_config} if engine_config else {}
     if engine_kind == "llama-bench":
         options["n_prompt"] = config.ab.prompt_tokens
     engine = make_engine(engine_kind, bin=bin_a, **options)
     outcome = run_ab_aa(models, engine, config, env=parse_env_pairs(env_pairs, "--env"), gpu_uuid=gpu_uuid,
-                        results_dir=results_dir, progress=not (no_progress or as_json))
+                        planted=parse_env_pairs(planted_pairs, "--env-b"), expect=expect, results_dir=results_dir,
+                        progress=not (no_progress or as_json))
     return _finish(outcome, as_json, markdown_path)

@@ -36,15 +36,20 @@ def _arm_label(arm, path) -> str:
 @click.command("ab", help="""Interleaved A/B of two engine builds with a p90 prefill/decode scoreboard.
 
 \b
-Each model gets one discarded warm-up round, then --rounds counterbalanced rounds
-(abba: A B, B A, ...). B is judged against A from the paired per-round ratios B/A
-(geometric mean, 95% t interval): faster / slower / same / inconclusive at --threshold.
-With only --a, it prints the p90 scoreboard of one build against llama-bench.
+Each model gets one discarded warm-up round, then counterbalanced rounds (abba:
+A B, B A, ...) until the verdict is decided: B is judged against A from the paired
+per-round ratios B/A (geometric mean, t interval) after --min-rounds and then every
+4 rounds, and stops at faster / slower / same (at --threshold), or inconclusive when
+--max-rounds or --max-time is spent. The looks share a 1% error budget (a
+group-sequential design), so looking often does not raise the false-positive rate.
+--rounds N runs exactly N rounds instead. Failed runs are counted apart; only more
+than --max-failure-rate of them makes the verdict "error". p90 needs 10 runs.
+With only --a, it prints the p90 scoreboard of one build (10 rounds) against llama-bench.
 A and B may be one binary with different --env-a/--env-b (a feature-flag A/B).
 
 \b
 Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model,
-3 inconclusive or a run failed, 2 bad input, 4 environment (--require-clean-gpu).""")
+3 inconclusive or too many failed runs, 2 bad input, 4 environment (--require-clean-gpu).""")
 @click.option("--a", "bin_a", required=True, type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Engine binary of arm A (baseline).")
 @click.option("--b", "bin_b", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Engine binary of arm B (candidate).")
 @click.option("--engine-kind", type=click.Choice(ENGINE_KINDS), default="zinc-main", show_default=True)
@@ -52,7 +57,13 @@ Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model,
 @click.option("--catalog", "catalog_path", type=click.Path(dir_okay=False), help="Model catalog YAML (default: experiments/catalog.yaml).")
 @click.option("--models", "model_names", help="Comma-separated catalog names or aliases (default: all).")
 @click.option("--model", "model_pairs", multiple=True, metavar="NAME=PATH", help="A model file, no catalog needed (repeatable).")
-@click.option("--rounds", type=int, default=6, show_default=True, help="Measured rounds after the warm-up.")
+@click.option("--rounds", type=int, default=None, help="Exactly this many measured rounds (default: adaptive).")
+@click.option("--min-rounds", type=int, default=6, show_default=True, help="Rounds before the first look at the verdict.")
+@click.option("--max-rounds", type=int, default=30, show_default=True, help="Budget: most rounds per model.")
+@click.option("--max-time", "max_time_s", type=float, default=1800.0, show_default=True,
+              help="Budget: seconds per model, checked at every look.")
+@click.option("--max-failure-rate", type=float, default=0.25, show_default=True,
+              help="Share of failed runs above which a model's verdict is 'error'.")
 @click.option("--order", type=click.Choice(ORDERS), default="abba", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --order random.")
 @click.option("--prompt-tokens", type=int, default=512, show_default=True, help="Length of the built-in neutral prompt.")
@@ -69,7 +80,8 @@ Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model,
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Also write the scoreboard as markdown.")
 @json_option
 @results_dir_option
-def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names, model_pairs, rounds, order, seed,
+def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names, model_pairs, rounds, min_rounds,
+            max_rounds, max_time_s, max_failure_rate, order, seed,
             prompt_tokens, n_gen, gpu_uuid, env_a, env_b, llama_bench_file, llama_bench_bin, threshold, timeout_s,
             require_clean_gpu, markdown_path, as_json, results_dir):
     from rich.console import Console
@@ -87,7 +99,8 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
         from zincbench.gpu.selection import resolve_gpus, run_per_gpu
 
         sys.exit(run_per_gpu(resolve_gpus(gpu_uuid)))
-    settings = ABSettings(rounds=rounds, order=order, seed=seed, prompt_tokens=prompt_tokens, n_gen=n_gen,
+    settings = ABSettings(rounds=rounds, min_rounds=min_rounds, max_rounds=max_rounds, max_time_s=max_time_s,
+                          max_failure_rate=max_failure_rate, order=order, seed=seed, prompt_tokens=prompt_tokens, n_gen=n_gen,
                           gpu_uuid=gpu_uuid, threshold=threshold, timeout_s=timeout_s,
                           require_clean_gpu=require_clean_gpu)
     settings.check()
@@ -103,19 +116,17 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
     outcome = run_ab(models, arms, settings, llama_rows=llama_rows, llama_bench_bin=llama_bench_bin,
                      results_dir=results_dir, console=Console(stderr=True))
     names = [a.name for a in arms]
-    csv_path = outcome.path.with_suffix(".csv")
-    scoreboard.write_csv(outcome.models, names, csv_path)
     gpu = outcome.document.environment.get("gpu") or {}
     builds = " vs ".join(_arm_label(arm, path) for arm, path in zip(arms, (bin_a, bin_b)))
-    title = f"{builds} · {gpu.get('name') or gpu.get('uuid') or 'GPU unknown'} · {rounds} rounds {order}"
+    title = f"{builds} · {gpu.get('name') or gpu.get('uuid') or 'GPU unknown'} · {scoreboard.rounds_label(outcome.models)} {order}"
     if markdown_path:
         Path(markdown_path).write_text(scoreboard.to_markdown(outcome.models, names, title=title))
     if as_json:
         echo_json({"overall": outcome.overall, "exit_code": int(outcome.exit_code), "results": str(outcome.path),
-                   "csv": str(csv_path), "complete": outcome.document.complete, "models": outcome.models})
+                   "csv": str(outcome.csv_path), "complete": outcome.document.complete, "models": outcome.models})
     else:
         console = Console()
         scoreboard.render(outcome.models, names, console, title=title)
-        console.print(f"verdict: {outcome.overall} (exit {int(outcome.exit_code)}) · results: {outcome.path} · {csv_path.name}",
+        console.print(f"verdict: {outcome.overall} (exit {int(outcome.exit_code)}) · results: {outcome.path} · {outcome.csv_path.name}",
                       soft_wrap=True)
     return int(outcome.exit_code)

@@ -69,7 +69,8 @@ def _select(catalog_path, models, gguf):
 @click.option("--min-match", type=click.IntRange(min=1), default=None,
               help="Tokens that must agree in tolerant mode (default: the catalog's min_match, 8).")
 @click.option("--near-tie", type=click.FloatRange(min=0), default=0.2, show_default=True,
-              help="Label a divergence a near-tie when llama.cpp's top1-top2 logit margin there is below this.")
+              help="Tolerant mode forgives a divergence only where llama.cpp's top1-top2 logit margin is below "
+                   "this (an fp16/reduction-order flip); a divergence with a larger margin fails.")
 @click.option("--reference", type=click.Choice(["live", "recorded"]), default="recorded", show_default=True,
               help="live: run llama.cpp now (needs llama-cpp-python); recorded: use `validate record` output.")
 @click.option("--allow-missing", is_flag=True, help="Do not count models whose GGUF is absent as failures.")
@@ -134,11 +135,15 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
 
 @command.command("record")
 @shared_options
-def record(catalog, models, gguf, references_dir, full_hash, gpu_layers, n_batch, as_json, results_dir):
+@click.option("--force", is_flag=True, help="Replace a different reference already recorded for a model "
+                                            "(the old one is kept beside it as *.replaced-<time>.json).")
+def record(catalog, models, gguf, references_dir, full_hash, gpu_layers, n_batch, as_json, results_dir, force):
     """Record llama.cpp greedy references (prompt ids, tokens, top-2 logits) for the selected models.
 
-    Needs llama-cpp-python (pip install -e '.[reference]'). References are keyed by the GGUF's
-    identity, the prompt and n_gen, so `validate --reference recorded` can gate without llama.cpp.
+    Needs llama-cpp-python (pip install -e '.[reference]'); llama.cpp decodes in a child process.
+    References are keyed by the GGUF's identity, the prompt and n_gen, so `validate --reference
+    recorded` can gate without llama.cpp. An existing different reference is never overwritten
+    without --force (exit 2 before anything is written).
     """
     from zincbench import reference_store
     from zincbench.engines.llama_cpp import LlamaSettings, import_llama_cpp
@@ -147,11 +152,12 @@ def record(catalog, models, gguf, references_dir, full_hash, gpu_layers, n_batch
     import_llama_cpp()  # fail with the install hint before touching any model
     _, chosen = _select(catalog, models, gguf)
     directory = references_dir or reference_store.default_directory(results_dir)
-    paths = record_references(chosen, directory, settings=LlamaSettings(n_gpu_layers=gpu_layers, n_batch=n_batch),
-                              full_hash=full_hash)
+    saved = record_references(chosen, directory, settings=LlamaSettings(n_gpu_layers=gpu_layers, n_batch=n_batch),
+                              full_hash=full_hash, force=force)
     if as_json:
-        echo_json({"references": [str(p) for p in paths]})
+        echo_json({"references": [str(path) for path, _ in saved],
+                   "replaced": {str(path): str(aside) for path, aside in saved if aside}})
     else:
-        for model, path in zip(chosen, paths):
-            click.echo(f"{model.name}: {path}")
+        for model, (path, aside) in zip(chosen, saved):
+            click.echo(f"{model.name}: {path}" + (f" (the old one is kept as {aside.name})" if aside else ""))
     return 0

@@ -15,7 +15,7 @@ from zincbench.errors import InputError
 
 def _load_all() -> None:
     for mod in pkgutil.iter_modules(__path__):
-        if mod.name not in ("base",) and not mod.name.startswith("_"):
+        if mod.name not in ("base", "process") and not mod.name.startswith("_"):
             importlib.import_module(f"{__name__}.{mod.name}")
 
 

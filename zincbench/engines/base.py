@@ -1,4 +1,4 @@
-"""The small protocol every engine adapter implements, and the subprocess runner they share.
+"""The small protocol every engine adapter implements (their child processes run through engines.process).
 
 Capabilities (each optional; an adapter raises ``NotSupported`` for what it cannot do):
 - ``generate``: greedy token ids for a prompt (validate);
@@ -9,10 +9,6 @@ Capabilities (each optional; an adapter raises ``NotSupported`` for what it cann
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,56 +40,6 @@ class EngineFailure(Exception):
         self.stderr_tail = stderr_tail
 
 
-@dataclass
-class ProcessResult:
-    argv: list[str]
-    returncode: int | None
-    stdout: str
-    stderr: str
-    wall_s: float
-    timed_out: bool = False
-
-    def tail(self, lines: int = 15) -> str:
-        text = (self.stderr or "") + ("\n" + self.stdout if self.stdout and not self.stderr else "")
-        return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def run_process(argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 600.0,
-                cwd: str | os.PathLike | None = None) -> ProcessResult:
-    """Run one engine process with extra environment, killing its whole process group on timeout."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    start = time.perf_counter()
-    try:
-        proc = subprocess.Popen(
-            [str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            errors="replace", env=full_env, cwd=cwd, start_new_session=True,
-        )
-    except FileNotFoundError:
-        raise EngineFailure("missing", f"engine binary not found: {argv[0]}") from None
-    except PermissionError:
-        raise EngineFailure("missing", f"engine binary is not executable: {argv[0]}") from None
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        timed_out = True
-    except BaseException:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        raise
-    return ProcessResult([str(a) for a in argv], proc.returncode, out or "", err or "",
-                         time.perf_counter() - start, timed_out)
-
-
 def file_md5(path: str | Path) -> str | None:
     """md5 of a binary, so every result says exactly which build produced it."""
     digest = hashlib.md5()
@@ -104,15 +50,6 @@ def file_md5(path: str | Path) -> str | None:
     except OSError:
         return None
     return digest.hexdigest()
-
-
-def checked(result: ProcessResult) -> ProcessResult:
-    """Raise EngineFailure for a timeout or non-zero exit; return the result otherwise."""
-    if result.timed_out:
-        raise EngineFailure("timeout", f"{Path(result.argv[0]).name} timed out after {result.wall_s:.0f} s", result.tail())
-    if result.returncode != 0:
-        raise EngineFailure("crash", f"{Path(result.argv[0]).name} exited with code {result.returncode}", result.tail())
-    return result
 
 
 @dataclass

@@ -19,8 +19,14 @@ Example (every section optional; an absent one means the engine cannot do that):
 
 Placeholders: {bin}, {model}, {prompt_ids} and {ref_ids} (comma-separated ids), {n_gen}, {prompt}.
 Templates are split like a shell line *before* substitution, so a prompt with spaces stays one
-argument. Regexes search stdout and stderr together; the last match wins (engines print progress
-lines first). The parse helpers here are shared by every line-oriented adapter (zinc-dbg too).
+argument. Regexes search stdout and stderr together, one line at a time; the last match wins
+(engines print progress lines first). The parse helpers here are shared by every line-oriented
+adapter (zinc-dbg too).
+
+A user regex must not hang zincbench: ``re`` cannot be interrupted, so its cost is bounded instead.
+Matching runs per line on at most ``MAX_LINE_CHARS`` characters (a polynomial blow-up stays
+bounded), and a regex with an unbounded quantifier inside another (``(a+)+``, ``(\S*\s)*``: the
+exponential backtracking shape) is refused when the config is loaded.
 """
 
 from __future__ import annotations
@@ -31,21 +37,92 @@ import shlex
 import shutil
 from pathlib import Path
 
+try:  # the parser of the standard re module (private, stable since 3.0; renamed in 3.11)
+    from re import _parser as sre_parse
+except ImportError:  # pragma: no cover - python 3.10
+    import sre_parse
+
 from zincbench.config import build, load_yaml
 from zincbench.engines.base import (
-    Engine, EngineFailure, GenerationResult, NotSupported, TeacherForcedResult, ThroughputResult, checked,
-    file_md5, register, run_process,
+    Engine, EngineFailure, GenerationResult, NotSupported, TeacherForcedResult, ThroughputResult, file_md5, register,
 )
+from zincbench.engines.process import checked, run_process
 from zincbench.errors import EnvironmentProblem, InputError
 
 PLACEHOLDERS = ("bin", "model", "prompt_ids", "n_gen", "ref_ids", "prompt")
+MAX_LINE_CHARS = 32768  # a GEN_IDS line of 4096 ids fits; longer lines are cut before matching
+REGEX_KEYS = ("ids_regex", "prompt_ids_regex", "match_regex", "prefill_regex", "decode_regex")
+_C = sre_parse  # opcodes: MAX_REPEAT, SUBPATTERN, ... (re._constants, re-exported by the parser)
+_BACKTRACKING_REPEATS = (_C.MAX_REPEAT, _C.MIN_REPEAT)  # possessive repeats never backtrack
+
+
+def _search_lines(pattern: str | re.Pattern, text: str) -> re.Match | None:
+    """The last match of ``pattern`` within one (length-capped) line of ``text``."""
+    compiled = re.compile(pattern)
+    for line in reversed(text.splitlines()):
+        matches = list(compiled.finditer(line[:MAX_LINE_CHARS]))
+        if matches:
+            return matches[-1]
+    return None
 
 
 def _last_match(pattern: str | re.Pattern, text: str, what: str) -> re.Match:
-    matches = list(re.finditer(pattern, text))
-    if not matches:
+    match = _search_lines(pattern, text)
+    if match is None:
         raise EngineFailure("garbage", f"no {what} in the engine output", _tail(text))
-    return matches[-1]
+    return match
+
+
+def _subpatterns(op, av) -> list:
+    """The parsed sub-patterns an opcode contains (a repeat's body, a group, each branch...)."""
+    if op in (*_BACKTRACKING_REPEATS, getattr(_C, "POSSESSIVE_REPEAT", None)):
+        return [av[2]]
+    if op is _C.SUBPATTERN:
+        return [av[-1]]
+    if op is _C.BRANCH:
+        return list(av[1])
+    if op in (_C.ASSERT, _C.ASSERT_NOT):
+        return [av[1]]
+    if op is getattr(_C, "ATOMIC_GROUP", None):
+        return [av]
+    if op is _C.GROUPREF_EXISTS:
+        return [p for p in av[1:] if p is not None]
+    return []
+
+
+def _only_variable(body) -> bool:
+    """Is every item of ``body`` of variable length (a+, b?, x{1,3}, or a group of such)? Then one
+    string splits into its repetitions in exponentially many ways."""
+    def variable(op, av) -> bool:
+        if op in _BACKTRACKING_REPEATS:
+            return av[0] != av[1]
+        return op is _C.SUBPATTERN and _only_variable(av[-1])
+    return len(body) > 0 and all(variable(op, av) for op, av in body)
+
+
+def catastrophic_repeat(parsed) -> bool:
+    """An unbounded backtracking repeat whose body is only variable-length items: (a+)+, (\\w+\\s?)*.
+
+    A heuristic for the classic exponential shape, not a proof of safety: ambiguous alternations
+    such as (a|aa)+ pass it, and the per-line cap is what bounds them.
+    """
+    for op, av in parsed:
+        if op in _BACKTRACKING_REPEATS and av[1] == _C.MAXREPEAT and _only_variable(av[2]):
+            return True
+        if any(catastrophic_repeat(sub) for sub in _subpatterns(op, av)):
+            return True
+    return False
+
+
+def check_regex(key: str, pattern: str) -> None:
+    """ValueError naming ``key`` for a regex that does not compile or could backtrack exponentially."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{key}: invalid regex {pattern!r}: {exc}") from None
+    if catastrophic_repeat(sre_parse.parse(pattern)):
+        raise ValueError(f"{key}: regex {pattern!r} repeats a group of only variable-length parts (like (a+)+), "
+                         f"which can backtrack for hours on one line; anchor each repetition with a literal")
 
 
 def _tail(text: str, lines: int = 15) -> str:
@@ -87,7 +164,7 @@ def parse_throughput(text: str, prefill_regex: str, decode_regex: str | None = N
     """Prefill rate (required) and decode rate (when the engine printed one: not for n_gen = 1)."""
     prefill_tokens, prefill_tps = parse_rate(text, prefill_regex, "prefill rate line")
     decode_tokens, decode_tps = (parse_rate(text, decode_regex, "decode rate line")
-                                 if decode_regex and re.search(decode_regex, text) else (None, None))
+                                 if decode_regex and _search_lines(decode_regex, text) else (None, None))
     return ThroughputResult(prefill_tokens, prefill_tps, decode_tokens, decode_tps)
 
 
@@ -137,13 +214,10 @@ class EngineSpec:
 
     def __post_init__(self):
         for section in (self.generate, self.teacher_forced, self.throughput):
-            for key in ("ids_regex", "prompt_ids_regex", "match_regex", "prefill_regex", "decode_regex"):
+            for key in REGEX_KEYS:
                 pattern = getattr(section, key, None)
                 if pattern is not None:
-                    try:
-                        re.compile(pattern)
-                    except re.error as exc:
-                        raise ValueError(f"{key}: invalid regex {pattern!r}: {exc}") from None
+                    check_regex(key, pattern)
 
 
 def load_engine_spec(path) -> EngineSpec:

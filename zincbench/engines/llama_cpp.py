@@ -1,8 +1,11 @@
 """llama.cpp through llama-cpp-python: the greedy token reference, and an engine adapter.
 
-``LlamaCppModel`` runs in-process: it tokenizes, decodes greedily by taking the argmax of the
-logits it evaluated (first index wins ties, as llama.cpp's greedy sampler does) with a fixed
-n_batch, and reports the top-2 logits of each generated position so a near-tie is visible.
+``LlamaCppModel`` tokenizes, decodes greedily by taking the argmax of the logits it evaluated
+(first index wins ties, as llama.cpp's greedy sampler does) with a fixed n_batch, and reports the
+top-2 logits of each generated position so a near-tie is visible. zincbench never loads it in its
+own process: ``decode_reference`` runs it in a child (``… ref PROMPT N MODEL``), so a native crash
+of libllama (SIGILL from a build using CPU instructions this host lacks) is one line naming the
+signal and the fix, not a dead zincbench.
 
 As an *engine* (kind ``llama-cpp``) it runs in a child process, ``python -m
 zincbench.engines.llama_cpp gen|tf …``, which speaks cuda-dbg's line protocol (``PROMPT_IDS:``,
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -22,10 +26,14 @@ import numpy as np
 
 from zincbench.engines.base import register
 from zincbench.engines.generic import EngineSpec, GenerateSpec, GenericEngine, TeacherForcedSpec, ids_csv
+from zincbench.engines.process import run_process, signal_name
 from zincbench.engines.zinc_dbg import GEN_IDS_RE, PROMPT_IDS_RE, TF_MATCH_RE
-from zincbench.errors import EnvironmentProblem, InputError, ZincbenchError
+from zincbench.errors import EnvironmentProblem, ExitCode, InputError, ZincbenchError
 
 INSTALL_HINT = "pip install -e '.[reference]'"
+PORTABLE_REBUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall '
+                    '--no-binary llama-cpp-python llama-cpp-python')
+REFERENCE_PREFIX = "REFERENCE:"
 
 
 def import_llama_cpp():
@@ -118,6 +126,37 @@ class LlamaCppModel:
         self.llm.close()
 
 
+def decode_reference(gguf: str | Path, prompt: str, n_gen: int, settings: LlamaSettings = LlamaSettings(),
+                     timeout_s: float = 600.0) -> tuple[list[int], Decoded]:
+    """(prompt ids, greedy decode with top-2 logits) of llama.cpp, computed in a child process.
+
+    A child that dies of a signal, times out or cannot load the library is an EnvironmentProblem
+    (exit 4) whose one line says what happened and how to fix it; a model llama.cpp rejects is an
+    InputError (the child's own message).
+    """
+    argv = [sys.executable, "-m", __name__, "ref", prompt, str(n_gen), str(gguf), *settings.cli_args()]
+    result = run_process(argv, timeout_s=timeout_s)
+    name = Path(gguf).name
+    last_line = (result.stderr.strip().splitlines() or ["(no output)"])[-1].removeprefix("error: ")
+    if result.timed_out:
+        raise EnvironmentProblem(f"llama.cpp reference for {name} timed out after {timeout_s:g} s")
+    if result.returncode is not None and result.returncode < 0:
+        raise EnvironmentProblem(
+            f"llama.cpp was killed by {signal_name(-result.returncode)} while decoding {name} (a libllama built for CPU features this host "
+            f"lacks, such as AMX); rebuild it portably: {PORTABLE_REBUILD}")
+    if result.returncode == ExitCode.USAGE:
+        raise InputError(f"llama.cpp reference for {name}: {last_line}")
+    if result.returncode != 0:
+        raise EnvironmentProblem(f"llama.cpp reference for {name} exited with code {result.returncode}: {last_line}")
+    lines = [line for line in result.stdout.splitlines() if line.startswith(REFERENCE_PREFIX)]
+    try:
+        data = json.loads(lines[-1].removeprefix(REFERENCE_PREFIX))
+        return data["prompt_ids"], Decoded(data["ids"], [tuple(t) for t in data["top2"]])
+    except (IndexError, ValueError, KeyError, TypeError):
+        raise EnvironmentProblem(f"llama.cpp reference for {name}: no readable {REFERENCE_PREFIX} line "
+                                 f"in the child's output ({last_line})") from None
+
+
 @register("llama-cpp")
 class LlamaCppEngine(GenericEngine):
     """llama.cpp as the engine under test; ``bin`` is an optional libllama folder (another build)."""
@@ -147,7 +186,8 @@ class LlamaCppEngine(GenericEngine):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The child process: ``gen IDS N MODEL`` or ``tf IDS REF_IDS MODEL``, cuda-dbg's output lines."""
+    """The child process: ``gen IDS N MODEL`` or ``tf IDS REF_IDS MODEL`` (cuda-dbg's output lines),
+    or ``ref PROMPT N MODEL`` (one ``REFERENCE:{json}`` line: prompt ids, greedy ids, top-2 logits)."""
     import click
 
     def parse_csv(text: str) -> list[int]:
@@ -157,8 +197,8 @@ def main(argv: list[str] | None = None) -> None:
             raise click.BadParameter(f"expected comma-separated token ids, got {text!r}") from None
 
     @click.command()
-    @click.argument("mode", type=click.Choice(["gen", "tf"]))
-    @click.argument("prompt_ids")
+    @click.argument("mode", type=click.Choice(["gen", "tf", "ref"]))
+    @click.argument("prompt_ids", metavar="PROMPT_IDS|PROMPT")
     @click.argument("n_gen_or_ref_ids", metavar="N_GEN|REF_IDS")
     @click.argument("model", type=click.Path(dir_okay=False))
     @click.option("--n-gpu-layers", type=int, default=0)
@@ -166,8 +206,14 @@ def main(argv: list[str] | None = None) -> None:
     @click.option("--n-ctx", type=int, default=512)
     @click.option("--threads", type=int, default=None)
     def child(mode, prompt_ids, n_gen_or_ref_ids, model, n_gpu_layers, n_batch, n_ctx, threads):
-        ids, second = parse_csv(prompt_ids), parse_csv(n_gen_or_ref_ids)
+        second = parse_csv(n_gen_or_ref_ids)
         llm = LlamaCppModel(model, LlamaSettings(n_gpu_layers, n_batch, n_ctx, threads))
+        if mode == "ref":
+            ids = llm.tokenize(prompt_ids)
+            decoded = llm.greedy(ids, second[0])
+            click.echo(REFERENCE_PREFIX + json.dumps({"prompt_ids": ids, "ids": decoded.ids, "top2": decoded.top2}))
+            return
+        ids = parse_csv(prompt_ids)
         click.echo(f"PROMPT_IDS:{ids_csv(ids)}", err=True)
         if mode == "gen":
             click.echo(f"GEN_IDS:{ids_csv(llm.greedy(ids, second[0]).ids)}", err=True)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from zincbench.engines.base import Engine, EngineFailure, ThroughputResult, checked, file_md5, register, run_process
+from zincbench.engines.base import Engine, EngineFailure, ThroughputResult, file_md5, register
+from zincbench.engines.process import checked, run_process
 from zincbench.errors import InputError
 
 _NUMBER = r"([0-9]+(?:\.[0-9]+)?)"

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from zincbench.engines.base import EngineFailure, run_process
+from zincbench.engines.base import EngineFailure
+from zincbench.engines.process import run_process
 from zincbench.errors import EnvironmentProblem, InputError
 from zincbench.gpu.tools import find_tool, nsys_importer_problem, tool_version
 

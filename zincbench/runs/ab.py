@@ -1,16 +1,23 @@
 """Interleaved A/B of two engine builds, or the p90 scoreboard of one build, against llama-bench.
 
-Run plan per model: one discarded warm-up round (every arm once), then ``rounds`` measured rounds
-whose arm order is counterbalanced (abba: A B, B A, A B, ...), so boost-clock and thermal drift
-hit both arms alike. Before every run NVML is asked whether anything else computes on the GPU;
-its SM clock, temperature and power are recorded before and right after the run. The results
-document is rewritten after every run, so an interrupted A/B keeps what it measured
-(``complete: false``).
+Run plan per model: one discarded warm-up round (every arm once), then measured rounds whose arm
+order is counterbalanced (abba: A B, B A, A B, ...), so boost-clock and thermal drift hit both arms
+alike. An A/B is adaptive: after ``min_rounds`` and then every ``look_every`` rounds the verdict is
+computed, and the model is done as soon as it is decided (runs.sequential: a group-sequential design
+whose chance of any wrong faster/slower/same call stays at most ``alpha``), or when ``max_rounds``
+or ``max_time_s`` is spent (then it is inconclusive). ``rounds`` fixes the count instead (one look).
+Before every run NVML is asked whether anything else computes on the GPU; its SM clock, temperature
+and power are recorded before and right after the run. The results document is rewritten after
+every run, so an interrupted A/B keeps what it measured (``complete: false``); the CSV is written
+before the document is marked complete.
 
 Statistics per model and arm: median and p90 of prefill and decode tokens/s, the p90 by the
-nearest-rank rule of the team's p90_scoreboard.sh (sorted ascending, index int((n-1)*0.9 + 0.5);
-with 5 runs p90 is the maximum). B against A: paired per-round ratios B/A, geometric mean with a
-t interval (``judge.compare_paired``), four-way verdict at ``threshold``.
+nearest-rank rule of the team's p90_scoreboard.sh (sorted ascending, index int((n-1)*0.9 + 0.5)),
+reported only from ``P90_MIN_SAMPLES`` runs on (below that it is nearly the maximum). B against A:
+paired per-round ratios B/A over the rounds where both arms succeeded, geometric mean with a t
+interval (``judge.compare_paired``), four-way verdict at ``threshold``. Failed runs are counted
+apart: they never turn a decided verdict into "error"; only a failure share above
+``max_failure_rate`` (or no complete pair at all) does.
 """
 
 from __future__ import annotations
@@ -27,10 +34,12 @@ from typing import Sequence
 import numpy as np
 
 from zincbench.engines.base import Engine, EngineFailure, NotSupported
+from zincbench.engines.process import signals_as_interrupts
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, worst
 from zincbench.judge import Verdict, compare_paired
 from zincbench.llamabench import LlamaBenchRow, run_llama_bench
 from zincbench.records import Document, IncrementalWriter, to_jsonable
+from zincbench.runs.sequential import METRICS, SequentialDesign
 
 # A neutral sentence (no code, no numbers, no chat markers) repeated to the wanted length, as
 # p90_scoreboard.sh repeats its own 40 times for ~512 tokens. 12.8 tokens per sentence is an
@@ -40,6 +49,7 @@ TOKENS_PER_SENTENCE = 12.8
 ORDERS = ("abba", "ab", "random")
 AFTER_RUN_FIELDS = ("sm_clock_mhz", "temperature_c", "power_w", "clock_event_reasons")
 PERCENTILE_RULE = "nearest-rank (p90_scoreboard.sh): sorted ascending, index int((n-1)*0.9 + 0.5)"
+P90_MIN_SAMPLES = 10  # below this the nearest-rank p90 is (nearly) the maximum: not reported
 
 
 def neutral_prompt(tokens: int = 512) -> str:
@@ -84,7 +94,13 @@ class Arm:
 
 @dataclass
 class ABSettings:
-    rounds: int = 6
+    min_rounds: int = 6  # the first look at the verdict
+    max_rounds: int = 30  # the budget in rounds (per model)
+    look_every: int = 4  # rounds between looks: two abba blocks
+    max_time_s: float = 1800.0  # the budget in time (per model), checked at every look
+    alpha: float = 0.01  # chance of any wrong faster/slower/same call for one model (runs.sequential)
+    max_failure_rate: float = 0.25  # above this share of failed runs the model's verdict is "error"
+    rounds: int | None = None  # a fixed number of rounds instead of the adaptive design
     order: str = "abba"
     seed: int = 0
     prompt_tokens: int = 512
@@ -98,20 +114,40 @@ class ABSettings:
     def check(self) -> None:
         if self.order not in ORDERS:
             raise InputError(f"--order must be one of {', '.join(ORDERS)}, got {self.order!r}")
-        if self.rounds < 2:
+        if self.rounds is not None and self.rounds < 2:
             raise InputError(f"--rounds must be at least 2 (a paired comparison needs two rounds), got {self.rounds}")
+        if self.min_rounds < 2 or self.max_rounds < self.min_rounds:
+            raise InputError(f"--min-rounds must be at least 2 and --max-rounds at least --min-rounds, "
+                             f"got {self.min_rounds}/{self.max_rounds}")
+        if self.look_every < 1:
+            raise InputError(f"--look-every must be at least 1, got {self.look_every}")
+        if not 0 < self.alpha < 1:
+            raise InputError(f"--alpha is a probability between 0 and 1 (0.01 = 1%), got {self.alpha}")
+        if not 0 <= self.max_failure_rate < 1:
+            raise InputError(f"--max-failure-rate is a fraction in [0, 1), got {self.max_failure_rate}")
         if self.prompt_tokens < 2 or self.n_gen < 1:
             raise InputError(f"--prompt-tokens must be at least 2 and --n-gen at least 1, got {self.prompt_tokens}/{self.n_gen}")
         if not 0 < self.threshold < 1:
             raise InputError(f"--threshold is a fraction between 0 and 1 (0.02 = 2%), got {self.threshold}")
-        if self.timeout_s <= 0:
-            raise InputError(f"--timeout must be positive, got {self.timeout_s}")
+        if not self.timeout_s > 0 or not self.max_time_s > 0:  # `not >` also refuses NaN
+            raise InputError(f"--timeout and --max-time must be positive, got {self.timeout_s}/{self.max_time_s}")
+
+    def design(self) -> SequentialDesign:
+        """When the A/B looks at its verdict: fixed ``rounds`` is a single look."""
+        if self.rounds is not None:
+            return SequentialDesign(self.rounds, self.rounds, 1, self.alpha)
+        return SequentialDesign(self.min_rounds, self.max_rounds, self.look_every, self.alpha)
+
+    def scoreboard_rounds(self) -> int:
+        """Rounds of a one-arm scoreboard (nothing to decide): enough for its p90."""
+        return self.rounds if self.rounds is not None else max(self.min_rounds, P90_MIN_SAMPLES)
 
 
 @dataclass
 class ABOutcome:
     document: Document
     path: Path
+    csv_path: Path | None
     models: list[dict]  # one summary per model, the rows of the scoreboard
     overall: str
     exit_code: ExitCode
@@ -184,17 +220,22 @@ def _arm_stats(records: list[dict]) -> dict:
     prefill = [r["prefill_tps"] for r in records]
     decode = [r["decode_tps"] for r in records if r.get("decode_tps") is not None]
     tokens = collections.Counter(r["prefill_tokens"] for r in records)
+
+    def p90(values):
+        return nearest_rank(values, 0.9) if len(values) >= P90_MIN_SAMPLES else None
+
     return {
         "n": len(records),
+        "n_decode": len(decode),
         "prefill_tokens": tokens.most_common(1)[0][0] if tokens else None,
-        "prefill_p90": nearest_rank(prefill, 0.9) if prefill else None,
+        "prefill_p90": p90(prefill),
         "prefill_median": float(np.median(prefill)) if prefill else None,
-        "decode_p90": nearest_rank(decode, 0.9) if decode else None,
+        "decode_p90": p90(decode),
         "decode_median": float(np.median(decode)) if decode else None,
     }
 
 
-def _paired(records: list[dict], metric: str, threshold: float) -> dict | None:
+def _paired(records: list[dict], metric: str, threshold: float, confidence: float) -> dict | None:
     """B/A per round over the rounds where both arms produced the metric."""
     by_round = collections.defaultdict(dict)
     for r in records:
@@ -204,7 +245,7 @@ def _paired(records: list[dict], metric: str, threshold: float) -> dict | None:
     if not pairs:
         return None
     a, b = zip(*pairs)
-    cmp = compare_paired(a, b, threshold=threshold, higher_is_better=True)
+    cmp = compare_paired(a, b, threshold=threshold, confidence=confidence, higher_is_better=True)
     return {"ratio": cmp.ratio, "ci": list(cmp.ci), "confidence": cmp.confidence, "verdict": cmp.verdict.value,
             "n_pairs": len(pairs), "method": cmp.method, "round_ratios": [y / x for x, y in pairs]}
 
@@ -228,25 +269,67 @@ VERDICT_EXIT = {"faster": ExitCode.OK, "same": ExitCode.OK, "measured": ExitCode
                 "slower": ExitCode.FAIL, "inconclusive": ExitCode.INCONCLUSIVE, "error": ExitCode.INCONCLUSIVE}
 
 
-def summarize_model(model, records: list[dict], arms: Sequence[str], threshold: float) -> dict:
-    """The scoreboard row of one model from its run records (warm-up runs excluded from statistics)."""
+def decided(summary: dict) -> bool:
+    """Can the A/B of this model stop? When it is slower on some metric, or every measured metric
+    is decided (faster/same/slower), or its failures already make it an error."""
+    if summary["verdict"] in ("slower", "error"):
+        return True
+    verdicts = [(summary[m] or {}).get("verdict") for m in ("prefill", "decode") if summary[m]]
+    return bool(verdicts) and Verdict.INCONCLUSIVE.value not in verdicts
+
+
+def summarize_model(model, records: list[dict], arms: Sequence[str], threshold: float,
+                    confidence: float | None = None, max_failure_rate: float = ABSettings.max_failure_rate) -> dict:
+    """The scoreboard row of one model from its run records (warm-up runs excluded from statistics).
+
+    ``confidence``: of the paired intervals; by default that of a fixed-rounds A/B at the default
+    alpha. Failed runs are listed in ``errors`` and counted in ``failed_runs``; the verdict is
+    judged on the rounds where both arms succeeded, and is "error" only when no round did or the
+    share of failed measured runs is above ``max_failure_rate``.
+    """
+    if confidence is None:  # a single look spends the whole alpha of its metric
+        confidence = 1.0 - ABSettings.alpha / METRICS
     measured = [r for r in records if not r["warmup"]]
     ok = [r for r in measured if r["status"] == "ok"]
     errors = [{"arm": r["arm"], "round": r["round"], **r["error"]} for r in records if r["status"] == "error"]
+    failed_measured = len(measured) - len(ok)
     stats = {arm: _arm_stats([r for r in ok if r["arm"] == arm]) for arm in arms}
     summary = {"model": model.name, "shape": model.shape, "gguf": str(model.gguf), "arms": stats,
-               "prefill": None, "decode": None, "errors": errors}
+               "prefill": None, "decode": None, "errors": errors, "failed_runs": failed_measured,
+               "rounds": len({r["round"] for r in measured})}
+    notes = []
     if len(arms) == 2:
-        summary["prefill"] = _paired(ok, "prefill_tps", threshold)
-        summary["decode"] = _paired(ok, "decode_tps", threshold)
+        summary["prefill"] = _paired(ok, "prefill_tps", threshold, confidence)
+        summary["decode"] = _paired(ok, "decode_tps", threshold, confidence)
         verdict = combine_verdicts(*((summary[m] or {}).get("verdict") for m in ("prefill", "decode")))
     else:
         verdict = "measured"
-    summary["verdict"] = "error" if errors else verdict
+    if measured and failed_measured / len(measured) > max_failure_rate:
+        verdict = "error"
+        notes.append(f"{failed_measured} of {len(measured)} measured runs failed (more than "
+                     f"{max_failure_rate:.0%}): no verdict")
+    elif not ok or (len(arms) == 2 and summary["prefill"] is None):
+        verdict = "error"
+        notes.append("no round where every arm succeeded: no verdict")
+    elif failed_measured:
+        notes.append(f"{failed_measured} failed run(s) left out; the verdict is judged on the rounds where both arms succeeded")
+    summary["verdict"] = verdict
     tokens = {s["prefill_tokens"] for s in stats.values() if s["prefill_tokens"] is not None}
     summary["prefill_tokens"] = stats[arms[-1]]["prefill_tokens"] or stats[arms[0]]["prefill_tokens"]
-    summary["notes"] = [f"arms report different prompt lengths {sorted(tokens)}: are the tokenizers the same?"] if len(tokens) > 1 else []
+    if len(tokens) > 1:
+        notes.append(f"arms report different prompt lengths {sorted(tokens)}: are the tokenizers the same?")
+    summary["notes"] = notes
     return summary
+
+
+def summarize_recorded(model, records: list[dict], arms: Sequence[str], settings: dict) -> dict:
+    """Re-judge one model of a recorded A/B (``config.settings`` of its document) at the confidence
+    of the look it stopped at, so a recorded adaptive verdict can be reproduced from its raw runs."""
+    known = {f.name for f in dataclasses.fields(ABSettings)}
+    recorded = ABSettings(**{k: v for k, v in settings.items() if k in known})
+    rounds = len({r["round"] for r in records if not r["warmup"]})
+    return summarize_model(model, records, arms, recorded.threshold, recorded.design().confidence_at(rounds),
+                           recorded.max_failure_rate)
 
 
 # --- llama-bench baseline ----------------------------------------------------------------------------
@@ -302,14 +385,15 @@ def _verdict(summaries: list[dict], arms: Sequence[str]) -> tuple[str, ExitCode]
 def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
            llama_rows: Sequence[LlamaBenchRow] | None = None, llama_bench_bin: str | Path | None = None,
            results_dir: str | Path | None = None, results_path: str | Path | None = None,
-           monitor=None, console=None, progress: bool = True) -> ABOutcome:
-    """Measure every model with every arm in counterbalanced rounds; return the judged scoreboard.
+           monitor=None, console=None, progress: bool = True, write_csv: bool = True) -> ABOutcome:
+    """Measure every model with every arm in counterbalanced rounds until decided; return the judged scoreboard.
 
     ``models`` are catalog models (``name``, ``gguf``, ``shape``, ``engine_env``, ``matches_file``);
     ``arms`` one (scoreboard) or two (A/B). ``monitor`` defaults to NVML on ``settings.gpu_uuid``.
+    With ``write_csv`` the scoreboard CSV lands next to the results document before it is marked
+    complete. SIGTERM and SIGHUP are handled as Ctrl-C (engines.process.signals_as_interrupts).
     """
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     settings.check()
     if len(arms) not in (1, 2):
@@ -326,13 +410,16 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
         from zincbench.gpu.nvml import Nvml
 
         monitor = Nvml(uuid=settings.gpu_uuid)
-
+    design = settings.design()
     doc = Document(kind="ab", config={
         "settings": dataclasses.asdict(settings), "models": [m.name for m in models],
         "arms": {a.name: {"engine": a.engine.describe(), "env": a.env} for a in arms},
         "llama_bench": {"source": "live" if llama_bench_bin else ("file" if llama_rows else None),
                         "binary": str(llama_bench_bin) if llama_bench_bin else None},
-        "prompt": prompts, "percentile": PERCENTILE_RULE,
+        "prompt": prompts, "percentile": PERCENTILE_RULE, "p90_min_samples": P90_MIN_SAMPLES,
+        "design": {"method": "group-sequential paired-t-log, O'Brien-Fleming-type alpha spending, Bonferroni over looks",
+                   "looks": design.looks(), "look_confidence": [1.0 - a for a in design.look_alphas()],
+                   "alpha": settings.alpha} if len(arms) == 2 else None,
     }, environment={
         "gpu": monitor.snapshot(),
         "host": platform.node(), "python": platform.python_version(),
@@ -343,32 +430,18 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
         if message not in warned:
             warned.add(message)
             doc.notes.append(f"warning: {message}")
-            console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
+            console.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
 
     if not monitor.available:
         warn(f"NVML unavailable ({monitor.error}): clean-GPU check and clocks not recorded")
     guard = _GpuGuard(monitor, settings.gpu_uuid, settings.require_clean_gpu, warn)
-    plan = [tuple(names)] + round_orders(names, settings.rounds, settings.order, settings.seed)
-    total = len(models) * (sum(map(len, plan)) + (1 if llama_bench_bin else 0))
-    engines = {a.name: a for a in arms}
-    summaries: list[dict] = []
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with IncrementalWriter(doc, results_path, results_dir) as writer, \
-            Progress(*columns, console=console, disable=not progress) as bar:
-        task = bar.add_task("ab", total=total)
+    with signals_as_interrupts(), IncrementalWriter(doc, results_path, results_dir) as writer, \
+            _progress_bar(console, progress) as bar:
+        rounds_each = settings.scoreboard_rounds() if len(arms) == 1 else design.max_rounds
+        task = bar.add_task("ab", total=len(models) * ((rounds_each + 1) * len(arms) + (1 if llama_bench_bin else 0)))
+        summaries: list[dict] = []
         for model in models:
-            records = []
-            for round_no, order in enumerate(plan):
-                for name in order:
-                    bar.update(task, description=f"{model.name} {'warm-up' if round_no == 0 else f'round {round_no}'} {name}")
-                    record = _run_record(model, engines[name], round_no, prompts[name], settings, guard)
-                    if record["status"] == "error":
-                        warn(f"{model.name} arm {name} round {round_no}: {record['error']['message']}")
-                    records.append(record)
-                    doc.results.append(record)
-                    writer.flush()
-                    bar.advance(task)
-            summary = summarize_model(model, records, names, settings.threshold)
+            summary = _measure_model(model, arms, settings, prompts, guard, warn, doc, writer, bar, task)
             if llama_bench_bin:
                 bar.update(task, description=f"{model.name} llama-bench")
                 summary["llama"] = _live_llama(llama_bench_bin, model, summary["prefill_tokens"] or settings.prompt_tokens,
@@ -377,13 +450,70 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
             elif llama_rows:
                 summary["llama"] = llama_baseline(llama_rows, model, summary["prefill_tokens"], settings.n_gen,
                                                   only_model=len(models) == 1)
+                if summary["llama"] is None:
+                    warn(f"{model.name}: no row of the --llama-bench file matches this model (by GGUF file name or alias)")
             summary["gap"] = _gap(summary, names)
             summaries.append(summary)
             overall, code = _verdict(summaries, names)
             doc.verdict = {"overall": overall, "exit_code": int(code), "threshold": settings.threshold,
                            "models": to_jsonable(summaries)}
             writer.flush()
-    return ABOutcome(doc, writer.path, to_jsonable(summaries), overall, code)
+        csv_path = None
+        if write_csv:  # before the document says complete: an interrupt here leaves complete: false
+            from zincbench.show import scoreboard
+
+            csv_path = writer.path.with_suffix(".csv")
+            scoreboard.write_csv(to_jsonable(summaries), names, csv_path)
+    return ABOutcome(doc, writer.path, csv_path, to_jsonable(summaries), overall, code)
+
+
+def _progress_bar(console, enabled: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=console, disable=not enabled)
+
+
+def _measure_model(model, arms: Sequence[Arm], settings: ABSettings, prompts: dict, guard: _GpuGuard, warn,
+                   doc: Document, writer: IncrementalWriter, bar, task) -> dict:
+    """Warm-up, then rounds until the verdict is decided or the budget is spent; the model's summary."""
+    names = [a.name for a in arms]
+    design = settings.design()
+    looks = dict(zip(design.looks(), design.look_alphas()))
+    last_round = settings.scoreboard_rounds() if len(arms) == 1 else design.max_rounds
+    plan = [tuple(names)] + round_orders(names, last_round, settings.order, settings.seed)
+    records: list[dict] = []
+    start = time.monotonic()
+    summary, stop = None, "max rounds"
+    for round_no, order in enumerate(plan):
+        for name in order:
+            arm = next(a for a in arms if a.name == name)
+            bar.update(task, description=f"{model.name} {'warm-up' if round_no == 0 else f'round {round_no}'} {name}")
+            record = _run_record(model, arm, round_no, prompts[name], settings, guard)
+            if record["status"] == "error":
+                warn(f"{model.name} arm {name} round {round_no}: {record['error']['message']}")
+            records.append(record)
+            doc.results.append(record)
+            writer.flush()
+            bar.advance(task)
+        if len(arms) == 2 and round_no in looks:
+            summary = summarize_model(model, records, names, settings.threshold, 1.0 - looks[round_no],
+                                      settings.max_failure_rate)
+            if decided(summary):
+                stop = "decided"
+                break
+            if time.monotonic() - start >= settings.max_time_s:
+                stop = "max time"
+                break
+    if summary is None:  # the scoreboard (one arm) has nothing to decide
+        summary = summarize_model(model, records, names, settings.threshold, max_failure_rate=settings.max_failure_rate)
+    summary["stop"] = stop if len(arms) == 2 else "rounds"
+    bar.advance(task, (len(plan) - 1 - summary["rounds"]) * len(arms))  # rounds not needed
+    for name in names:
+        stats = summary["arms"][name]
+        if settings.n_gen > 1 and stats["n"] and not stats["n_decode"]:
+            warn(f"{model.name} arm {name}: no run printed a decode rate the engine adapter could parse")
+    return summary
 
 
 def _live_llama(binary, model, n_prompt: int, settings: ABSettings, warn) -> dict | None:

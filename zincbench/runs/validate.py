@@ -3,12 +3,16 @@
 Modes (shared/seed/prefill-gap-closure-plan.md, "5/5 token-correct; bit-identical for structural
 changes; token-tolerance for fp16/reduction-order"):
 - ``exact``: all n_gen generated ids identical to the reference;
-- ``tolerant``: the leading common prefix is at least min_match, or else, fed the reference
-  continuation (teacher forcing), the engine's argmax agrees on at least min_match positions.
+- ``tolerant``: forgives near-ties only. The first divergence must be at a position where
+  llama.cpp's own top1−top2 logit margin is below ``near_tie`` (an fp16/reduction-order flip);
+  a divergence with a clear margin fails. Then the leading common prefix must be at least
+  min_match, or else, fed the reference continuation (teacher forcing), the engine's argmax must
+  agree on at least min_match positions. The forgiven position and its margin are reported.
 
+In both modes an engine that generates fewer or more than n_gen tokens fails, and so does a
+teacher-forced total other than n_gen (an engine that scored something else than it was given).
 Each model ends OK, FAIL, MISSING (GGUF absent) or ERROR (crash, timeout, unreadable output).
-A divergence reports its position and llama.cpp's own top1−top2 logit margin there; below
-``near_tie`` it is labelled a near-tie (an fp16/reduction-order flip, not necessarily a bug).
+llama.cpp's reference, live or recorded, is decoded in a child process (engines.llama_cpp).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Literal
 from zincbench import reference_store, records
 from zincbench.catalog import CatalogModel
 from zincbench.engines.base import Engine, EngineFailure, NotSupported
-from zincbench.engines.llama_cpp import LlamaCppModel, LlamaSettings, llama_cpp_version
+from zincbench.engines.llama_cpp import LlamaSettings, decode_reference, llama_cpp_version
+from zincbench.engines.process import signals_as_interrupts
 from zincbench.errors import ExitCode, InputError
 from zincbench.reference_store import Reference
 
@@ -56,9 +61,9 @@ class ValidateOptions:
             raise InputError(f"mode must be exact or tolerant, got {self.mode!r}")
         if self.reference not in ("live", "recorded"):
             raise InputError(f"reference must be live or recorded, got {self.reference!r}")
-        if self.timeout_s <= 0:
+        if not self.timeout_s > 0:  # `not >` also refuses NaN
             raise InputError(f"--timeout must be positive, got {self.timeout_s}")
-        if self.near_tie < 0:
+        if not self.near_tie >= 0:
             raise InputError(f"--near-tie must be a non-negative logit margin, got {self.near_tie}")
         if self.min_match is not None and self.min_match < 1:
             raise InputError(f"--min-match must be at least 1, got {self.min_match}")
@@ -78,6 +83,7 @@ class ModelOutcome:
     first_divergence: int | None = None  # generated position (0-based), None if all n_gen agree
     margin: float | None = None  # reference top1 - top2 logit at first_divergence
     near_tie: bool = False
+    forgiven: list[dict] = dataclasses.field(default_factory=list)  # tolerant mode: {position, margin, why}
     reason: str = ""
     prompt_ids: list[int] = dataclasses.field(default_factory=list)
     reference_ids: list[int] = dataclasses.field(default_factory=list)
@@ -130,15 +136,11 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 
 def make_reference(gguf: Path, prompt: str, n_gen: int, settings: LlamaSettings = LlamaSettings(),
-                   full_hash: bool = False) -> Reference:
-    """llama.cpp's greedy continuation of ``prompt``, with top-2 logits at each generated position."""
+                   full_hash: bool = False, timeout_s: float = 600.0) -> Reference:
+    """llama.cpp's greedy continuation of ``prompt``, with top-2 logits at each generated position
+    (decoded in a child process)."""
     identity = reference_store.gguf_identity(gguf, full=full_hash)
-    llm = LlamaCppModel(gguf, settings)
-    try:
-        prompt_ids = llm.tokenize(prompt)
-        decoded = llm.greedy(prompt_ids, n_gen)
-    finally:
-        llm.close()
+    prompt_ids, decoded = decode_reference(gguf, prompt, n_gen, settings, timeout_s)
     return Reference(gguf=str(gguf), identity=identity, prompt=prompt, n_gen=n_gen, prompt_ids=prompt_ids,
                      generated_ids=decoded.ids, top2=decoded.top2,
                      producer={"llama_cpp_python": llama_cpp_version(), **dataclasses.asdict(settings)})
@@ -154,22 +156,28 @@ def _progress():
 
 
 def record_references(models: list[CatalogModel], directory: str | Path, *, settings: LlamaSettings = LlamaSettings(),
-                      full_hash: bool = False, progress: bool = True) -> list[Path]:
-    """Run llama.cpp on every model and save its reference; every GGUF must exist."""
+                      full_hash: bool = False, force: bool = False, timeout_s: float = 600.0,
+                      progress: bool = True) -> list[tuple[Path, Path | None]]:
+    """Run llama.cpp on every model, then save every reference: (path, where a replaced old one was
+    kept). Every GGUF must exist; a different existing reference stops it before anything is
+    written, unless ``force``."""
     absent = [f"{m.name} ({m.gguf})" for m in models if not m.gguf.is_file()]
     if absent:
         raise InputError(f"cannot record references, GGUF not found: {'; '.join(absent)}")
-    paths = []
-    with _progress() if progress else contextlib.nullcontext() as bar:
+    refs = []
+    with signals_as_interrupts(), _progress() if progress else contextlib.nullcontext() as bar:
         task = bar.add_task("recording references", total=len(models)) if bar else None
         for model in models:
             if bar:
                 bar.update(task, description=f"llama.cpp reference: {model.name}")
-            ref = make_reference(model.gguf, model.prompt, model.n_gen, settings, full_hash)
-            paths.append(reference_store.save(ref, directory))
+            refs.append(make_reference(model.gguf, model.prompt, model.n_gen, settings, full_hash, timeout_s))
             if bar:
                 bar.advance(task)
-    return paths
+    conflicts = [str(path) for ref in refs if (path := reference_store.conflict(ref, directory))]
+    if conflicts and not force:
+        raise InputError(f"a different reference is already recorded in {', '.join(conflicts)}; re-run with "
+                         f"--force to replace it (the old one is kept beside it as *.replaced-<time>.json)")
+    return [reference_store.save(ref, directory, force=force) for ref in refs]
 
 
 def _record_args(model: CatalogModel) -> str:
@@ -187,7 +195,8 @@ def _references(models: list[CatalogModel], options: ValidateOptions, directory:
             bar.update(task, description=f"{options.reference} reference: {model.name}")
         if model.gguf.is_file():
             if options.reference == "live":
-                refs[model.name] = make_reference(model.gguf, model.prompt, model.n_gen, options.llama, options.full_hash)
+                refs[model.name] = make_reference(model.gguf, model.prompt, model.n_gen, options.llama, options.full_hash,
+                                                  options.timeout_s)
             else:
                 refs[model.name] = reference_store.load(directory, model.gguf, model.prompt, model.n_gen,
                                                         full=options.full_hash, record_args=_record_args(model))
@@ -211,23 +220,13 @@ def _check_one(model: CatalogModel, ref: Reference, engine: Engine, options: Val
     start = time.perf_counter()
     try:
         generated = engine.generate(model.gguf, ref.prompt_ids, ref.n_gen, env=env, timeout_s=options.timeout_s)
-        outcome.engine_ids = generated.generated_ids[:ref.n_gen]
+        outcome.engine_ids = list(generated.generated_ids)
         outcome.match = common_prefix(ref.generated_ids, outcome.engine_ids)
-        if outcome.match < ref.n_gen:
+        if outcome.match < ref.n_gen and outcome.match < len(outcome.engine_ids):
             outcome.first_divergence = outcome.match
             outcome.margin = ref.margin(outcome.match)
             outcome.near_tie = outcome.margin < options.near_tie
-        if options.mode == "exact":
-            passed = outcome.match == ref.n_gen
-            outcome.reason = "all identical" if passed else "not all identical"
-        elif outcome.match >= min_match:
-            passed, outcome.reason = True, f"prefix >= {min_match}"
-        else:
-            tf = engine.teacher_forced(model.gguf, ref.prompt_ids, ref.generated_ids, env=env,
-                                       timeout_s=options.timeout_s)
-            outcome.tf_match, outcome.tf_total = tf.match, tf.total
-            passed = tf.match >= min_match
-            outcome.reason = f"teacher-forced {'>=' if passed else '<'} {min_match}"
+        passed, outcome.reason = _judge(outcome, ref, engine, model, options, env)
         outcome.status = Status.OK if passed else Status.FAIL
     except EngineFailure as exc:
         outcome.status, outcome.reason, outcome.stderr_tail = Status.ERROR, f"{exc.reason}: {exc}", exc.stderr_tail
@@ -235,6 +234,30 @@ def _check_one(model: CatalogModel, ref: Reference, engine: Engine, options: Val
         outcome.reason = f"prefix < {min_match}; {exc}"
     outcome.wall_s = time.perf_counter() - start
     return outcome
+
+
+def _judge(outcome: ModelOutcome, ref: Reference, engine: Engine, model: CatalogModel, options: ValidateOptions,
+           env: dict) -> tuple[bool, str]:
+    """(passed, why) for one model's generated ids; may run the teacher-forced check (tolerant mode)."""
+    produced = len(outcome.engine_ids)
+    if produced != ref.n_gen:
+        return False, f"generated {produced} tokens, expected n_gen {ref.n_gen} ({'short' if produced < ref.n_gen else 'over-long'} output)"
+    if options.mode == "exact":
+        return (True, "all identical") if outcome.match == ref.n_gen else (False, "not all identical")
+    if outcome.first_divergence is not None:
+        if not outcome.near_tie:
+            return False, (f"diverges at {outcome.first_divergence} where llama.cpp's margin {outcome.margin:.3f} "
+                           f"is not a near-tie (>= {options.near_tie:g})")
+        outcome.forgiven.append({"position": outcome.first_divergence, "margin": outcome.margin,
+                                 "why": f"near-tie: margin {outcome.margin:.3f} < {options.near_tie:g}"})
+    if outcome.match >= outcome.min_match:
+        return True, f"prefix >= {outcome.min_match}"
+    tf = engine.teacher_forced(model.gguf, ref.prompt_ids, ref.generated_ids, env=env, timeout_s=options.timeout_s)
+    outcome.tf_match, outcome.tf_total = tf.match, tf.total
+    if tf.total != ref.n_gen:
+        return False, f"teacher-forced total {tf.total} is not n_gen {ref.n_gen} (impossible {tf.match}/{tf.total})"
+    passed = tf.match >= outcome.min_match
+    return passed, f"teacher-forced {'>=' if passed else '<'} {outcome.min_match}"
 
 
 def validate_models(models: list[CatalogModel], engine: Engine, options: ValidateOptions = ValidateOptions(), *,
@@ -249,7 +272,7 @@ def validate_models(models: list[CatalogModel], engine: Engine, options: Validat
             raise InputError(f"{model.name}: min_match {_min_match(model, options)} exceeds n_gen {model.n_gen}")
     directory = Path(options.references_dir) if options.references_dir else reference_store.default_directory(results_dir)
     report = ValidateReport(outcomes=[], mode=options.mode, allow_missing=options.allow_missing)
-    with _progress() if progress else contextlib.nullcontext() as bar:
+    with signals_as_interrupts(), _progress() if progress else contextlib.nullcontext() as bar:
         refs = _references(models, options, directory, bar)
         check_prompt = getattr(engine, "check_prompt", None)  # engines that cap the prompt length
         for ref in refs.values():

@@ -36,24 +36,57 @@ def _detectable(d: dict) -> str:
     return f"speed-up ≥ {_pct(d['speedup'])}, slow-down ≥ {_pct(d['slowdown'])} (called in {d['coverage']:.0%} of {d['n']})"
 
 
+def _rounds(s: dict) -> str:
+    """'6 rounds' (fixed) or 'adaptive 6–30 rounds'; documents from before the adaptive A/B have only rounds."""
+    if s.get("rounds") is not None:
+        return f"{s['rounds']} rounds"
+    return f"adaptive {s['min_rounds']}–{s['max_rounds']} rounds"
+
+
 def title(data: dict) -> str:
     config, verdict = data["config"], data["verdict"]
-    rule = f"threshold {verdict['threshold']:.0%}, {verdict['confidence']:.0%} CI" if verdict.get("confidence") else \
-        f"threshold {verdict['threshold']:.0%}"
+    if verdict.get("confidence"):
+        rule = f"threshold {verdict['threshold']:.0%}, {verdict['confidence']:.0%} CI"
+    elif verdict.get("alpha"):
+        rule = f"threshold {verdict['threshold']:.0%}, sequential α {verdict['alpha']:.0%}"
+    else:
+        rule = f"threshold {verdict['threshold']:.0%}"
     s = config["settings"]
     if config["mode"] == "microbench":
         what = f"microbench {s['family']} {s['variant']} {s['case']}, {s['processes']} processes"
     else:
         engine = config["engine"]
         binary = Path(engine.get("binary") or engine.get("bin") or "").name
-        what = f"ab {engine['kind']} {binary} vs itself, {s['repeats']} repeats × {s['rounds']} rounds {s['order']}"
+        planted = config.get("planted")
+        against = "vs itself" if not planted else "vs B with " + " ".join(f"{k}={v}" for k, v in planted["env_b"].items())
+        what = f"ab {engine['kind']} {binary} {against}, {s['repeats']} repeats × {_rounds(s)} {s['order']}"
     gpu = ((data.get("environment") or {}).get("gpu") or {}).get("name")
-    return f"A/A self-test · {what} · {rule}" + (f" · {gpu}" if gpu else "")
+    kind = "A/A self-test" if not (config.get("planted")) else "Detection test"
+    return f"{kind} · {what} · {rule}" + (f" · {gpu}" if gpu else "")
+
+
+def _rounds_used(v: dict) -> tuple[str, str] | None:
+    used = v.get("rounds")
+    if not used or used.get("mean") is None:
+        return None
+    stops = ", ".join(f"{reason} {count}" for reason, count in used["stops"].items())
+    return ("rounds per comparison", f"mean {used['mean']:.1f}, median {used['median']:.0f}, max {used['max']} ({stops})")
+
+
+def _detection_rows(v: dict) -> list[tuple[str, str]]:
+    c = v["comparisons"]
+    out = [("comparisons", str(c["detected"]["n"])), ("verdicts", _tally(c["tally"])),
+           (f"detection rate ({v['expected']})", _rate(c["detected"], with_ci=True)),
+           ("wrong direction", _rate(c["wrong_direction"], with_ci=False)),
+           ("inconclusive rate", _rate(c["inconclusive"], with_ci=False))]
+    return out + [r for r in [_rounds_used(v)] if r]
 
 
 def rows(data: dict) -> list[tuple[str, str]]:
     """(label, value) lines of the summary, shared by the terminal and markdown forms."""
     v = data["verdict"]
+    if "expected" in v:
+        return _detection_rows(v)
     every, indep = v["comparisons"], v["independent"]
     out = [
         ("comparisons", f"{every['false_positive']['n']} ({indep['false_positive']['n']} independent)"),
@@ -72,6 +105,7 @@ def rows(data: dict) -> list[tuple[str, str]]:
         out.append(("minimum detectable change", _detectable(v.get("detectable"))))
         out.append(("processes", f"{v['processes']['ok']}/{v['processes']['requested']} measured"))
     else:
+        out += [r for r in [_rounds_used(v)] if r]
         for metric, tally in v["by_metric"].items():
             out.append((f"{metric} verdicts", _tally(tally)))
         for metric in v["by_metric"]:
@@ -82,6 +116,9 @@ def rows(data: dict) -> list[tuple[str, str]]:
 
 def verdict_line(data: dict) -> str:
     v = data["verdict"]
+    if "expected" in v:
+        return (f"DETECTION {v['outcome'].upper()}: {_pct(v['comparisons']['detected']['rate'])} called "
+                f"{v['expected']} vs target ≥ {_pct(v['target_detection_rate'])} (exit {v['exit_code']})")
     rate = v["comparisons"]["false_positive"]["rate"]
     return (f"A/A {v['outcome'].upper()}: false-positive rate {_pct(rate)} vs target ≤ {_pct(v['target_fp_rate'])} "
             f"(exit {v['exit_code']})")

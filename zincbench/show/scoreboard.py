@@ -2,8 +2,10 @@
 
 Input is the list of model summaries an A/B records (``verdict.models`` of an ``ab`` results
 document), so a saved run can be shown again without re-measuring. Columns:
-model | A prefill p90/median | B prefill p90/median | Δ prefill B/A with its 95% CI | verdict |
-decode p90 A/B | Δ decode | llama ppT | gap× (llama ppT ÷ the newest build's prefill p90) | shape.
+model | A prefill p90/median | B prefill p90/median | Δ prefill B/A with its interval (at the confidence of
+the look that decided, see runs.sequential) | verdict | rounds run | failed runs | decode p90 A/B |
+Δ decode | llama ppT | gap× (llama ppT ÷ the newest build's prefill p90) | shape. A p90 from fewer
+than 10 runs is shown as "—" (it would be about the maximum).
 With one arm the B and Δ columns are left out: that is the plan's p90 scoreboard of one build
 against llama-bench.
 """
@@ -48,10 +50,12 @@ def _llama(summary: dict) -> str:
     return f"{_num(pp['avg_ts'])} ({pp['test']})" if pp else "—"
 
 
-def _verdict(summary: dict) -> str:
-    if summary["verdict"] == "error":
-        return f"error ({len(summary['errors'])} failed runs)"
-    return summary["verdict"]
+def rounds_label(models: Sequence[dict]) -> str:
+    """'6 rounds', or '6–14 rounds' when the adaptive A/B stopped at different rounds per model."""
+    counts = sorted({s.get("rounds") for s in models if s.get("rounds") is not None})
+    if not counts:
+        return "no rounds"
+    return f"{counts[0]} rounds" if len(counts) == 1 else f"{counts[0]}–{counts[-1]} rounds"
 
 
 def display_rows(models: Sequence[dict], arms: Sequence[str]) -> list[dict[str, str]]:
@@ -63,8 +67,10 @@ def display_rows(models: Sequence[dict], arms: Sequence[str]) -> list[dict[str, 
             stats = s["arms"][arm]
             row[f"{arm} prefill p90/med"] = _pair(stats["prefill_p90"], stats["prefill_median"])
         if len(arms) == 2:
-            row["Δ prefill B/A [95% CI]"] = _delta(s.get("prefill"))
-        row["verdict"] = _verdict(s)
+            row["Δ prefill B/A [CI]"] = _delta(s.get("prefill"))
+        row["verdict"] = s["verdict"]
+        row["rounds"] = "—" if s.get("rounds") is None else str(s["rounds"])
+        row["failed"] = str(s.get("failed_runs", len(s["errors"])))
         row["decode p90 " + "/".join(arms)] = " / ".join(_num(s["arms"][a]["decode_p90"]) for a in arms)
         if len(arms) == 2:
             row["Δ decode"] = _delta(s.get("decode"), with_ci=False)
@@ -114,7 +120,8 @@ def to_frame(models: Sequence[dict], arms: Sequence[str]):
     records = []
     for s in models:
         rec = {"model": s["model"], "shape": s.get("shape"), "verdict": s["verdict"],
-               "prefill_tokens": s.get("prefill_tokens"), "failed_runs": len(s["errors"])}
+               "prefill_tokens": s.get("prefill_tokens"), "rounds": s.get("rounds"),
+               "failed_runs": s.get("failed_runs", len(s["errors"]))}
         for arm in arms:
             for key in ("prefill_p90", "prefill_median", "decode_p90", "decode_median", "n"):
                 rec[f"{arm}_{key}"] = s["arms"][arm][key]
@@ -122,7 +129,7 @@ def to_frame(models: Sequence[dict], arms: Sequence[str]):
             cmp = s.get(metric) or {}
             ci = cmp.get("ci") or [None, None]
             rec.update({f"{metric}_ratio": cmp.get("ratio"), f"{metric}_ci_low": ci[0], f"{metric}_ci_high": ci[1],
-                        f"{metric}_verdict": cmp.get("verdict")})
+                        f"{metric}_confidence": cmp.get("confidence"), f"{metric}_verdict": cmp.get("verdict")})
         llama = s.get("llama") or {}
         pp, tg = llama.get("pp") or {}, llama.get("tg") or {}
         rec.update(llama_pp_test=pp.get("test"), llama_pp_ts=pp.get("avg_ts"), llama_tg_test=tg.get("test"),

@@ -12,7 +12,7 @@ STATUS_STYLE = {Status.OK: "bold green", Status.FAIL: "bold red", Status.ERROR: 
 COLUMNS = ("model", "status", "match", "tf", "diverges", "margin", "note")
 NUMERIC = {"match", "tf", "diverges", "margin"}
 LEGEND = ("match: leading tokens equal to llama.cpp's; tf: teacher-forced agreement; diverges: first differing "
-          "position; margin: llama.cpp's top1-top2 logit there")
+          "position; margin: llama.cpp's top1-top2 logit there (tolerant mode forgives only a margin below --near-tie)")
 
 
 def _cells(o: ModelOutcome) -> list[str]:
@@ -22,7 +22,8 @@ def _cells(o: ModelOutcome) -> list[str]:
     tf = f"{o.tf_match}/{o.tf_total}" if o.tf_match is not None else "—"
     divergence = str(o.first_divergence) if o.first_divergence is not None else "—"
     margin = f"{o.margin:.3f}" if o.margin is not None else "—"
-    note = ("near-tie; " if o.near_tie else "") + o.reason
+    forgiven = [f"forgave {f['position']} ({f['why']})" for f in o.forgiven]
+    note = "; ".join(forgiven or (["near-tie"] if o.near_tie else []) + [o.reason])
     return [o.model, o.status.value, match, tf, divergence, margin, note]
 
 
