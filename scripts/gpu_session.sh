@@ -48,7 +48,11 @@ for step in "${@:-env tests}"; do
         declared) run declared 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_declared_gpu.py ;;
         t2full) TAIL=60 run t2full 300 $ZB microbench t2 $ENGINE --no-progress --markdown "$LOGS/t2full.md" ;;
         t2down) TAIL=30 run t2down 200 $ZB microbench t2 $ENGINE --experiment experiments/t2_moe_down.yaml --no-progress --markdown "$LOGS/t2down.md" ;;
-        gpuall) TAIL=12 run gpuall 200 $ZB microbench t2 --gpu all --quick --case E128-M704-K2048-Ne16 --no-progress ;;
+        gpuall) TAIL=30 ZINCBENCH_RESULTS=$LOGS/gpuall run gpuall 400 bash -c "$ZB microbench t2 $ENGINE --gpu all \
+                --no-progress; $ZB report $LOGS/gpuall/microbench-*.json --markdown $LOGS/gpuall_report.md" ;;
+        example) TAIL=30 run example 200 $ZB microbench t2 $ENGINE --kernels experiments/examples/grouped_matvec.yaml \
+                --candidate grouped_matvec --baseline engine_matvec --variant grouped_matvec --variant engine_matvec \
+                --no-progress --markdown "$LOGS/example.md" ;;
         gguf) TAIL=30 run gguf 200 bash -c "python3 -m zincbench.testing.weights_gguf /tmp/w.gguf && \
                 $ZB microbench t2 --gguf /tmp/w.gguf --quick --no-progress --markdown $LOGS/t2gguf.md; \
                 $ZB microbench t1 --gguf /tmp/w.gguf --layer 0 --quick --no-progress --markdown $LOGS/t1gguf.md" ;;
