@@ -238,3 +238,12 @@ def test_readme_example_pack_parses_and_needs_the_engine_tree(monkeypatch, tmp_p
     err = _one_line_exit_2(capsys, ["microbench", "t2", "--kernels", str(path), "--candidate", "grouped_matvec",
                                     "--no-progress"])
     assert "sources.zinc.path: ${ZINC_SRC} is not set" in err
+
+
+def test_kernels_on_the_command_line_are_relative_to_the_working_folder(monkeypatch, capsys):
+    monkeypatch.chdir(FIXTURES.parents[2])
+    with pytest.raises(SystemExit) as exc:
+        main(["microbench", "t2", "--kernels", "tests/fixtures/engine_abi/pack.yaml", "--no-progress"])
+    err = capsys.readouterr().err
+    assert "not found" not in err and "no such file" not in err
+    assert exc.value.code in (0, 1, 3, 4), err  # it got past loading (no GPU here: 4)

@@ -119,3 +119,14 @@ def test_recorded_llama_cpp_times_are_shown_only_for_the_routing_they_were_measu
         cfg = fam.load(path)
         columns = fam.reference_columns(cfg, fam.cases(cfg)[0], "NVIDIA H200")
         assert ("llama_cpp_us" in columns) is shown, path.name
+
+
+def test_a_measurement_cut_short_is_not_judged(rng):
+    fam = load_family("t2")
+    cfg = fam.load(experiment_path("t2_moe_expert"))
+    key = fam.cases(cfg)[0].key
+    base = _row(key, cfg.gate.baseline, [4658.0, 2005781.0])  # a stall: the stopping rule's timeout after 2 samples
+    cand = _row(key, cfg.gate.candidate, rng.normal(100, 1, 50))
+    compare_case({cfg.gate.baseline: base, cfg.gate.candidate: cand}, cfg.gate)
+    assert cand["vs_baseline"]["verdict"] == "inconclusive"
+    assert f"{cfg.gate.baseline} n=2" in cand["vs_baseline"]["note"]

@@ -18,6 +18,11 @@ import numpy as np
 from zincbench.errors import ExitCode
 
 
+
+# Fewer samples than this on either side and a comparison is inconclusive, whatever its interval says:
+# a bootstrap over 2-4 samples cannot carry a 99% claim.
+MIN_SAMPLES_TO_JUDGE = 5
+
 class Verdict(str, enum.Enum):
     FASTER = "faster"
     SLOWER = "slower"

@@ -585,14 +585,15 @@ def _all_launches(variant: DeclaredVariant, pack: KernelPack, seen=()):
             yield from _all_launches(pack.variant(variant.family, step.variant), pack, (*seen, variant.info.name))
 
 
-def pack_path(name: str, relative_to: Path) -> Path:
-    """A bundled experiments/ pack name (``engine_zinc``) or a path relative to the experiment file."""
+def pack_path(name: str, relative_to: Path | None) -> Path:
+    """A bundled experiments/ pack name (``engine_zinc``), or a path: relative to the experiment file that
+    names it (``relative_to``), or to the working folder when given on the command line (None)."""
     from zincbench.config import experiment_path
 
     if os.sep not in name and not Path(name).suffix:
         return experiment_path(name)
     path = Path(name)
-    return path if path.is_absolute() else relative_to.parent / path
+    return path if path.is_absolute() or relative_to is None else relative_to.parent / path
 
 
 def declared_for(family: str, experiment: Path, cfg, extra_packs=(), variables: dict | None = None) -> DeclaredSet:
@@ -603,6 +604,8 @@ def declared_for(family: str, experiment: Path, cfg, extra_packs=(), variables: 
     if cfg.declared_variants:
         inline = {"sources": cfg.kernel_sources, "variants": cfg.declared_variants}
         found.add(parse_pack(inline, experiment, family=family), family)
-    for name in [*cfg.kernel_packs, *extra_packs]:
+    for name in cfg.kernel_packs:
         found.add(load_pack(pack_path(str(name), experiment)), family)
+    for name in extra_packs:
+        found.add(load_pack(pack_path(str(name), None)), family)
     return found

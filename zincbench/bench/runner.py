@@ -193,6 +193,12 @@ def compare_case(case_rows: dict, rule) -> None:
             row["vs_baseline"] = {"baseline": rule.baseline, "verdict": judge.Verdict.INCONCLUSIVE.value,
                                   "note": "baseline has no valid timing"}
             continue
+        short = {who: len(r["measurement"]["gpu_us"]) for who, r in ((rule.baseline, base), (name, row))
+                 if len(r["measurement"]["gpu_us"]) < judge.MIN_SAMPLES_TO_JUDGE}
+        if short:  # e.g. a stall ran the stopping rule into its timeout after 2 samples
+            row["vs_baseline"] = {"baseline": rule.baseline, "verdict": judge.Verdict.INCONCLUSIVE.value,
+                                  "note": "too few samples to judge: " + ", ".join(f"{k} n={n}" for k, n in short.items())}
+            continue
         cmp = judge.compare_medians(base["measurement"]["gpu_us"], row["measurement"]["gpu_us"],
                                     threshold=rule.threshold, confidence=rule.confidence)
         row["vs_baseline"] = {"baseline": rule.baseline, "time_ratio": cmp.ratio, "time_ratio_ci": list(cmp.ci),
