@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from zincbench.cli._common import echo_json, json_option, parse_env_pairs, results_dir_option
+from zincbench.cli._common import SECONDS, checked_output_file, echo_json, json_option, parse_env_pairs, results_dir_option
 from zincbench.runs.ab import ORDERS
 
 ENGINE_KINDS = ("zinc-main", "zinc-dbg", "llama-bench", "generic")
@@ -64,9 +64,10 @@ Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model,
 @click.option("--llama-bench", "llama_bench_file", type=click.Path(dir_okay=False), help="llama-bench output (md/csv/json/jsonl/sql) to compare with.")
 @click.option("--llama-bench-bin", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Run llama-bench live at the engine's T.")
 @click.option("--threshold", type=float, default=0.02, show_default=True, help="Smallest relative change that counts.")
-@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True, help="Seconds per run.")
+@click.option("--timeout", "timeout_s", type=SECONDS, default=600.0, show_default=True, help="Seconds per run.")
 @click.option("--require-clean-gpu", is_flag=True, help="Abort (exit 4) if another process computes on the GPU.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Also write the scoreboard as markdown.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), callback=checked_output_file,
+              help="Also write the scoreboard as markdown.")
 @json_option
 @results_dir_option
 def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names, model_pairs, rounds, order, seed,
@@ -76,6 +77,8 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
 
     from zincbench import llamabench
     from zincbench.engines import make_engine
+    from zincbench.errors import EnvironmentProblem
+    from zincbench.outputs import write_output
     from zincbench.runs.ab import ABSettings, Arm, run_ab
     from zincbench.show import scoreboard
 
@@ -104,12 +107,9 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
                      results_dir=results_dir, console=Console(stderr=True))
     names = [a.name for a in arms]
     csv_path = outcome.path.with_suffix(".csv")
-    scoreboard.write_csv(outcome.models, names, csv_path)
     gpu = outcome.document.environment.get("gpu") or {}
     builds = " vs ".join(_arm_label(arm, path) for arm, path in zip(arms, (bin_a, bin_b)))
     title = f"{builds} · {gpu.get('name') or gpu.get('uuid') or 'GPU unknown'} · {rounds} rounds {order}"
-    if markdown_path:
-        Path(markdown_path).write_text(scoreboard.to_markdown(outcome.models, names, title=title))
     if as_json:
         echo_json({"overall": outcome.overall, "exit_code": int(outcome.exit_code), "results": str(outcome.path),
                    "csv": str(csv_path), "complete": outcome.document.complete, "models": outcome.models})
@@ -118,4 +118,11 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
         scoreboard.render(outcome.models, names, console, title=title)
         console.print(f"verdict: {outcome.overall} (exit {int(outcome.exit_code)}) · results: {outcome.path} · {csv_path.name}",
                       soft_wrap=True)
+    # After the verdict is shown: a failed write (exit 4) cannot hide it.
+    try:
+        scoreboard.write_csv(outcome.models, names, csv_path)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot write the scoreboard CSV {csv_path}: {exc.strerror or exc}") from None
+    if markdown_path:
+        write_output(markdown_path, scoreboard.to_markdown(outcome.models, names, title=title), "--markdown")
     return int(outcome.exit_code)
