@@ -35,8 +35,10 @@ def regular_file(path: str | os.PathLike, what: str = "file") -> Path:
     return p
 
 
-def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_TEXT_BYTES) -> str:
-    """The UTF-8 text of a regular file of at most ``max_bytes``."""
+def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_TEXT_BYTES,
+              errors: str = "strict") -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes`` (``errors="replace"`` for tool logs
+    that mix in undecodable output)."""
     p = regular_file(path, what)
     try:
         size = p.stat().st_size
@@ -48,6 +50,6 @@ def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_
     except OSError as exc:
         raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8", errors=errors)
     except UnicodeDecodeError:
         raise InputError(f"{p}: not a text file (not UTF-8), expected a {what}") from None
