@@ -107,10 +107,12 @@ def ab(bin_a, engine_kind, engine_config, catalog_path, model_names, model_pairs
        as_json):
     from zincbench.aa import load_aa_config, run_ab_aa
     from zincbench.engines import make_engine
+    from zincbench.gpu.nvml import check_gpu_request
 
     config = load_aa_config(config_path).with_overrides(
         "ab", repeats=repeats, rounds=rounds, order=order, threshold=threshold, prompt_tokens=prompt_tokens,
         n_gen=n_gen, timeout_s=timeout_s)
+    check_gpu_request(gpu_uuid, require_clean=False)
     models = _models(catalog_path, model_names, model_pairs)
     options = {"config": engine_config} if engine_config else {}
     if engine_kind == "llama-bench":

@@ -78,6 +78,7 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
     from zincbench import llamabench
     from zincbench.engines import make_engine
     from zincbench.errors import EnvironmentProblem
+    from zincbench.gpu.nvml import check_gpu_request
     from zincbench.outputs import write_output
     from zincbench.runs.ab import ABSettings, Arm, run_ab
     from zincbench.show import scoreboard
@@ -94,6 +95,7 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
                           gpu_uuid=gpu_uuid, threshold=threshold, timeout_s=timeout_s,
                           require_clean_gpu=require_clean_gpu)
     settings.check()
+    check_gpu_request(gpu_uuid, require_clean_gpu)
     models = _models(catalog_path, model_names, model_pairs)
     options = {"config": engine_config} if engine_config else {}
     if engine_kind == "llama-bench":

@@ -172,7 +172,7 @@ def read_csv(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
 def _checked(launches: pd.DataFrame, path: Path) -> pd.DataFrame:
     """Durations and byte counts are NaN (not measured) or finite and >= 0; anything else is a damaged log."""
     for column in ("duration_ns", "dram_read_bytes", "dram_write_bytes"):
-        values = launches[column]
+        values = launches[column] = pd.to_numeric(launches[column], errors="coerce").astype(float)
         bad = values.notna() & ~(np.isfinite(values.fillna(0)) & (values.fillna(0) >= 0))
         if bad.any():
             raise InputError(f"{path}: {column} of launch {launches['start_ns'][bad].iloc[0]!r} is "

@@ -149,7 +149,10 @@ def read_sqlite(path: str | os.PathLike) -> tuple[pd.DataFrame, dict, list[str]]
             notes.append(f"{p.name} does not contain CUDA kernel data")
         if not ops:
             return pd.DataFrame(columns=LAUNCH_COLUMNS), metadata, notes
-        launches = _numbers(pd.concat(ops, ignore_index=True), ["start_ns", "duration_ns"], ["api_start", "api_end"], p)
+        launches = _numbers(pd.concat(ops, ignore_index=True), ["start_ns", "end_ns"], ["api_start", "api_end"], p)
+        launches["duration_ns"] = launches["end_ns"] - launches["start_ns"]
+        if (launches["duration_ns"] < 0).any():
+            raise InputError(f"{p}: damaged SQLite export: a GPU operation ends before it starts")
         ranges = _numbers(_nvtx_ranges(con, tables), ["start", "end"], [], p)
         launches["range"] = _innermost_ranges(launches, ranges)
         if launches["api_start"].isna().any():
@@ -167,7 +170,8 @@ def _numbers(frame: pd.DataFrame, required: list[str], optional: list[str], path
     """Timestamp columns as numbers: SQLite columns are untyped, so a damaged or hand-made export can hold
     text or NULL where nsys writes integers; that is one InputError naming the column."""
     for column in required + optional:
-        values = pd.to_numeric(frame[column], errors="coerce")
+        # As floats: int64 would wrap on end - start of absurd values; float64 is exact to 2**53 ns (104 days).
+        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
         bad = values.isna() & (frame[column].notna() | (column in required))
         if bad.any():
             value = frame[column].iloc[int(bad.to_numpy().nonzero()[0][0])]
@@ -197,7 +201,7 @@ def _launch_join(con: sqlite3.Connection, tables: set[str], table: str, name_sql
         api_cols = "r.start AS api_start, r.end AS api_end, r.globalTid AS api_tid"
     else:
         api, api_cols = "", "NULL AS api_start, NULL AS api_end, NULL AS api_tid"
-    sql = (f"SELECT {name_sql} AS name, g.start AS start_ns, g.end - g.start AS duration_ns, "
+    sql = (f"SELECT {name_sql} AS name, g.start AS start_ns, g.end AS end_ns, "
            f"g.globalPid AS pid, {api_cols} FROM {table} g {extra_join} {api}")
     return pd.read_sql_query(sql, con)
 
