@@ -32,7 +32,17 @@ def _command_modules() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
+class _StdoutClosed(Exception):
+    """A broken pipe, carried past click (whose own handler would exit 1, a NO-GO) to ``main``."""
+
+
 class LazyGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise _StdoutClosed from None
+
     def list_commands(self, ctx):
         return [m.replace("_", "-") for m in _command_modules()]
 
@@ -126,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
-    except BrokenPipeError:
+    except (BrokenPipeError, _StdoutClosed):
         _quiet_broken_pipe()
     except OSError as exc:  # the OS refused a file or folder that no check named
         _fail(_os_error_line(exc), ExitCode.ENVIRONMENT)
