@@ -22,9 +22,10 @@ _HELP = """Benchmark and gating harness for GPU inference kernels.
 
 \b
 Exit codes (a contract for CI):
-  0  pass / GO          1  regression / NO-GO / validation failure
-  2  bad input/usage    3  inconclusive          4  environment error (no GPU, missing tool,
-  5  internal error (a zincbench bug; the traceback is saved to a log file)     unwritable output)
+  0  pass / GO           1  regression / NO-GO / validation failure
+  2  bad input/usage     3  inconclusive
+  4  environment error (no GPU, missing tool, NVML absent, unwritable output)
+  5  internal error (a zincbench bug; its traceback is saved to a log file)
 """
 
 
