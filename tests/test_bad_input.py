@@ -538,6 +538,7 @@ def test_rule_values_out_of_range(tmp_path, old, new, message):
     ({"schema_version": "1"}, "schema_version must be a positive integer, got '1'", 2),
     ({"schema_version": None}, "schema_version must be a positive integer, got None", 2),
     ({"results": {"case": "x"}}, "field 'results' must be a list", 2),
+    ({"results": [{"case": "x", "variant": "v", "extra": json.loads("[" * 200 + "]" * 200)}]}, "nested too deeply", 2),
     # Rows the re-judging does not use (no correctness check recorded): no evidence, inconclusive.
     ({"results": [{"variant": "matvec"}]}, "results[0] has no 'case' field", 3),
     ({"results": [{"case": ["E1"], "variant": "matvec"}]}, "results[0].case must be a string", 3),

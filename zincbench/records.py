@@ -153,8 +153,26 @@ _DOCUMENT_FIELDS = {"kind": (str,), "results": (list,), "config": (dict, type(No
                     "complete": (bool,)}
 
 
+# Documents are a handful of levels deep; far deeper nesting is not ours, and the copying and
+# flattening readers do (deepcopy, json_normalize) would overflow the stack on it.
+MAX_DOCUMENT_DEPTH = 64
+
+
+def _depth_exceeds(data, limit: int) -> bool:
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
 def check_document(data, where: str) -> dict:
     """A parsed results document with the shape readers rely on, or one InputError naming the field."""
+    if _depth_exceeds(data, MAX_DOCUMENT_DEPTH):
+        raise InputError(f"{where}: not a zincbench results document (JSON nested too deeply)")
     if not isinstance(data, dict) or "schema_version" not in data or "kind" not in data:
         raise InputError(f"{where}: not a zincbench results document (no schema_version/kind)")
     version = data["schema_version"]
