@@ -114,6 +114,14 @@ def _quiet_broken_pipe() -> None:
     sys.exit(int(ExitCode.BROKEN_PIPE))
 
 
+def _flush_stdout() -> None:
+    """Output still buffered goes now, while a closed pipe can still become exit 141."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point and the one error boundary: every anticipated failure is one clear line and a documented
     exit code (2 input, 4 environment); anything else is exit 5 with its traceback saved to a log file."""
@@ -135,6 +143,9 @@ def main(argv: list[str] | None = None) -> None:
         _fail(exc.format_message(), ExitCode.USAGE)
     except ZincbenchError as exc:
         _fail(str(exc), exc.exit_code)
+    except SystemExit:  # a command's own sys.exit(code): flush first, so a closed pipe is 141, not Python's 120
+        _flush_stdout()
+        raise
     except KeyboardInterrupt:
         _fail("interrupted", 130)
     except (BrokenPipeError, _StdoutClosed):
@@ -146,8 +157,5 @@ def main(argv: list[str] | None = None) -> None:
         message = " ".join(str(exc).split())[:300]
         click.echo(f"zincbench: internal error: {type(exc).__name__}: {message} (traceback saved to {log})", err=True)
         sys.exit(int(ExitCode.INTERNAL))
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _quiet_broken_pipe()
+    _flush_stdout()
     sys.exit(int(rv or 0))
