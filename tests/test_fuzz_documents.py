@@ -353,6 +353,7 @@ def sqlite_edits(draw) -> list[tuple[str, str, object, int]]:
 @given(edits=sqlite_edits())
 @example(edits=[("CUPTI_ACTIVITY_KIND_KERNEL", 0, "12ab", 0)])  # text timestamps (column 0: start)
 @example(edits=[("NVTX_EVENTS", 7, None, 0)])  # NULL thread ids (column 7: globalTid)
+@example(edits=[("StringIds", 1, b"\x00\xff", 0)])  # kernel names as blobs (column 1: value)
 def test_nsys_sqlite_values(scratch, edits):
     """A real export whose columns hold what SQLite allows but nsys never writes: text, NULL, huge ints."""
     from zincbench.profile.parse import parse_file
@@ -385,3 +386,15 @@ def test_profile_parse_cli(scratch, case):
     folder.mkdir(exist_ok=True)
     (folder / name).write_text(text)
     assert_clean_answer(*run_cli("profile", "parse", folder / name, "--json"))
+
+
+@settings(max_examples=max(1, EXAMPLES // 15))
+@given(case=edits_of({name: tree for name, tree in YAML_TREES.items() if name.startswith("gates")}))
+def test_gate_cli_on_gates_files(scratch, case):
+    """A gates file whose values lie is bad input (2) or a gate whose checks skip here (0); never 1 or 5."""
+    name, edits = case
+    folder = scratch / "gates"
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(yaml.safe_dump(edited(YAML_TREES, name, edits), allow_unicode=True))
+    assert_clean_answer(*run_cli("gate", path, "--results-dir", scratch / "gate-results"))

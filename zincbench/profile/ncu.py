@@ -20,9 +20,9 @@ import pandas as pd
 
 from zincbench.engines.base import EngineFailure, run_process
 from zincbench.errors import EnvironmentProblem, InputError
+from zincbench.gpu.tools import find_tool, tool_version
 from zincbench.inputs import read_text
 from zincbench.profile.nsys import MAX_FIELD_BYTES
-from zincbench.gpu.tools import find_tool, tool_version
 
 INSTALL_HINT = ("install NVIDIA Nsight Compute (https://developer.nvidia.com/nsight-compute; the CUDA toolkit "
                 "ships it as /usr/local/cuda/bin/ncu) and put ncu on PATH")

@@ -23,8 +23,8 @@ import pandas as pd
 
 from zincbench.engines.base import EngineFailure, run_process
 from zincbench.errors import EnvironmentProblem, InputError
-from zincbench.inputs import regular_file
 from zincbench.gpu.tools import find_tool, nsys_importer_problem, tool_version
+from zincbench.inputs import regular_file
 
 INSTALL_HINT = ("install NVIDIA Nsight Systems (https://developer.nvidia.com/nsight-systems) and put nsys on PATH; "
                 "Nsight Compute also bundles one under /opt/nvidia/nsight-compute/<version>/host/target-linux-x64/nsys")
@@ -150,6 +150,10 @@ def read_sqlite(path: str | os.PathLike) -> tuple[pd.DataFrame, dict, list[str]]
         if not ops:
             return pd.DataFrame(columns=LAUNCH_COLUMNS), metadata, notes
         launches = _numbers(pd.concat(ops, ignore_index=True), ["start_ns", "end_ns"], ["api_start", "api_end"], p)
+        untitled = ~launches["name"].map(lambda name: isinstance(name, str))
+        if untitled.any():
+            raise InputError(f"{p}: damaged SQLite export: a GPU operation's name is "
+                             f"{launches['name'][untitled].iloc[0]!r}, not text")
         launches["duration_ns"] = launches["end_ns"] - launches["start_ns"]
         if (launches["duration_ns"] < 0).any():
             raise InputError(f"{p}: damaged SQLite export: a GPU operation ends before it starts")
@@ -369,9 +373,8 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
         with p.open(encoding="utf-8", errors="replace", newline="") as fh:
             lines = _Lines(fh)
             header, body = _table(csv.reader(lines), p)
-            if header is None:
-                for _ in lines:  # the rest of the file, for its SKIPPED: lines
-                    pass
+            for _ in lines:  # the rest of the file (other reports, SKIPPED: lines), read but not kept
+                pass
     except csv.Error as exc:
         raise InputError(f"{p}: malformed CSV: {exc}") from None
     except OSError as exc:
