@@ -192,6 +192,8 @@ YAML_TREES = {name: yaml.safe_load(text) for name, text in YAML_TEXTS.items()}
 
 @FUZZ
 @given(case=edits_of(YAML_TREES))
+@example(case=("t2_moe_expert.yaml", [(("zipf_s",), 10**400)]))  # OverflowError in float()
+@example(case=("t2_moe_expert.yaml", [(("k",), 10**400)]))
 def test_yaml_documents(scratch, case):
     """Every loader, given a valid file whose values lie: a config with its invariants, or a ConfigError.
     Rule values are range-checked at load, so a loaded gate rule is one the judge can use."""

@@ -32,6 +32,7 @@ def experiment_path(name_or_path: str | os.PathLike) -> Path:
 MAX_YAML_BYTES = 16 * 2**20
 MAX_YAML_DEPTH = 64
 MAX_YAML_NODES = 100_000
+MAX_CONFIG_INT = 2**63
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -131,10 +132,15 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ConfigError(f"{where}: {str(value)[:20]}... is too large for a number") from None
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if abs(value) >= MAX_CONFIG_INT:  # no setting needs more than 64 bits; beyond is corruption
+            raise ConfigError(f"{where}: {str(value)[:20]}... is out of range for an integer setting")
         return value
     if tp is bool:
         if not isinstance(value, bool):

@@ -1,4 +1,4 @@
-"""Files written beside the results document (--markdown, --junit, --csv, $GITHUB_STEP_SUMMARY).
+"""Files written beside the results document (--markdown, --junit, $GITHUB_STEP_SUMMARY).
 
 Each is checked before any work, so a typo costs nothing, and written after the verdict is shown, so a
 write that fails then (disk full, a folder removed meanwhile) is reported without hiding the verdict.

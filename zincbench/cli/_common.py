@@ -32,7 +32,7 @@ SECONDS = Seconds()
 
 
 def _prepared_results_dir(ctx, param, value):
-    """Create and check the results folder (or $ZINCBENCH_RESULTS) before the command does any work."""
+    """Check the results folder (or $ZINCBENCH_RESULTS) before the command does any work."""
     from zincbench.records import prepare_results_dir
 
     prepare_results_dir(value)
