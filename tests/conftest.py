@@ -5,6 +5,9 @@
 - ``sanitizer`` tests skip when compute-sanitizer is not on PATH.
 - ``rng``: a NumPy generator with a fresh seed per test; the seed is printed (shown on failure) and
   ZINCBENCH_TEST_SEED=<seed> replays it.
+- hypothesis profiles: ``ci`` (chosen when CI is set) is derandomized, the same examples on every run,
+  so CI cannot turn red on an old bug found by chance (failing examples found locally are kept as
+  explicit ``@example`` cases); ``dev`` explores new examples each run. HYPOTHESIS_PROFILE overrides.
 """
 
 from __future__ import annotations
@@ -16,8 +19,14 @@ from functools import lru_cache
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 from zincbench.errors import EnvironmentProblem
+
+_HYPOTHESIS_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "print_blob": True}
+settings.register_profile("ci", derandomize=True, database=None, **_HYPOTHESIS_COMMON)
+settings.register_profile("dev", **_HYPOTHESIS_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
 @lru_cache(maxsize=1)

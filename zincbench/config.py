@@ -11,7 +11,8 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from zincbench.errors import ConfigError, InputError
+from zincbench.errors import ConfigError
+from zincbench.inputs import read_text
 from zincbench.resources import experiments_dir
 
 EXPERIMENTS_DIR = experiments_dir()
@@ -25,23 +26,70 @@ def experiment_path(name_or_path: str | os.PathLike) -> Path:
     return EXPERIMENTS_DIR / f"{name_or_path}.yaml"
 
 
+# Bounds on what a YAML file may expand to: configs here are a few hundred nodes, a few levels deep.
+# Aliases share one object when loaded, but every consumer walks the expanded tree, so a "billion
+# laughs" file of nested aliases is refused by its expanded size, before anything walks it.
+MAX_YAML_BYTES = 16 * 2**20
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 100_000
+MAX_CONFIG_INT = 2**63
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """safe_load that refuses duplicate keys (YAML says keys are unique; PyYAML keeps the last one)
+    and documents deeper than MAX_YAML_DEPTH or larger than MAX_YAML_NODES once aliases are expanded."""
+
+    def construct_document(self, node):
+        _expanded_size(node, {}, 0)
+        return super().construct_document(node)
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key_node.value!r} (each key may appear once)", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(node, sizes: dict, depth: int) -> int:
+    """Nodes in the tree ``node`` expands to (aliases counted every time they are used)."""
+    if depth > MAX_YAML_DEPTH:
+        raise yaml.constructor.ConstructorError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels",
+                                                node.start_mark)
+    if id(node) in sizes:
+        return sizes[id(node)]
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, sizes, depth + 1) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, sizes, depth + 1) + _expanded_size(v, sizes, depth + 1) for k, v in node.value)
+    else:
+        size = 1
+    if size > MAX_YAML_NODES:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"expands to more than {MAX_YAML_NODES} values (aliases of aliases?)", node.start_mark)
+    sizes[id(node)] = size
+    return size
+
+
 def load_yaml(path: str | os.PathLike) -> Any:
+    """Every YAML file zincbench reads: bounded in size, depth and alias expansion, duplicate keys refused."""
     p = Path(path)
+    text = read_text(p, "YAML file", MAX_YAML_BYTES)
     try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise InputError(f"file not found: {p}") from None
-    except IsADirectoryError:
-        raise InputError(f"expected a YAML file, got a directory: {p}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not a text file") from None
-    try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: invalid YAML: nested too deeply (more than {MAX_YAML_DEPTH} levels)") from None
 
 
 def _type_name(tp: Any) -> str:
@@ -84,10 +132,15 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ConfigError(f"{where}: {str(value)[:20]}... is too large for a number") from None
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if abs(value) >= MAX_CONFIG_INT:  # no setting needs more than 64 bits; beyond is corruption
+            raise ConfigError(f"{where}: {str(value)[:20]}... is out of range for an integer setting")
         return value
     if tp is bool:
         if not isinstance(value, bool):

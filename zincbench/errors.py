@@ -10,7 +10,9 @@ class ExitCode(enum.IntEnum):
     FAIL = 1  # regression / NO-GO / validation failure
     USAGE = 2  # bad input or usage
     INCONCLUSIVE = 3  # the evidence does not decide
-    ENVIRONMENT = 4  # no GPU, missing tool, broken installation
+    ENVIRONMENT = 4  # no GPU, missing tool, broken installation, a file or folder the OS refuses
+    INTERNAL = 5  # a bug in zincbench: an exception nobody anticipated (traceback saved to a log file)
+    BROKEN_PIPE = 141  # stdout closed by its reader (`| head`): 128 + SIGPIPE, as a shell reports it
 
 
 class ZincbenchError(Exception):
@@ -40,12 +42,12 @@ class KernelCompileError(EnvironmentProblem):
 
 
 def worst(codes) -> ExitCode:
-    """Combine exit codes of several checks: environment < usage < fail < inconclusive < ok by severity.
+    """Combine exit codes of several checks: internal < environment < usage < fail < inconclusive < ok by severity.
 
     A failed check outranks an inconclusive one; broken input or environment outranks both because
     the run could not judge at all.
     """
-    order = [ExitCode.ENVIRONMENT, ExitCode.USAGE, ExitCode.FAIL, ExitCode.INCONCLUSIVE, ExitCode.OK]
+    order = [ExitCode.INTERNAL, ExitCode.ENVIRONMENT, ExitCode.USAGE, ExitCode.FAIL, ExitCode.INCONCLUSIVE, ExitCode.OK]
     codes = [ExitCode(c) for c in codes]
     for code in order:
         if code in codes:

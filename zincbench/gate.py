@@ -615,7 +615,7 @@ def load_gates(path: str | os.PathLike | None = None) -> Gates:
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: expected a mapping, got {type(entry).__name__}")
         kind = entry.get("kind")
-        if kind not in CHECK_KINDS:
+        if not isinstance(kind, str) or kind not in CHECK_KINDS:
             raise ConfigError(f"{where}.kind: must be one of {', '.join(CHECK_KINDS)}, got {kind!r}")
         check = build(CHECK_KINDS[kind], {k: v for k, v in entry.items() if k != "kind"}, where)
         if check.name in names:

@@ -21,8 +21,18 @@ from pathlib import Path
 from zincbench.engines.base import EngineFailure
 from zincbench.engines.process import checked, run_process
 from zincbench.errors import InputError
+from zincbench.inputs import read_text
 
 FORMATS = ("md", "csv", "json", "jsonl", "sql")
+
+# Bounds of a plausible result: a rate of zero or below is a failed run, not a sample, and no engine on
+# any GPU comes near 10 million tokens/s or 10 million tokens in one test (a larger value is corruption).
+MAX_TOKENS_PER_S = 1e7
+MAX_TOKENS = 10_000_000
+# SQLite virtual-machine steps the replay of a .sql file may take (~1e8: far above llama-bench's own
+# INSERTs, far below what a recursive CTE can ask for); the handler is polled every _SQL_POLL steps.
+_SQL_POLL = 1000
+_SQL_BUDGET_POLLS = 100_000
 
 # The markdown table's display names for the fields it shows (llama-bench.cpp, get_field_display_name).
 _MD_FIELDS = {"model": "model_type", "backend": "backends", "ngl": "n_gpu_layers", "threads": "n_threads"}
@@ -134,15 +144,7 @@ def parse(text: str, *, source: str = "<text>", fmt: str | None = None) -> list[
 
 def load(path: str | os.PathLike, fmt: str | None = None) -> list[LlamaBenchRow]:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"llama-bench file not found: {p}") from None
-    except IsADirectoryError:
-        raise InputError(f"expected a llama-bench output file, got a directory: {p}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{p}: not a text file") from None
-    return parse(text, source=str(p), fmt=fmt)
+    return parse(read_text(p, "llama-bench file"), source=str(p), fmt=fmt)
 
 
 def run_llama_bench(binary: str | os.PathLike, model: str | os.PathLike, n_prompt: int, n_gen: int, reps: int, *,
@@ -212,6 +214,13 @@ def _parse_sql(text: str, source: str):
     if "\x00" in text:  # sqlite3 refuses embedded NULs with ValueError
         raise InputError(f"{source}: contains a NUL character (a damaged or binary file)")
     db = sqlite3.connect(":memory:")
+    polls = [0]
+
+    def over_budget() -> int:
+        polls[0] += 1
+        return polls[0] > _SQL_BUDGET_POLLS  # non-zero aborts the running statement
+
+    db.set_progress_handler(over_budget, _SQL_POLL)
     try:
         statement, start = "", 0
         for lineno, line in enumerate(text.splitlines(keepends=True), 1):
@@ -225,6 +234,9 @@ def _parse_sql(text: str, source: str):
             try:
                 db.execute(statement)
             except sqlite3.Error as exc:
+                if polls[0] > _SQL_BUDGET_POLLS:
+                    raise InputError(f"{source}:{start}: SQL statement does far more work than llama-bench's "
+                                     "INSERTs (a recursive query?); refused") from None
                 raise InputError(f"{source}:{start}: invalid SQL statement: {exc}") from None
             statement = ""
         if statement.strip():
@@ -296,11 +308,33 @@ def _number(raw: dict, name: str, where: str, kind: type, default=None):
         if isinstance(value, bool):
             raise ValueError
         number = kind(value) if kind is float else int(str(value), 10)
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: field {name!r}: expected {'a number' if kind is float else 'an integer'}, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{where}: field {name!r}: expected {'a number' if kind is float else 'an integer'}, "
+                         f"got {_shown(value)}") from None
     if kind is float and not math.isfinite(number):
-        raise InputError(f"{where}: field {name!r}: not a finite number: {value!r}")
+        raise InputError(f"{where}: field {name!r}: not a finite number: {_shown(value)}")
     return number
+
+
+def _shown(value) -> str:
+    """A value for an error line: a 400-digit number or a long string cut to something readable."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+def _rate(value: float, name: str, where: str) -> float:
+    """A throughput llama-bench measured: above zero (zero is a failed run) and below any real engine."""
+    if not 0 < value < MAX_TOKENS_PER_S:
+        raise InputError(f"{where}: field {name!r}: {value:g} tok/s is not a measured rate "
+                         f"(need > 0 and < {MAX_TOKENS_PER_S:g})")
+    return value
+
+
+def _count(raw: dict, name: str, where: str, default=None) -> int:
+    count = _number(raw, name, where, int, default=default)
+    if not 0 <= count <= MAX_TOKENS:
+        raise InputError(f"{where}: field {name!r}: {_shown(count)} tokens is out of range (0..{MAX_TOKENS})")
+    return count
 
 
 def _text(raw: dict, name: str) -> str | None:
@@ -314,23 +348,30 @@ def _samples(raw: dict, where: str) -> tuple[float, ...] | None:
         return None
     if not isinstance(samples, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in samples):
         raise InputError(f"{where}: field 'samples_ts': expected a list of numbers")
-    return tuple(float(v) for v in samples)
+    try:
+        values = tuple(float(v) for v in samples)
+    except OverflowError:
+        raise InputError(f"{where}: field 'samples_ts': a number too large for a rate") from None
+    return tuple(_rate(v, "samples_ts", where) for v in values)
 
 
 def _to_row(raw: dict, where: str) -> LlamaBenchRow:
-    n_prompt = _number(raw, "n_prompt", where, int)
-    n_gen = _number(raw, "n_gen", where, int)
-    if n_prompt < 0 or n_gen < 0 or n_prompt + n_gen == 0:
+    n_prompt = _count(raw, "n_prompt", where)
+    n_gen = _count(raw, "n_gen", where)
+    if n_prompt + n_gen == 0:
         raise InputError(f"{where}: fields 'n_prompt'/'n_gen': need a positive token count, got {n_prompt}/{n_gen}")
+    stddev = _number(raw, "stddev_ts", where, float) if raw.get("stddev_ts") not in (None, "") else None
+    if stddev is not None and stddev < 0:
+        raise InputError(f"{where}: field 'stddev_ts': a standard deviation cannot be negative, got {stddev:g}")
     return LlamaBenchRow(
         model_filename=_text(raw, "model_filename"),
         model_type=_text(raw, "model_type"),
         backend=_text(raw, "backends"),
         n_prompt=n_prompt,
         n_gen=n_gen,
-        n_depth=_number(raw, "n_depth", where, int, default=0),  # older llama-bench has no depth
-        avg_ts=_number(raw, "avg_ts", where, float),
-        stddev_ts=_number(raw, "stddev_ts", where, float) if raw.get("stddev_ts") not in (None, "") else None,
+        n_depth=_count(raw, "n_depth", where, default=0),  # older llama-bench has no depth
+        avg_ts=_rate(_number(raw, "avg_ts", where, float), "avg_ts", where),
+        stddev_ts=stddev,
         samples_ts=_samples(raw, where),
         build_commit=_text(raw, "build_commit"),
         gpu_info=_text(raw, "gpu_info"),

@@ -13,6 +13,7 @@ import enum
 import json
 import math
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from zincbench import __version__
-from zincbench.errors import InputError
+from zincbench.errors import EnvironmentProblem, InputError
+from zincbench.inputs import read_text
 
 SCHEMA_VERSION = 1
 DEFAULT_RESULTS_DIR = "results"
@@ -85,15 +87,49 @@ class Document:
 
 
 def results_dir(override: str | os.PathLike | None = None) -> Path:
-    return Path(override or os.environ.get("ZINCBENCH_RESULTS", DEFAULT_RESULTS_DIR))
+    """--results-dir, else $ZINCBENCH_RESULTS (an empty value counts as unset), else ./results."""
+    return Path(override or os.environ.get("ZINCBENCH_RESULTS") or DEFAULT_RESULTS_DIR)
+
+
+def _folder_problem(folder: Path, exc: OSError) -> EnvironmentProblem:
+    return EnvironmentProblem(f"results folder {folder}: {exc.strerror or exc}")
+
+
+def prepare_results_dir(override: str | os.PathLike | None = None) -> Path:
+    """The results folder, checked before any work: it, or the nearest folder it would be created in,
+    must be a writable folder. The OS's refusal (a file on the way, a name > 255 bytes, a symlink loop,
+    a read-only file system) is one line, exit 4. Nothing is created here."""
+    folder = results_dir(override)
+    probe = folder
+    while True:
+        try:
+            mode = os.stat(probe).st_mode
+            break
+        except FileNotFoundError:
+            if probe.parent == probe:
+                raise EnvironmentProblem(f"results folder {folder}: no existing folder to create it in") from None
+            probe = probe.parent
+        except OSError as exc:
+            raise _folder_problem(folder, exc) from None
+    if not stat.S_ISDIR(mode):
+        raise EnvironmentProblem(f"results folder {folder}: {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise EnvironmentProblem(f"results folder {folder}: {probe} is not writable")
+    return folder
 
 
 def write(doc: Document, path: str | os.PathLike | None = None, directory: str | os.PathLike | None = None) -> Path:
-    """Write atomically (temp file in the same folder, fsync, rename): never a partial results file."""
+    """Write atomically (temp file in the same folder, fsync, rename): never a partial results file.
+
+    Any refusal of the OS (disk full, read-only file system, a file where the folder should be) is an
+    EnvironmentProblem naming the file."""
     target = Path(path) if path else results_dir(directory) / doc.default_name()
-    target.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(to_jsonable(doc), indent=1, allow_nan=False)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise _folder_problem(target.parent, exc) from None
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
@@ -102,25 +138,72 @@ def write(doc: Document, path: str | os.PathLike | None = None, directory: str |
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise EnvironmentProblem(f"cannot write results document {target}: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
 
 
+# The document-level fields a reader relies on, with their JSON types (None: may be null).
+_DOCUMENT_FIELDS = {"kind": (str,), "results": (list,), "config": (dict, type(None)),
+                    "environment": (dict, type(None)), "verdict": (dict, type(None)), "notes": (list, type(None)),
+                    "complete": (bool,)}
+
+
+# Documents are a handful of levels deep; far deeper nesting is not ours, and the copying and
+# flattening readers do (deepcopy, json_normalize) would overflow the stack on it.
+MAX_DOCUMENT_DEPTH = 64
+
+
+def _depth_exceeds(data, limit: int) -> bool:
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
+def check_document(data, where: str) -> dict:
+    """A parsed results document with the shape readers rely on, or one InputError naming the field."""
+    if _depth_exceeds(data, MAX_DOCUMENT_DEPTH):
+        raise InputError(f"{where}: not a zincbench results document (JSON nested too deeply)")
+    if not isinstance(data, dict) or "schema_version" not in data or "kind" not in data:
+        raise InputError(f"{where}: not a zincbench results document (no schema_version/kind)")
+    version = data["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InputError(f"{where}: schema_version must be a positive integer, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise InputError(f"{where}: schema version {version} is newer than this zincbench understands ({SCHEMA_VERSION})")
+    for name, types in _DOCUMENT_FIELDS.items():
+        if name in data and not isinstance(data[name], types):
+            raise InputError(f"{where}: field {name!r} must be {' or '.join(_JSON_TYPE[t] for t in types)}, "
+                             f"got {_JSON_TYPE.get(type(data[name]), type(data[name]).__name__)}")
+    for i, row in enumerate(data.get("results") or []):
+        if not isinstance(row, dict):
+            raise InputError(f"{where}: results[{i}] must be an object, got {_JSON_TYPE.get(type(row), type(row).__name__)}")
+    return data
+
+
+_JSON_TYPE = {str: "a string", list: "a list", dict: "an object", type(None): "null", bool: "true/false",
+              int: "an integer", float: "a number"}
+
+
 def read(path: str | os.PathLike) -> dict:
     p = Path(path)
+    text = read_text(p, "results file")
     try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise InputError(f"results file not found: {p}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise InputError(f"{p}: not a zincbench results document (invalid JSON: {exc})") from None
-    if not isinstance(data, dict) or "schema_version" not in data or "kind" not in data:
-        raise InputError(f"{p}: not a zincbench results document (no schema_version/kind)")
-    if data["schema_version"] > SCHEMA_VERSION:
-        raise InputError(f"{p}: schema version {data['schema_version']} is newer than this zincbench understands ({SCHEMA_VERSION})")
-    return data
+    except RecursionError:
+        raise InputError(f"{p}: not a zincbench results document (JSON nested too deeply)") from None
+    return check_document(data, str(p))
 
 
 def device_label(environment: dict) -> str:
@@ -183,5 +266,10 @@ class IncrementalWriter:
             self.doc.complete = False
             reason = "interrupted (SIGINT)" if exc_type is KeyboardInterrupt else f"aborted: {exc_type.__name__}: {exc}"
             self.doc.notes.append(reason)
-        self.flush()
+        try:
+            self.flush()
+        except EnvironmentProblem:
+            if exc_type is None:
+                raise
+            # The run's own exception says more than the failed rewrite (often the same full disk).
         return False

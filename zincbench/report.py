@@ -71,14 +71,92 @@ class Report:
         return list(dict.fromkeys(row["family"] for row in self.microbench))
 
 
+_NUMBER = (int, float, type(None))
+_TEXT = (str, type(None))
+_MAPPING = (dict, type(None))
+_LIST = (list, type(None))
+# The fields the tables read, per kind, with their JSON types ("*": every key of a mapping; rows and
+# scoreboard models are checked one by one). Those in _REQUIRED must be present.
+_SCHEMAS = {
+    "microbench": {"case": (str,), "variant": (str,), "family": _TEXT, "role": _TEXT, "summary": _MAPPING,
+                   "summary.median_us": _NUMBER, "summary.p90_us": _NUMBER, "vs_baseline": _MAPPING,
+                   "vs_baseline.speedup": _NUMBER, "vs_baseline.verdict": _TEXT, "check": _MAPPING},
+    "document": {"environment.gpu": _MAPPING, "environment.gpu.name": _TEXT, "environment.gpu.uuid": _TEXT,
+                 "config.family": _TEXT, "run_id": _TEXT, "timestamp": _TEXT},
+    "validate": {"model": (str,), "status": _TEXT, "match": _NUMBER, "n_gen": _NUMBER, "reason": _TEXT},
+    "ab-model": {"model": (str,), "verdict": (str,), "errors": (list,), "arms": (dict,), "arms.*": (dict,),
+                 "arms.*.prefill_p90": _NUMBER, "arms.*.prefill_median": _NUMBER, "arms.*.decode_p90": _NUMBER,
+                 "prefill": _MAPPING, "prefill.ratio": (int, float), "prefill.ci": (list,), "prefill.ci.*": _NUMBER,
+                 "decode": _MAPPING, "decode.ratio": (int, float), "decode.ci": (list,), "decode.ci.*": _NUMBER,
+                 "llama": _MAPPING, "llama.pp": _MAPPING, "llama.pp.avg_ts": _NUMBER, "llama.pp.test": _TEXT,
+                 "gap": _NUMBER, "shape": _TEXT},
+}
+_REQUIRED = {"document": (), "microbench": ("case", "variant"), "validate": ("model",),
+             "ab-model": ("model", "verdict", "errors", "arms")}
+_TYPE_NAMES = {str: "a string", int: "a number", float: "a number", dict: "an object", list: "a list",
+               type(None): "null"}
+
+
+def _values_at(obj, dotted: str, where: str):
+    """(place, value) of every value at a dotted path (``*`` = each item); absent parents are skipped."""
+    found = [(where, obj)]
+    for key in dotted.split("."):
+        step = []
+        for place, value in found:
+            if key == "*" and isinstance(value, (dict, list)):
+                items = value.items() if isinstance(value, dict) else enumerate(value)
+                step += [(f"{place}.{k}" if isinstance(value, dict) else f"{place}[{k}]", v) for k, v in items]
+            elif isinstance(value, dict) and key in value:
+                step.append((f"{place}.{key}", value[key]))
+        found = step
+    return found
+
+
+def _check_fields(obj, kind: str, where: str) -> None:
+    if not isinstance(obj, dict):
+        raise InputError(f"{where} must be an object, got {_TYPE_NAMES.get(type(obj), type(obj).__name__)}")
+    for name in _REQUIRED[kind]:
+        if name not in obj:
+            raise InputError(f"{where} has no {name!r} field")
+    for dotted, types in _SCHEMAS[kind].items():
+        for place, value in _values_at(obj, dotted, where):
+            if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
+                wanted = " or ".join(dict.fromkeys(_TYPE_NAMES[t] for t in types))
+                raise InputError(f"{place} must be {wanted}, got {value!r}"[:200])
+
+
+def check_tabulated(path: Path, doc: dict) -> dict:
+    """A document whose rows (and ab scoreboard) have the fields and types the report's tables read;
+    ``config``/``environment``/``verdict`` given as null are read as empty."""
+    doc = {**doc, **{k: doc.get(k) or {} for k in ("config", "environment", "verdict")}}
+    _check_fields(doc, "document", str(path))
+    kind = doc["kind"]
+    if kind in ("microbench", "validate"):
+        for i, row in enumerate(doc.get("results") or []):
+            _check_fields(row, kind, f"{path}: results[{i}]")
+    if kind == "ab":
+        arms = doc["config"].get("arms")  # arm name -> engine and env
+        if not isinstance(arms, (dict, list)) or not arms or not all(isinstance(a, str) for a in arms):
+            raise InputError(f"{path}: config.arms must name the arms, got {arms!r}"[:200])
+        models = doc["verdict"].get("models") or []
+        if not isinstance(models, list):
+            raise InputError(f"{path}: verdict.models must be a list, got {type(models).__name__}")
+        for i, model in enumerate(models):
+            _check_fields(model, "ab-model", f"{path}: verdict.models[{i}]")
+            if set(arms) - set(model["arms"]):
+                raise InputError(f"{path}: verdict.models[{i}].arms lacks arm(s) {sorted(set(arms) - set(model['arms']))}")
+    return doc
+
+
 def load_sources(paths: Iterable[str | os.PathLike]) -> list[Source]:
-    """Every document once (a path given twice is read once), in the order given."""
+    """Every document once (a path given twice is read once), in the order given, with the fields its
+    table reads checked (one InputError naming the file and the field)."""
     seen, sources = set(), []
     for p in paths:
         key = Path(p).resolve()
         if key not in seen:
             seen.add(key)
-            sources.append(Source(Path(p), records.read(p)))
+            sources.append(Source(Path(p), check_tabulated(Path(p), records.read(p))))
     if not sources:
         raise InputError("no results documents given")
     return sources

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol
 
@@ -66,6 +67,15 @@ class GateRule:
     confidence: float = 0.99
     when: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # NaN fails both comparisons, so it is refused too.
+        if not 0 <= self.threshold < 1:
+            raise ValueError(f"threshold must be a fraction in [0, 1), got {self.threshold}")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must be strictly between 0 and 1, got {self.confidence}")
+        if self.candidate == self.baseline:
+            raise ValueError(f"candidate and baseline are both {self.candidate!r}")
+
     def check_when(self, allowed: set[str]) -> None:
         unknown = set(self.when) - allowed
         if unknown:
@@ -83,6 +93,19 @@ class TimerSettings:
     min_samples: int = 20
     min_time_s: float = 0.05
     max_time_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        from zincbench.measure.stopping import rule_names
+
+        if self.stopping not in rule_names():
+            raise ValueError(f"stopping: unknown rule {self.stopping!r} (known: {', '.join(rule_names())})")
+        if self.warmup < 0 or self.min_samples < 1:
+            raise ValueError(f"need warmup >= 0 and min_samples >= 1, got {self.warmup} and {self.min_samples}")
+        if not 0 < self.max_noise < 1:
+            raise ValueError(f"max_noise must be strictly between 0 and 1, got {self.max_noise}")
+        if not 0 <= self.min_time_s <= self.max_time_s < math.inf:
+            raise ValueError(f"need 0 <= min_time_s <= max_time_s (finite), got {self.min_time_s} and "
+                             f"{self.max_time_s}")
 
     def to_config(self) -> TimerConfig:
         params = {"max_noise": self.max_noise, "min_samples": self.min_samples, "min_time_s": self.min_time_s,

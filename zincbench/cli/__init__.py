@@ -7,8 +7,11 @@ only when their command runs, so ``--help`` works without CuPy or a GPU.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
+import tempfile
+import traceback
 
 import click
 
@@ -19,8 +22,10 @@ _HELP = """Benchmark and gating harness for GPU inference kernels.
 
 \b
 Exit codes (a contract for CI):
-  0  pass / GO          1  regression / NO-GO / validation failure
-  2  bad input/usage    3  inconclusive          4  environment error (no GPU, missing tool)
+  0  pass / GO           1  regression / NO-GO / validation failure
+  2  bad input/usage     3  inconclusive
+  4  environment error (no GPU, missing tool, NVML absent, unwritable output)
+  5  internal error (a zincbench bug; its traceback is saved to a log file)
 """
 
 
@@ -28,7 +33,17 @@ def _command_modules() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
+class _StdoutClosed(Exception):
+    """A broken pipe, carried past click (whose own handler would exit 1, a NO-GO) to ``main``."""
+
+
 class LazyGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise _StdoutClosed from None
+
     def list_commands(self, ctx):
         return [m.replace("_", "-") for m in _command_modules()]
 
@@ -51,8 +66,69 @@ def _fail(message: str, code: int) -> None:
     sys.exit(int(code))
 
 
+def _save_traceback(exc: BaseException) -> str:
+    """Write the traceback to a fresh log file in $TMPDIR; its path, or why there is none (never raises)."""
+    try:
+        fd, path = tempfile.mkstemp(prefix="zincbench-internal-error-", suffix=".log")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(f"zincbench {__version__}: {' '.join(sys.argv)}\n")
+            fh.write("".join(traceback.format_exception(exc)))
+        return path
+    except Exception as log_exc:  # noqa: BLE001 - the report of a crash must not crash
+        return f"nowhere: {type(log_exc).__name__}"
+
+
+def _os_error_line(exc: OSError) -> str:
+    """'cannot write results/x.json: No space left on device' from an OSError the code did not wrap."""
+    names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
+    reason = exc.strerror or str(exc)
+    return f"{names}: {reason}" if names else reason
+
+
+def _raise_broken_pipe(self) -> None:
+    """rich's hook for a closed stdout; its default raises SystemExit(1), which reads as a verdict."""
+    raise BrokenPipeError
+
+
+def _safe_streams() -> None:
+    """A closed stdout/stderr becomes /dev/null, and glyphs a narrow encoding (ASCII) lacks become '?',
+    so neither can turn a finished run into a crash."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(os.devnull, "w"))
+        elif hasattr(stream, "reconfigure"):
+            try:
+                "µ±—×→".encode(stream.encoding or "ascii")
+            except (UnicodeEncodeError, LookupError):
+                stream.reconfigure(errors="replace")
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader went away (`zincbench env | head -1`): no message, no verdict exit code."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would raise again
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(int(ExitCode.BROKEN_PIPE))
+
+
+def _flush_stdout() -> None:
+    """Output still buffered goes now, while a closed pipe can still become exit 141."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: one clear line and a documented exit code for every expected failure."""
+    """Entry point and the one error boundary: every anticipated failure is one clear line and a documented
+    exit code (2 input, 4 environment); anything else is exit 5 with its traceback saved to a log file."""
+    from rich.console import Console
+
+    Console.on_broken_pipe = _raise_broken_pipe
+    _safe_streams()
     try:
         rv = cli.main(args=argv, prog_name="zincbench", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
@@ -67,8 +143,19 @@ def main(argv: list[str] | None = None) -> None:
         _fail(exc.format_message(), ExitCode.USAGE)
     except ZincbenchError as exc:
         _fail(str(exc), exc.exit_code)
+    except SystemExit:  # a command's own sys.exit(code): flush first, so a closed pipe is 141, not Python's 120
+        _flush_stdout()
+        raise
     except KeyboardInterrupt:
         _fail("interrupted", 130)
-    except BrokenPipeError:  # `zincbench ... | head`
-        sys.exit(0)
+    except (BrokenPipeError, _StdoutClosed):
+        _quiet_broken_pipe()
+    except OSError as exc:  # the OS refused a file or folder that no check named
+        _fail(_os_error_line(exc), ExitCode.ENVIRONMENT)
+    except Exception as exc:  # noqa: BLE001 - the boundary: a bug must not read as a verdict
+        log = _save_traceback(exc)
+        message = " ".join(str(exc).split())[:300]
+        click.echo(f"zincbench: internal error: {type(exc).__name__}: {message} (traceback saved to {log})", err=True)
+        sys.exit(int(ExitCode.INTERNAL))
+    _flush_stdout()
     sys.exit(int(rv or 0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import click
@@ -10,8 +11,43 @@ import click
 from zincbench.records import to_jsonable
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout instead of tables.")
+
+
+class Seconds(click.ParamType):
+    """A duration option: a finite number of seconds above zero (nan, inf and negatives are refused)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"{value!r}: need a finite number of seconds above 0", param, ctx)
+        return seconds
+
+
+SECONDS = Seconds()
+
+
+def _prepared_results_dir(ctx, param, value):
+    """Check the results folder (or $ZINCBENCH_RESULTS) before the command does any work."""
+    from zincbench.records import prepare_results_dir
+
+    prepare_results_dir(value)
+    return value
+
+
+def checked_output_file(ctx, param, value):
+    """Option callback: an output file's path is checked before any work (zincbench.outputs)."""
+    from zincbench.outputs import check_output_file
+
+    return None if value is None else str(check_output_file(value, param.opts[0]))
+
+
 results_dir_option = click.option(
-    "--results-dir", type=click.Path(file_okay=False), default=None,
+    "--results-dir", type=click.Path(file_okay=False), default=None, callback=_prepared_results_dir,
     help="Where to write the results document (default: ./results, or $ZINCBENCH_RESULTS).",
 )
 

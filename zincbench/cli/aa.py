@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from zincbench.cli._common import echo_json, json_option, parse_env_pairs, results_dir_option
+from zincbench.cli._common import SECONDS, checked_output_file, echo_json, json_option, parse_env_pairs, results_dir_option
 from zincbench.cli.ab import ENGINE_KINDS, _models
 from zincbench.runs.ab import ORDERS
 
@@ -15,7 +15,7 @@ Exit codes: 0 false-positive rate at or below the target (experiments/aa.yaml ta
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
                              help="A/A settings YAML (default: experiments/aa.yaml); options below override it.")
 markdown_option = click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
-                               help="Also write the summary as markdown to this file.")
+                               callback=checked_output_file, help="Also write the summary as markdown to this file.")
 no_progress_option = click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
 
 
@@ -28,16 +28,16 @@ def command() -> None:
 
 def _finish(outcome, as_json: bool, markdown_path: str | None) -> int:
     from zincbench import records
+    from zincbench.outputs import write_output
     from zincbench.show import aa_table
 
     data = records.to_jsonable(outcome.document)
-    if markdown_path:
-        with open(markdown_path, "w") as fh:
-            fh.write(aa_table.to_markdown(data))
     if as_json:
         echo_json({"results_file": str(outcome.path), "summary": data["verdict"], "notes": data["notes"]})
     else:
         aa_table.render(data, path=outcome.path)
+    if markdown_path:  # after the verdict is shown: a failed write cannot hide it
+        write_output(markdown_path, aa_table.to_markdown(data), "--markdown")
     return int(outcome.exit_code)
 
 
@@ -57,7 +57,7 @@ pairs (1-2, 3-4, ...), the comparisons that share no process.
 @click.option("--experiment", "-e", default=None, help="The family's experiment YAML (default: its bundled one).")
 @click.option("--quick/--no-quick", default=None, help="Shorter timing budget per process (wider intervals).")
 @click.option("--seed", type=int, default=None, help="Same inputs in every process (default: fresh per process).")
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per process.")
+@click.option("--timeout", "timeout_s", type=SECONDS, default=None, help="Seconds per process.")
 @config_option
 @markdown_option
 @no_progress_option
@@ -100,7 +100,7 @@ the comparisons do, 1 below).
 @click.option("--threshold", type=float, default=None, help="Smallest relative change the verdict counts.")
 @click.option("--prompt-tokens", type=int, default=None)
 @click.option("--n-gen", type=int, default=None)
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per engine run.")
+@click.option("--timeout", "timeout_s", type=SECONDS, default=None, help="Seconds per engine run.")
 @click.option("--gpu", "gpu_uuid", metavar="UUID", help="Pin runs to this GPU (CUDA_VISIBLE_DEVICES).")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Extra environment of both arms (repeatable).")
 @click.option("--env-b", "planted_pairs", multiple=True, metavar="K=V",
@@ -117,12 +117,14 @@ def ab(bin_a, engine_kind, engine_config, catalog_path, model_names, model_pairs
        expect, config_path, markdown_path, no_progress, results_dir, as_json):
     from zincbench.aa import load_aa_config, run_ab_aa
     from zincbench.engines import make_engine
+    from zincbench.gpu.nvml import check_gpu_request
 
     config = load_aa_config(config_path).with_overrides(
         "ab", repeats=repeats, rounds=rounds, min_rounds=min_rounds, max_rounds=max_rounds, max_time_s=max_time_s,
         order=order, threshold=threshold, prompt_tokens=prompt_tokens, n_gen=n_gen, timeout_s=timeout_s)
     if bool(planted_pairs) != bool(expect):
         raise click.UsageError("--env-b and --expect go together (a planted change and the verdict it should get)")
+    check_gpu_request(gpu_uuid, require_clean=False)
     models = _models(catalog_path, model_names, model_pairs)
     options = {"config": engine_config} if engine_config else {}
     if engine_kind == "llama-bench":

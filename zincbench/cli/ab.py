@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from zincbench.cli._common import echo_json, json_option, parse_env_pairs, results_dir_option
+from zincbench.cli._common import SECONDS, checked_output_file, echo_json, json_option, parse_env_pairs, results_dir_option
 from zincbench.runs.ab import ORDERS
 
 ENGINE_KINDS = ("zinc-main", "zinc-dbg", "llama-bench", "generic")
@@ -75,9 +75,10 @@ Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model,
 @click.option("--llama-bench", "llama_bench_file", type=click.Path(dir_okay=False), help="llama-bench output (md/csv/json/jsonl/sql) to compare with.")
 @click.option("--llama-bench-bin", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Run llama-bench live at the engine's T.")
 @click.option("--threshold", type=float, default=0.02, show_default=True, help="Smallest relative change that counts.")
-@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True, help="Seconds per run.")
+@click.option("--timeout", "timeout_s", type=SECONDS, default=600.0, show_default=True, help="Seconds per run.")
 @click.option("--require-clean-gpu", is_flag=True, help="Abort (exit 4) if another process computes on the GPU.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Also write the scoreboard as markdown.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), callback=checked_output_file,
+              help="Also write the scoreboard as markdown.")
 @json_option
 @results_dir_option
 def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names, model_pairs, rounds, min_rounds,
@@ -88,6 +89,8 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
 
     from zincbench import llamabench
     from zincbench.engines import make_engine
+    from zincbench.gpu.nvml import check_gpu_request
+    from zincbench.outputs import write_output
     from zincbench.runs.ab import ABSettings, Arm, run_ab
     from zincbench.show import scoreboard
 
@@ -104,6 +107,7 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
                           gpu_uuid=gpu_uuid, threshold=threshold, timeout_s=timeout_s,
                           require_clean_gpu=require_clean_gpu)
     settings.check()
+    check_gpu_request(gpu_uuid, require_clean_gpu)
     models = _models(catalog_path, model_names, model_pairs)
     options = {"config": engine_config} if engine_config else {}
     if engine_kind == "llama-bench":
@@ -119,8 +123,6 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
     gpu = outcome.document.environment.get("gpu") or {}
     builds = " vs ".join(_arm_label(arm, path) for arm, path in zip(arms, (bin_a, bin_b)))
     title = f"{builds} · {gpu.get('name') or gpu.get('uuid') or 'GPU unknown'} · {scoreboard.rounds_label(outcome.models)} {order}"
-    if markdown_path:
-        Path(markdown_path).write_text(scoreboard.to_markdown(outcome.models, names, title=title))
     if as_json:
         echo_json({"overall": outcome.overall, "exit_code": int(outcome.exit_code), "results": str(outcome.path),
                    "csv": str(outcome.csv_path), "complete": outcome.document.complete, "models": outcome.models})
@@ -129,4 +131,7 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
         scoreboard.render(outcome.models, names, console, title=title)
         console.print(f"verdict: {outcome.overall} (exit {int(outcome.exit_code)}) · results: {outcome.path} · {outcome.csv_path.name}",
                       soft_wrap=True)
+    # After the verdict is shown: a failed write (exit 4) cannot hide it.
+    if markdown_path:
+        write_output(markdown_path, scoreboard.to_markdown(outcome.models, names, title=title), "--markdown")
     return int(outcome.exit_code)

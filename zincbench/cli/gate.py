@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import click
 
-from zincbench.cli._common import echo_json, json_option, results_dir_option
-
-
-def _output_file(value: str | None, option: str) -> Path | None:
-    """Refuse an output file whose folder is missing before any check runs (not after an hour of them)."""
-    if value is None:
-        return None
-    path = Path(value)
-    if not path.parent.is_dir():
-        raise click.BadParameter(f"folder {path.parent} does not exist", param_hint=option)
-    return path
+from zincbench.cli._common import checked_output_file, echo_json, json_option, results_dir_option
 
 
 @click.command(help="""Run a declared list of checks and exit with the worst of their codes.
@@ -34,20 +24,24 @@ Exit codes: 0 every check passed or was skipped, 1 a check failed (or, with --st
 skipped), 3 inconclusive, 2 bad input (the gates file or a check's input), 4 environment.""")
 @click.argument("gates_yaml", required=False, type=click.Path(dir_okay=False))
 @click.option("--strict", is_flag=True, help="A skipped check fails the gate (a GPU host that must run everything).")
-@click.option("--junit", "junit_path", metavar="FILE", help="Write JUnit XML (one testcase per check) to FILE.")
-@click.option("--markdown", "markdown_path", metavar="FILE", help="Write the summary as markdown to FILE.")
+@click.option("--junit", "junit_path", metavar="FILE", callback=checked_output_file,
+              help="Write JUnit XML (one testcase per check) to FILE.")
+@click.option("--markdown", "markdown_path", metavar="FILE", callback=checked_output_file,
+              help="Write the summary as markdown to FILE.")
 @json_option
 @results_dir_option
 def command(gates_yaml, strict, junit_path, markdown_path, as_json, results_dir):
     from rich.console import Console
 
     from zincbench.gate import load_gates, run_gates
+    from zincbench.outputs import check_output_file, write_output
     from zincbench.records import to_jsonable
     from zincbench.show import gate_summary
     from zincbench.show.junit import junit_xml
 
-    junit_file = _output_file(junit_path, "--junit")
-    markdown_file = _output_file(markdown_path, "--markdown")
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        check_output_file(step_summary, "$GITHUB_STEP_SUMMARY")
     gates = load_gates(gates_yaml)
     log = Console(stderr=True, highlight=False)
 
@@ -56,16 +50,17 @@ def command(gates_yaml, strict, junit_path, markdown_path, as_json, results_dir)
 
     result = run_gates(gates, strict=strict, results_dir=results_dir, on_check=announce)
     data = to_jsonable(result.document)
-    markdown = gate_summary.to_markdown(data)
-    if junit_file:
-        junit_file.write_text(junit_xml(data))
-    if markdown_file:
-        markdown_file.write_text(markdown)
-    gate_summary.append_step_summary(markdown)
     if as_json:
         echo_json({"status": data["verdict"]["status"], "exit_code": int(result.exit_code), "results": str(result.path),
                    "checks": data["results"]})
     else:
         gate_summary.print_summary(data)
         log.print(f"results: {result.path}", markup=False)
+    # Written after the verdict is shown: a failed write (exit 4) cannot hide it.
+    markdown = gate_summary.to_markdown(data)
+    if junit_path:
+        write_output(junit_path, junit_xml(data), "--junit")
+    if markdown_path:
+        write_output(markdown_path, markdown, "--markdown")
+    gate_summary.append_step_summary(markdown)
     return int(result.exit_code)

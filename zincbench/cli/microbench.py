@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from zincbench.cli._common import echo_json, json_option, results_dir_option
+from zincbench.cli._common import checked_output_file, echo_json, json_option, results_dir_option
 
 
 @click.command(help="Run a microbench gate over the bundled CUDA kernels: correctness against a float64 NumPy "
@@ -38,7 +38,7 @@ from zincbench.cli._common import echo_json, json_option, results_dir_option
 @click.option("--quick", is_flag=True, help="Shorter timing budget per variant (smoke runs; wider CIs).")
 @click.option("--seed", type=int, default=None, help="Seed for weights, activations and routing (default: fresh).")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write the table as markdown to this file.")
+              callback=checked_output_file, help="Also write the table as markdown to this file.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
 @results_dir_option
 @json_option
@@ -47,6 +47,7 @@ def command(family, experiment, gguf, layer, gpu_spec, engine_src, kernel_packs,
 
     from zincbench import records
     from zincbench.bench.runner import run_microbench
+    from zincbench.outputs import write_output
     from zincbench.show.microbench_table import microbench_markdown, print_microbench
 
     if gpu_spec:
@@ -67,7 +68,6 @@ def command(family, experiment, gguf, layer, gpu_spec, engine_src, kernel_packs,
     else:
         print_microbench(data)
         click.echo(f"results: {path}", err=True)
-    if markdown_path:
-        with open(markdown_path, "w") as fh:
-            fh.write(microbench_markdown(data) + "\n")
+    if markdown_path:  # after the verdict is shown: a failed write (exit 4) cannot hide it
+        write_output(markdown_path, microbench_markdown(data) + "\n", "--markdown")
     sys.exit(int(decision.exit_code))

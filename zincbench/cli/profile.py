@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 
 from zincbench import profile as prof
-from zincbench.cli._common import echo_json, json_option, results_dir_option
+from zincbench.cli._common import SECONDS, echo_json, json_option, results_dir_option
 from zincbench.errors import EnvironmentProblem, ExitCode
 from zincbench.profile.categories import load_rules
 from zincbench.profile.parse import ProfileTables, frame_records, parse_file, traffic_comparison
@@ -25,7 +25,7 @@ out_option = click.option("--out", "out_dir", type=click.Path(file_okay=False), 
                           help="Folder for the profiler's files and the tables "
                                "(default: <results-dir>/profile-<time>-<id>/).")
 top_option = click.option("--top", type=int, default=20, show_default=True, help="Rows shown per kernel/range table.")
-timeout_option = click.option("--timeout", "timeout_s", type=float, default=3600.0, show_default=True,
+timeout_option = click.option("--timeout", "timeout_s", type=SECONDS, default=3600.0, show_default=True,
                               help="Seconds before the profiled command is killed.")
 nvtx_include_option = click.option("--nvtx-include", multiple=True,
                                    help="ncu only: profile launches inside these NVTX ranges (ncu syntax, e.g. 'step/').")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from zincbench.cli._common import echo_json, json_option, parse_env_pairs, results_dir_option
+from zincbench.cli._common import SECONDS, checked_output_file, echo_json, json_option, parse_env_pairs, results_dir_option
 
 ENGINE_KINDS = ("zinc-dbg", "llama-cpp", "generic")
 
@@ -74,9 +74,9 @@ def _select(catalog_path, models, gguf):
 @click.option("--reference", type=click.Choice(["live", "recorded"]), default="recorded", show_default=True,
               help="live: run llama.cpp now (needs llama-cpp-python); recorded: use `validate record` output.")
 @click.option("--allow-missing", is_flag=True, help="Do not count models whose GGUF is absent as failures.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+@click.option("--timeout", type=SECONDS, default=600.0, show_default=True,
               help="Seconds per engine run; a run past it is killed and reported as an ERROR row.")
-@click.option("--markdown", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+@click.option("--markdown", type=click.Path(dir_okay=False), default=None, metavar="FILE", callback=checked_output_file,
               help="Also write the report as a markdown table to FILE.")
 @click.pass_context
 def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n_batch, as_json, results_dir,
@@ -98,13 +98,10 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
 
     from zincbench.engines import make_engine
     from zincbench.engines.llama_cpp import LlamaSettings
-    from zincbench.errors import InputError
     from zincbench.records import to_jsonable
     from zincbench.runs.validate import ValidateOptions, validate_models
 
     env = parse_env_pairs(env_pairs)
-    if markdown and not Path(markdown).resolve().parent.is_dir():
-        raise click.BadParameter(f"folder {Path(markdown).parent} does not exist", param_hint="--markdown")
     catalog_obj, chosen = _select(catalog, models, gguf)
     settings = LlamaSettings(n_gpu_layers=gpu_layers, n_batch=n_batch)
     engine_options = {"bin": engine_bin, "config": engine_config}
@@ -116,13 +113,6 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
                               allow_missing=allow_missing, timeout_s=timeout, env=env, llama=settings)
     report = validate_models(chosen, engine, options, config={"catalog": str(catalog_obj.path)},
                              results_dir=results_dir)
-    if markdown:
-        from zincbench.show.validate_table import to_markdown
-
-        try:
-            Path(markdown).write_text(to_markdown(report))
-        except OSError as exc:
-            raise InputError(f"--markdown {markdown}: {exc.strerror}") from None
     if as_json:
         echo_json({"summary": report.summary, "exit_code": int(report.exit_code), "results": report.path,
                    "outcomes": to_jsonable(report.outcomes)})
@@ -130,6 +120,11 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
         from zincbench.show.validate_table import print_report
 
         print_report(report)
+    if markdown:  # after the verdict is shown: a failed write (exit 4) cannot hide it
+        from zincbench.outputs import write_output
+        from zincbench.show.validate_table import to_markdown
+
+        write_output(markdown, to_markdown(report), "--markdown")
     return int(report.exit_code)
 
 

@@ -34,6 +34,7 @@ class Nvml:
     def __init__(self, pci_bus_id: str | None = None, uuid: str | None = None):
         self.error: str | None = None
         self.handle = None
+        self.unknown_uuid = False  # NVML works but knows no GPU with this UUID (a typo, another host's GPU)
         try:
             import pynvml
 
@@ -47,6 +48,7 @@ class Nvml:
                 self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         except Exception as exc:  # no driver, no library, no device: NVML facts become "unavailable"
             self.error = f"{type(exc).__name__}: {exc}"
+            self.unknown_uuid = bool(uuid) and type(exc).__name__ == "NVMLError_NotFound"
 
     @property
     def available(self) -> bool:
@@ -95,6 +97,21 @@ class Nvml:
             "clock_event_reasons": reason_names(self.clock_sample().reasons),
             "other_compute_processes": others,
         }
+
+
+def check_gpu_request(uuid: str | None, require_clean: bool) -> None:
+    """Before any work: ``--gpu UUID`` must name a GPU NVML knows, and both it and ``--require-clean-gpu``
+    need NVML at all (without it neither the GPU nor its other processes can be checked): exit 4."""
+    if not uuid and not require_clean:
+        return
+    from zincbench.errors import EnvironmentProblem, InputError
+
+    monitor = Nvml(uuid=uuid)
+    if monitor.unknown_uuid:
+        raise InputError(f"--gpu {uuid}: NVML knows no GPU with this UUID")
+    if not monitor.available:
+        option = "--require-clean-gpu" if require_clean else f"--gpu {uuid}"
+        raise EnvironmentProblem(f"{option}: NVML is unavailable ({monitor.error}), so the GPU cannot be checked")
 
 
 def _text(value):

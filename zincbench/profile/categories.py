@@ -68,12 +68,13 @@ def strip_parameters(kernel_name: str) -> str:
 def category_table(kernels: pd.DataFrame, rules: CategoryRules) -> pd.DataFrame:
     """Per category: distinct kernels, calls, total GPU time and its share, largest first.
 
-    ``kernels`` needs the columns ``name``, ``calls`` and ``total_ns`` (one row per kernel name).
+    ``kernels`` needs the columns ``name``, ``calls`` and ``total_ns`` (one row per kernel name); a
+    ``category`` column already there is used as it is (names are matched against the rules once).
     """
     columns = ["category", "kernels", "calls", "total_ns", "share"]
     if kernels.empty:
         return pd.DataFrame(columns=columns)
-    categorized = kernels.assign(category=[rules.classify(n) for n in kernels["name"]])
+    categorized = kernels if "category" in kernels else kernels.assign(category=[rules.classify(n) for n in kernels["name"]])
     table = (categorized.groupby("category", sort=False)
              .agg(kernels=("name", "nunique"), calls=("calls", "sum"), total_ns=("total_ns", "sum"))
              .reset_index())

@@ -15,12 +15,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from zincbench.engines.base import EngineFailure
 from zincbench.engines.process import run_process
 from zincbench.errors import EnvironmentProblem, InputError
 from zincbench.gpu.tools import find_tool, tool_version
+from zincbench.inputs import read_text
+from zincbench.profile.nsys import MAX_FIELD_BYTES
 
 INSTALL_HINT = ("install NVIDIA Nsight Compute (https://developer.nvidia.com/nsight-compute; the CUDA toolkit "
                 "ships it as /usr/local/cuda/bin/ncu) and put ncu on PATH")
@@ -130,11 +133,14 @@ def range_from_nvtx_cell(cell: str, start_end: bool = False) -> str | None:
 def read_csv(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
     """Per-launch rows (``LAUNCH_COLUMNS``; ``start_ns`` is the launch ID, ncu has no timestamps) and notes."""
     p = Path(path)
+    text = read_text(p, "ncu CSV", errors="replace")
+    previous_limit = csv.field_size_limit(MAX_FIELD_BYTES)
     try:
-        text = p.read_text(errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read {p}: {exc.strerror}") from None
-    rows = list(csv.reader(line for line in text.splitlines() if not line.startswith("==")))
+        rows = list(csv.reader(line for line in text.splitlines() if not line.startswith("==")))
+    except csv.Error as exc:
+        raise InputError(f"{p}: malformed CSV: {exc}") from None
+    finally:
+        csv.field_size_limit(previous_limit)
     start = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "ID" in r), None)
     if start is None:
         if "No kernels were profiled" in text or "==PROF==" in text:
@@ -146,7 +152,7 @@ def read_csv(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
         raise InputError(f"{p}: column {repeated[0]!r} appears more than once in the header")
     body = [r for r in rows[start + 1:] if len(r) == len(header)]
     if "Metric Name" in header and "Metric Value" in header:
-        return _from_details(pd.DataFrame(body, columns=header)), []
+        return _checked(_from_details(pd.DataFrame(body, columns=header)), p), []
     units = {}
     if body and body[0][header.index("ID")] == "":  # the units row
         units = dict(zip(header, body.pop(0)))
@@ -161,7 +167,18 @@ def read_csv(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
             launches[column] = math.nan
             notes.append(f"{p.name}: no {metric} column")
     launches["range"] = _ranges(frame, header)
-    return launches[LAUNCH_COLUMNS], notes
+    return _checked(launches[LAUNCH_COLUMNS], p), notes
+
+
+def _checked(launches: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Durations and byte counts are NaN (not measured) or finite and >= 0; anything else is a damaged log."""
+    for column in ("duration_ns", "dram_read_bytes", "dram_write_bytes"):
+        values = launches[column] = pd.to_numeric(launches[column], errors="coerce").astype(float)
+        bad = values.notna() & ~(np.isfinite(values.fillna(0)) & (values.fillna(0) >= 0))
+        if bad.any():
+            raise InputError(f"{path}: {column} of launch {launches['start_ns'][bad].iloc[0]!r} is "
+                             f"{values[bad].iloc[0]!r}, not a measurement")
+    return launches
 
 
 def _ranges(frame: pd.DataFrame, header: list[str]) -> list:
@@ -188,3 +205,4 @@ def _from_details(long: pd.DataFrame) -> pd.DataFrame:
     for metric, column in zip(METRICS, ["duration_ns", "dram_read_bytes", "dram_write_bytes"]):
         launches[column] = wide[metric] if metric in wide else math.nan
     return launches.sort_values("start_ns", ignore_index=True)[LAUNCH_COLUMNS]
+

@@ -18,12 +18,14 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from zincbench.engines.base import EngineFailure
 from zincbench.engines.process import run_process
 from zincbench.errors import EnvironmentProblem, InputError
 from zincbench.gpu.tools import find_tool, nsys_importer_problem, tool_version
+from zincbench.inputs import regular_file
 
 INSTALL_HINT = ("install NVIDIA Nsight Systems (https://developer.nvidia.com/nsight-systems) and put nsys on PATH; "
                 "Nsight Compute also bundles one under /opt/nvidia/nsight-compute/<version>/host/target-linux-x64/nsys")
@@ -131,9 +133,10 @@ def read_sqlite(path: str | os.PathLike) -> tuple[pd.DataFrame, dict, list[str]]
     ``range`` is the innermost NVTX push/pop or start/end range on the launching thread that encloses the
     launching API call (None when there is none); non-default domains are written ``domain:text``.
     """
-    p = Path(path)
+    p = regular_file(path, "nsys SQLite export")
     try:
-        con = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
+        # as_uri() percent-encodes '?', '#' and '%' in the name: 'a?b.sqlite' opens that file, not 'a'.
+        con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise InputError(f"{p}: not a readable SQLite file ({exc})") from None
@@ -147,8 +150,15 @@ def read_sqlite(path: str | os.PathLike) -> tuple[pd.DataFrame, dict, list[str]]
             notes.append(f"{p.name} does not contain CUDA kernel data")
         if not ops:
             return pd.DataFrame(columns=LAUNCH_COLUMNS), metadata, notes
-        launches = pd.concat(ops, ignore_index=True)
-        ranges = _nvtx_ranges(con, tables)
+        launches = _numbers(pd.concat(ops, ignore_index=True), ["start_ns", "end_ns"], ["api_start", "api_end"], p)
+        untitled = ~launches["name"].map(lambda name: isinstance(name, str))
+        if untitled.any():
+            raise InputError(f"{p}: damaged SQLite export: a GPU operation's name is "
+                             f"{launches['name'][untitled].iloc[0]!r}, not text")
+        launches["duration_ns"] = launches["end_ns"] - launches["start_ns"]
+        if (launches["duration_ns"] < 0).any():
+            raise InputError(f"{p}: damaged SQLite export: a GPU operation ends before it starts")
+        ranges = _numbers(_nvtx_ranges(con, tables), ["start", "end"], [], p)
         launches["range"] = _innermost_ranges(launches, ranges)
         if launches["api_start"].isna().any():
             notes.append(f"{int(launches['api_start'].isna().sum())} GPU operations have no launching API call "
@@ -159,6 +169,20 @@ def read_sqlite(path: str | os.PathLike) -> tuple[pd.DataFrame, dict, list[str]]
         raise InputError(f"{p}: damaged SQLite export ({type(exc).__name__}: {exc})") from None
     finally:
         con.close()
+
+
+def _numbers(frame: pd.DataFrame, required: list[str], optional: list[str], path: Path) -> pd.DataFrame:
+    """Timestamp columns as numbers: SQLite columns are untyped, so a damaged or hand-made export can hold
+    text or NULL where nsys writes integers; that is one InputError naming the column."""
+    for column in required + optional:
+        # As floats: int64 would wrap on end - start of absurd values; float64 is exact to 2**53 ns (104 days).
+        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        bad = values.isna() & (frame[column].notna() | (column in required))
+        if bad.any():
+            value = frame[column].iloc[int(bad.to_numpy().nonzero()[0][0])]
+            raise InputError(f"{path}: damaged SQLite export: {column} {value!r} is not a timestamp")
+        frame[column] = values
+    return frame
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -182,7 +206,7 @@ def _launch_join(con: sqlite3.Connection, tables: set[str], table: str, name_sql
         api_cols = "r.start AS api_start, r.end AS api_end, r.globalTid AS api_tid"
     else:
         api, api_cols = "", "NULL AS api_start, NULL AS api_end, NULL AS api_tid"
-    sql = (f"SELECT {name_sql} AS name, g.start AS start_ns, g.end - g.start AS duration_ns, "
+    sql = (f"SELECT {name_sql} AS name, g.start AS start_ns, g.end AS end_ns, "
            f"g.globalPid AS pid, {api_cols} FROM {table} g {extra_join} {api}")
     return pd.read_sql_query(sql, con)
 
@@ -231,15 +255,17 @@ def _nvtx_ranges(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     # Registered strings (everything from the Python nvtx package) live in StringIds via textId, not in text.
     text = "COALESCE(n.text, s.value)" if "textId" in cols else "n.text"
     join = "LEFT JOIN StringIds s ON s.id = n.textId" if "textId" in cols else ""
-    domain = "n.domainId" if "domainId" in cols else "0"
+    # Untyped SQLite: a thread id or domain that is not an integer (NULL, text) cannot be matched to launches.
+    domain = "CASE WHEN typeof(n.domainId) = 'integer' THEN n.domainId ELSE 0 END" if "domainId" in cols else "0"
     same_thread = "AND (n.endGlobalTid IS NULL OR n.endGlobalTid = n.globalTid)" if "endGlobalTid" in cols else ""
     pushpop, startend = types["NvtxPushPopRange"], types["NvtxStartEndRange"]
     ranges = pd.read_sql_query(
         f"SELECT n.globalTid AS tid, n.start, n.end, {text} AS text, {domain} AS domain_id FROM NVTX_EVENTS n {join} "
-        f"WHERE n.end IS NOT NULL AND (n.eventType = {pushpop} OR (n.eventType = {startend} {same_thread}))", con)
+        f"WHERE n.end IS NOT NULL AND typeof(n.globalTid) = 'integer' "
+        f"AND (n.eventType = {pushpop} OR (n.eventType = {startend} {same_thread}))", con)
     domains = pd.read_sql_query(
         f"SELECT n.globalTid AS tid, {domain} AS domain_id, {text} AS domain FROM NVTX_EVENTS n {join} "
-        f"WHERE n.eventType = {types['NvtxDomainCreate']}", con)
+        f"WHERE n.eventType = {types['NvtxDomainCreate']} AND typeof(n.globalTid) = 'integer'", con)
     pid_mask = 0xFFFFFFFFFF000000  # globalTid = <HW:8><VM:8><PID:24><TID:24>
     domain_names = {(int(t) & pid_mask, int(d)): name for t, d, name in domains.itertuples(index=False)}
     ranges["name"] = [
@@ -306,11 +332,31 @@ def _stats_kind(header: list[str]) -> str | None:
     return None
 
 
-def _header_row(rows: list[list[str]]) -> int | None:
-    for i, row in enumerate(rows):
-        if len(row) > 2 and _stats_kind([c.strip() for c in row]):
-            return i
-    return None
+# A demangled template name can be long, but not this long: a bigger CSV field is a damaged file.
+MAX_FIELD_BYTES = 1 << 20
+# Columns each report must end up with (after renaming): anything less is another file, or a damaged header.
+_REQUIRED = {"kern_sum": ("name", "calls", "total_ns"), "mem_time_sum": ("name", "calls", "total_ns"),
+             "nvtx_kern_sum": ("name", "calls", "total_ns"), "nvtx_sum": ("range", "instances")}
+
+
+class _Lines:
+    """The file's lines, read once and lazily, with console prefixes cut off the header; remembers
+    ``SKIPPED:`` lines and whether nsys complained about a stale export."""
+
+    def __init__(self, fh):
+        self._fh = fh
+        self.skipped: list[str] = []
+        self.stale_export = False
+
+    def __iter__(self):
+        for raw in self._fh:
+            line = _from_header_start(raw.rstrip("\r\n"))
+            stripped = line.strip()
+            if stripped.startswith("SKIPPED:"):
+                self.skipped.append(stripped)
+            elif "--force-export" in line:
+                self.stale_export = True
+            yield line
 
 
 def read_stats_csv(path: str | os.PathLike) -> StatsReport:
@@ -320,39 +366,66 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
     kern_sum/mem_time_sum -> name, calls, total_ns, mean_ns, median_ns;
     nvtx_kern_sum -> range, name, calls, total_ns, mean_ns, median_ns (a kernel counts in every enclosing range);
     nvtx_sum -> range, style, instances, range_total_ns (CPU wall time of the ranges).
+    The file is read once, streaming: only the report's rows are kept.
     """
-    p = Path(path)
+    p = regular_file(path, "nsys stats CSV")
+    previous_limit = csv.field_size_limit(MAX_FIELD_BYTES)
     try:
-        text = p.read_text(errors="replace")
+        with p.open(encoding="utf-8", errors="replace", newline="") as fh:
+            lines = _Lines(fh)
+            header, body = _table(csv.reader(lines), p)
+            for _ in lines:  # the rest of the file (other reports, SKIPPED: lines), read but not kept
+                pass
+    except csv.Error as exc:
+        raise InputError(f"{p}: malformed CSV: {exc}") from None
     except OSError as exc:
-        raise InputError(f"cannot read {p}: {exc.strerror}") from None
-    if not text.strip():  # nsys stats writes an empty file for a report with no rows
-        kind = _REPORT_KINDS.get(report_name(p), "kern_sum")
-        return StatsReport(kind, _EMPTY[kind](), [f"{p.name}: empty report (nsys found no data for it)"])
-    lines = [_from_header_start(line) for line in text.splitlines()]
-    skipped = [line.strip() for line in lines if line.strip().startswith("SKIPPED:")]
-    rows = list(csv.reader(lines))
-    start = _header_row(rows)
-    if start is None:
-        if skipped:
-            return StatsReport("kern_sum", _EMPTY["kern_sum"](), skipped)
-        if "--force-export" in text:
+        raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
+    finally:
+        csv.field_size_limit(previous_limit)
+    if header is None:
+        if lines.skipped:
+            return StatsReport("kern_sum", _EMPTY["kern_sum"](), lines.skipped)
+        if p.stat().st_size == 0 or not _has_text(p):  # nsys stats writes an empty file for a report with no rows
+            kind = _REPORT_KINDS.get(report_name(p), "kern_sum")
+            return StatsReport(kind, _EMPTY[kind](), [f"{p.name}: empty report (nsys found no data for it)"])
+        if lines.stale_export:
             raise InputError(f"{p}: nsys stats refused to reuse an existing SQLite export; re-run it with "
                              "--force-export=true")
         raise InputError(f"{p}: not a recognized profiler output (no nsys stats header such as "
                          f"'Time (%),Total Time (ns),...'; nor an ncu --csv log or nsys SQLite export)")
-    header = [c.strip() for c in rows[start]]
+    return StatsReport(*_report_table(header, body, p), lines.skipped)
+
+
+def _has_text(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return bool(fh.read(1 << 16).strip())
+
+
+def _table(rows, path: Path) -> tuple[list[str] | None, list[list[str]]]:
+    """The first report's header and data rows; rows after it until a blank line (console output may
+    hold several reports). Rows of another width (progress lines) are skipped."""
+    header = None
+    for row in rows:
+        if len(row) > 2 and _stats_kind([c.strip() for c in row]):
+            header = [c.strip() for c in row]
+            break
+    if header is None:
+        return None, []
     repeated = sorted({c for c in header if header.count(c) > 1})
     if repeated:
-        raise InputError(f"{p}: column {repeated[0]!r} appears more than once in the header")
+        raise InputError(f"{path}: column {repeated[0]!r} appears more than once in the header")
     body = []
-    for row in rows[start + 1:]:
-        if not row:  # a blank line ends the table (console output may hold several reports)
+    for row in rows:
+        if not row:
             break
-        if [c.strip() for c in row] == header:
-            raise InputError(f"{p}: the header row appears twice (two reports pasted together?)")
         if len(row) == len(header):
+            if [c.strip() for c in row] == header:
+                raise InputError(f"{path}: the header row appears twice (two reports pasted together?)")
             body.append(row)
+    return header, body
+
+
+def _report_table(header: list[str], body: list[list[str]], p: Path) -> tuple[str, pd.DataFrame]:
     frame = pd.DataFrame(body, columns=header)
     kind = _stats_kind(header)
     rename = {}
@@ -360,15 +433,18 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
         base, unit = _split_unit(col)
         scale = _TIME_UNITS.get(unit, 1.0)
         target = {"Total Time": "total_ns", "Avg": "mean_ns", "Average": "mean_ns", "Med": "median_ns"}.get(base)
-        if target:
-            frame[col] = pd.to_numeric(frame[col], errors="coerce") * scale
+        if target and target not in rename.values():
+            frame[col] = _numeric(frame[col], p, col, blank_ok=True) * scale
             rename[col] = target
     if kind == "nvtx_sum":
         rename.update({"Range": "range", "Style": "style", "Instances": "instances"})
         frame = frame.rename(columns=rename).rename(columns={"total_ns": "range_total_ns"})
+        _require(frame, kind, p)
         frame["instances"] = _numeric(frame["instances"], p, "Instances")
+        if "range_total_ns" not in frame:
+            frame["range_total_ns"] = float("nan")
         frame["range"] = frame["range"].map(strip_default_domain)
-        return StatsReport(kind, frame[["range", "style", "instances", "range_total_ns"]], skipped)
+        return kind, frame[["range", "style", "instances", "range_total_ns"]]
     name_col = {"kern_sum": "Name", "mem_time_sum": "Operation", "nvtx_kern_sum": "Kernel Name"}[kind]
     calls_col = {"kern_sum": "Instances", "mem_time_sum": "Count", "nvtx_kern_sum": "Kern Inst"}[kind]
     missing = [c for c in (name_col, calls_col) if c not in header]
@@ -376,25 +452,39 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
         raise InputError(f"{p}: {kind} report without a {missing[0]!r} column")
     rename.update({name_col: "name", calls_col: "calls"})
     frame = frame.rename(columns=rename)
+    _require(frame, kind, p)
     frame["calls"] = _numeric(frame["calls"], p, calls_col)
-    if "median_ns" not in frame:  # the 2020-21 reports had no median
-        frame["median_ns"] = float("nan")
+    for optional in ("mean_ns", "median_ns"):  # the 2020-21 reports had no median
+        if optional not in frame:
+            frame[optional] = float("nan")
     columns = ["name", "calls", "total_ns", "mean_ns", "median_ns"]
     if kind == "nvtx_kern_sum":
         range_col = next(c for c in header if c.startswith("NVTX Range"))
         frame["range"] = frame[range_col].map(strip_default_domain)
         columns = ["range", *columns]
-    return StatsReport(kind, frame[columns].reset_index(drop=True), skipped)
+    return kind, frame[columns].reset_index(drop=True)
 
 
-def _numeric(column: pd.Series, path: Path, name: str) -> pd.Series:
-    """A count column as numbers; a cell that is not one is an InputError naming its row."""
-    values = pd.to_numeric(column, errors="coerce")
-    bad = values.isna() & column.notna()
+def _require(frame: pd.DataFrame, kind: str, path: Path) -> None:
+    names = {"total_ns": "Total Time (ns)", "instances": "Instances", "range": "Range", "name": "Name",
+             "calls": "Instances"}
+    missing = [c for c in _REQUIRED[kind] if c not in frame]
+    if missing:
+        raise InputError(f"{path}: {kind} report without a {names[missing[0]]!r} column (damaged header?)")
+
+
+def _numeric(column: pd.Series, path: Path, name: str, blank_ok: bool = False) -> pd.Series:
+    """A count or time column as finite numbers >= 0; a cell that is not one is an InputError naming its row
+    (``blank_ok``: empty cells become NaN, as nsys leaves some statistics empty)."""
+    text = column.astype(str).str.strip()
+    values = pd.to_numeric(text.where(text != "", None) if blank_ok else text, errors="coerce")
+    bad = (values.isna() & (text != "" if blank_ok else True)) | ~np.isfinite(values.fillna(0)) | (values < 0)
     if bad.any():
         row = int(bad.to_numpy().nonzero()[0][0])
-        raise InputError(f"{path}: {name} of data row {row + 1} is not a number: {column.iloc[row]!r}")
-    return values
+        cell = str(column.iloc[row])
+        shown = cell if len(cell) <= 40 else cell[:37] + "..."
+        raise InputError(f"{path}: {name} of data row {row + 1} is not a number >= 0: {shown!r}")
+    return values.astype(float)
 
 
 _HEADER_STARTS = ("Time (%),", "Time(%),", "NVTX Range,", "Range,Style,")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from zincbench.errors import InputError
+from zincbench.inputs import regular_file
 from zincbench.profile import ncu, nsys
 from zincbench.profile.categories import CategoryRules, category_table, load_rules
 
@@ -87,7 +88,8 @@ def _finish_kernels(kernels: pd.DataFrame, rules: CategoryRules, dram: list[str]
 def _from_stats(path: Path, rules: CategoryRules) -> ProfileTables:
     reports = {path: nsys.read_stats_csv(path)}
     for sibling in nsys.sibling_reports(path).values():
-        reports.setdefault(sibling, nsys.read_stats_csv(sibling))
+        if sibling not in reports:  # the file itself is among its siblings: read every file once
+            reports[sibling] = nsys.read_stats_csv(sibling)
     by_kind: dict[str, nsys.StatsReport] = {}
     for report in reports.values():
         by_kind.setdefault(report.kind, report)
@@ -119,11 +121,7 @@ def _from_stats(path: Path, rules: CategoryRules) -> ProfileTables:
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(f"expected a profiler output file, got a directory: {p}")
-    if not p.exists():
-        raise InputError(f"file not found: {p}")
+    p = regular_file(path, "profiler output file")
     suffix_hints = {
         ".nsys-rep": f"export it first: nsys export --type sqlite -f true -o {p.with_suffix('.sqlite')} {p}",
         ".qdrep": f"export it first: nsys export --type sqlite -f true -o {p.with_suffix('.sqlite')} {p}",

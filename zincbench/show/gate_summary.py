@@ -76,6 +76,6 @@ def append_step_summary(markdown: str, environ=os.environ) -> Path | None:
     target = environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
-    with open(target, "a", encoding="utf-8") as fh:
-        fh.write(markdown + "\n")
-    return Path(target)
+    from zincbench.outputs import write_output
+
+    return write_output(target, markdown + "\n", "$GITHUB_STEP_SUMMARY", append=True)

@@ -31,10 +31,15 @@ def rule(name: str):
     return deco
 
 
-def make_rule(name: str, **params) -> StoppingRule:
+def rule_names() -> list[str]:
+    """Every registered rule (importing each module of this package registers its rules)."""
     for mod in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{mod.name}")
-    if name not in _RULES:
+    return sorted(_RULES)
+
+
+def make_rule(name: str, **params) -> StoppingRule:
+    if name not in rule_names():
         raise ConfigError(f"unknown stopping rule {name!r} (known: {', '.join(sorted(_RULES))})")
     try:
         return _RULES[name](**params)

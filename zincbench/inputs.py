@@ -1,0 +1,55 @@
+"""Opening outside files with bounds: every input zincbench reads goes through ``regular_file`` (and
+``read_text`` for text), so a missing file, a folder, ``/dev/zero``, a FIFO, an unreadable or oversized
+file is one InputError naming it, never a hang, a gigabyte string or a traceback."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from zincbench.errors import InputError
+
+# Far above any real input (a results document of a long A/B is a few MB; a YAML file a few KB), far below
+# what a machine cannot hold: text inputs past it are refused instead of read whole.
+MAX_TEXT_BYTES = 256 * 2**20
+
+
+def regular_file(path: str | os.PathLike, what: str = "file") -> Path:
+    """``path`` when it names a readable regular file; else an InputError saying what it is instead."""
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"{what} not found: {p}") from None
+    except OSError as exc:  # ENAMETOOLONG, ELOOP, ENOTDIR, EACCES on a parent
+        raise InputError(f"cannot open {what} {p}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # an embedded NUL
+        raise InputError(f"cannot open {what} {p!r}: {exc}") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"expected a {what}, got a directory: {p}")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{p}: not a regular file (a device, FIFO or socket), expected a {what}")
+    if not os.access(p, os.R_OK):
+        raise InputError(f"cannot read {what} {p}: permission denied")
+    return p
+
+
+def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_TEXT_BYTES,
+              errors: str = "strict") -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes`` (``errors="replace"`` for tool logs
+    that mix in undecodable output)."""
+    p = regular_file(path, what)
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            raise InputError(f"{p}: {size / 2**20:.0f} MiB is more than a {what} can be "
+                             f"({max_bytes / 2**20:.0f} MiB); is it the right file?")
+        with p.open("rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not a text file (not UTF-8), expected a {what}") from None
