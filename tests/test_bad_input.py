@@ -531,8 +531,6 @@ def test_rule_values_out_of_range(tmp_path, old, new, message):
     assert_no_results(tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="T2Config (zincbench/bench/t2_moe.py) does not range-check top_k yet: "
-                                     "the ZeroDivisionError is caught at the boundary as exit 5, not refused as input")
 def test_top_k_zero_is_one_line(tmp_path):
     path = experiment(tmp_path, "t2_moe_expert.yaml", "top_k: 8", "top_k: 0")
     assert_one_line_error(zincbench(tmp_path, "microbench", "t2", "-e", path), 2, "top_k")

@@ -15,7 +15,7 @@ from zincbench.bench import declared
 from zincbench.bench.expressions import ExpressionError, evaluate, evaluate_int
 from zincbench.cli import main
 from zincbench.config import experiment_path
-from zincbench.errors import ConfigError, InputError
+from zincbench.errors import InputError
 from zincbench.gpu.runtime import find_nvcc
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engine_abi"

@@ -260,7 +260,7 @@ def _rejudge_validate(doc: dict, where: str, *_) -> Judged:
 
 
 def _rejudge_ab(doc: dict, where: str, *_) -> Judged:
-    from zincbench.runs.ab import VERDICT_EXIT, summarize_model
+    from zincbench.runs.ab import VERDICT_EXIT, summarize_recorded
 
     config = doc["config"]
     arms = list(config["arms"])
@@ -273,7 +273,7 @@ def _rejudge_ab(doc: dict, where: str, *_) -> Judged:
         if by_model[name]:
             known = recorded_models.get(name, {})
             model = types.SimpleNamespace(name=name, shape=known.get("shape"), gguf=known.get("gguf", ""))
-            summaries.append(summarize_model(model, by_model[name], arms, config["settings"]["threshold"]))
+            summaries.append(summarize_recorded(model, by_model[name], arms, config["settings"]))
     if not summaries:
         return Judged(Status.INCONCLUSIVE, "no runs recorded", details={})
     code = worst(VERDICT_EXIT[s["verdict"]] for s in summaries)

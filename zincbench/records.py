@@ -264,7 +264,10 @@ class IncrementalWriter:
             self.doc.complete = True
         else:
             self.doc.complete = False
-            reason = "interrupted (SIGINT)" if exc_type is KeyboardInterrupt else f"aborted: {exc_type.__name__}: {exc}"
+            if issubclass(exc_type, KeyboardInterrupt):  # Ctrl-C, or SIGTERM/SIGHUP turned into an interrupt
+                reason = str(exc) if str(exc) else "interrupted (SIGINT)"
+            else:
+                reason = f"aborted: {exc_type.__name__}: {exc}"
             self.doc.notes.append(reason)
         try:
             self.flush()

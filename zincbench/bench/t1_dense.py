@@ -47,6 +47,8 @@ class T1Config(ExperimentConfig):
             check_row_length(s.k)
             if s.rows < 1:
                 raise ValueError(f"shape {s.name}: rows must be >= 1")
+        if not self.variants:
+            raise ValueError("variants must name at least one variant")
         unknown = set(self.variants) - set(VARIANTS)
         if unknown:
             raise ValueError(f"unknown variant(s) {sorted(unknown)} (known: {', '.join(VARIANTS)})")

@@ -51,6 +51,10 @@ class T2Config(ExperimentConfig):
         check_row_length(self.k)
         if not self.shapes or not self.tokens_per_expert:
             raise ValueError("shapes and tokens_per_expert must not be empty")
+        if self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if not self.variants:
+            raise ValueError("variants must name at least one variant")
         unknown = set(self.variants) - set(VARIANTS)
         if unknown:
             raise ValueError(f"unknown variant(s) {sorted(unknown)} (known: {', '.join(VARIANTS)})")

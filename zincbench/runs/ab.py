@@ -171,7 +171,7 @@ class _GpuGuard:
 
     def __init__(self, monitor, uuid: str | None, require_clean: bool, warn):
         self.monitor, self.require_clean, self.warn = monitor, require_clean, warn
-        if not monitor.available and uuid and "NotFound" in (monitor.error or ""):
+        if uuid and getattr(monitor, "unknown_uuid", False):
             raise InputError(f"--gpu {uuid}: NVML knows no GPU with this UUID")
 
     def before_run(self) -> dict:
