@@ -177,3 +177,23 @@ def test_the_scope_names_device_driver_runtime_nvrtc_and_kernels(monkeypatch):
     assert scope == f"NVIDIA H200|driver 13000|runtime 12080|nvrtc 13.5|kernels {autotune.kernels_hash()}"
     runtime.driverGetVersion = lambda: 13010
     assert autotune.device_scope("NVIDIA H200") != scope
+
+
+def test_a_tie_goes_to_the_tile_declared_first(tmp_path, monkeypatch):
+    # Two tiles the re-measure cannot tell apart: every machine must pick the same one, whichever
+    # happened to measure a hair faster there.
+    monkeypatch.setitem(TRUE_US, "64x16", 139.5)
+    tuning = tuner(tmp_path, FakeTimer())("t2/fused/E128", ["64x16", "64x32", "32x32"], make_run)
+    assert tuning.recheck["runner_up_vs_best"]["verdict"] in ("same", "inconclusive")
+    assert tuning.choice == "64x16"
+
+
+def test_a_pick_that_drifted_is_dropped_from_the_cache(tmp_path):
+    # Tuned during a stall (every candidate ~600x slow on one H200): the timed run departs, the entry goes.
+    cache = autotune.TuneCache(tmp_path / "autotune.json")
+    tuning = autotune.Autotuner(FakeTimer(), "scope", cache=cache)("t2/fused/E256", ["64x32", "128x64"], make_run)
+    assert cache.get(tuning.key) is not None
+    row = {"case": "E256", "variant": "fused_grouped", "summary": {"median_us": tuning.tuned_median_us / 600},
+           "detail": {"autotune": autotune.record(tuning)}}
+    assert autotune.flag_drift(row, cache=cache)
+    assert cache.get(tuning.key) is None

@@ -113,14 +113,20 @@ class TuneCache:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
+    def drop(self, key: str) -> None:
+        self._update(lambda entries: entries.pop(key, None))
+
     def put(self, key: str, entry: dict) -> None:
-        """Merge one entry under an exclusive lock (another process may have added others meanwhile)
+        self._update(lambda entries: entries.__setitem__(key, entry))
+
+    def _update(self, change) -> None:
+        """Change the entries under an exclusive lock (another process may have added others meanwhile)
         and replace the file atomically; a cache that cannot be written only costs a warning."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._locked():
                 entries = self._read()
-                entries[key] = entry
+                change(entries)
                 fd, tmp = tempfile.mkstemp(prefix=".autotune.", suffix=".tmp", dir=self.path.parent)
                 try:
                     with os.fdopen(fd, "w") as fh:
@@ -164,6 +170,7 @@ class Tuning:
     recheck: dict | None = None  # the interleaved re-measure of the best two
     cached: bool = False
     notes: list[str] = field(default_factory=list)
+    key: str = ""  # the cache entry, dropped when the timed median later departs from the tuned one
 
     @property
     def tuned_median_us(self) -> float:
@@ -195,7 +202,7 @@ class Autotuner:
         cached = None if self.retune else self.cache.get(full_key)
         if cached is not None and cached["choice"] in candidates:
             return Tuning(cached["choice"], cached["medians_us"], cached.get("recheck"), cached=True,
-                          notes=list(self.cache.notes))
+                          notes=list(self.cache.notes), key=full_key)
         runs = {}
         for cand in candidates:
             try:
@@ -210,15 +217,17 @@ class Autotuner:
                 scans[cand] += self._times(key, cand, run)
         medians = {c: judge.summarize(v).median for c, v in scans.items()}
         ranked = sorted(medians, key=medians.get)
-        tuning = Tuning(ranked[0], medians)
+        tuning = Tuning(ranked[0], medians, key=full_key)
         if len(ranked) > 1:
-            tuning.choice, tuning.recheck = self._recheck(key, ranked[0], ranked[1], runs)
+            tuning.choice, tuning.recheck = self._recheck(key, ranked[0], ranked[1], runs, list(candidates))
         tuning.notes = list(self.cache.notes)
         self.cache.put(full_key, {"choice": tuning.choice, "medians_us": medians, "recheck": tuning.recheck})
         return tuning
 
-    def _recheck(self, key: str, best: str, runner_up: str, runs: dict) -> tuple[str, dict]:
-        """A B A B ... rounds; the per-round medians are paired, so drift between rounds cancels."""
+    def _recheck(self, key: str, best: str, runner_up: str, runs: dict, declared: list[str]) -> tuple[str, dict]:
+        """A B A B ... rounds; the per-round medians are paired, so drift between rounds cancels.
+        A pair the comparison cannot tell apart goes to the one declared first, so two machines that
+        measure the same tie pick the same tile."""
         pooled = {best: [], runner_up: []}
         per_round = {best: [], runner_up: []}
         for _ in range(RECHECK_ROUNDS):
@@ -227,7 +236,10 @@ class Autotuner:
                 pooled[cand] += times
                 per_round[cand].append(judge.summarize(times).median)
         cmp = judge.compare_paired(per_round[best], per_round[runner_up], higher_is_better=False)
-        choice = runner_up if cmp.ratio < 1.0 else best
+        if cmp.verdict in (judge.Verdict.FASTER, judge.Verdict.SLOWER):
+            choice = runner_up if cmp.ratio < 1.0 else best
+        else:
+            choice = min((best, runner_up), key=declared.index)
         return choice, {"pair": [best, runner_up], "rounds": RECHECK_ROUNDS, "samples_per_round": SAMPLES_PER_ROUND,
                         "medians_us": {c: judge.summarize(v).median for c, v in pooled.items()},
                         "runner_up_vs_best": {"time_ratio": cmp.ratio, "ci": list(cmp.ci), "verdict": cmp.verdict.value,
@@ -239,9 +251,10 @@ def record(tuning: Tuning) -> dict:
     return {**asdict(tuning), "tuned_median_us": tuning.tuned_median_us}
 
 
-def flag_drift(row: dict, threshold: float = DRIFT_WARN) -> str | None:
+def flag_drift(row: dict, threshold: float = DRIFT_WARN, cache: TuneCache | None = None) -> str | None:
     """Warn (stderr, and in the row's ``warnings``) when the timed median of a tuned variant departs
-    from its tuned median by more than ``threshold``: the pick was made under other conditions."""
+    from its tuned median by more than ``threshold``: the pick was made under other conditions (a stall
+    while tuning was seen on an H200), so its cache entry is dropped and the next run tunes again."""
     tuned = ((row.get("detail") or {}).get("autotune") or {}).get("tuned_median_us")
     final = (row.get("summary") or {}).get("median_us")
     if not tuned or not final:
@@ -254,4 +267,7 @@ def flag_drift(row: dict, threshold: float = DRIFT_WARN) -> str | None:
                f"the autotuned {tuned:.1f} µs (beyond {threshold:.0%}); try --retune")
     row.setdefault("warnings", []).append(message)
     warn(message)
+    key = row["detail"]["autotune"].get("key")
+    if cache is not None and key:
+        cache.drop(key)
     return message

@@ -165,7 +165,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
                             m = timer.measure(prepared.run, name=f"{family_name}/{info.name}/{case.key}")
                         row["measurement"] = asdict(m)
                         row["summary"] = _summary_dict(m.gpu_us)
-                        autotune.flag_drift(row)
+                        autotune.flag_drift(row, cache=tuner.cache)
                         med = row["summary"]["median_us"]
                         row["rates"] = rates(prepared.traffic, med)
                         if floor_us is not None:
