@@ -49,7 +49,7 @@ for step in "${@:-env tests}"; do
         t2full) TAIL=60 run t2full 300 $ZB microbench t2 $ENGINE --no-progress --markdown "$LOGS/t2full.md" ;;
         t2down) TAIL=30 run t2down 200 $ZB microbench t2 $ENGINE --experiment experiments/t2_moe_down.yaml --no-progress --markdown "$LOGS/t2down.md" ;;
         gpuall) TAIL=30 ZINCBENCH_RESULTS=$LOGS/gpuall run gpuall 400 bash -c "$ZB microbench t2 $ENGINE --gpu all \
-                --no-progress; $ZB report $LOGS/gpuall/microbench-*.json --markdown $LOGS/gpuall_report.md" ;;
+                --no-progress; $ZB report $LOGS/gpuall/microbench-*.json --markdown > $LOGS/gpuall_report.md" ;;
         example) TAIL=30 run example 200 $ZB microbench t2 $ENGINE --kernels experiments/examples/grouped_matvec.yaml \
                 --candidate grouped_matvec --baseline engine_matvec --variant grouped_matvec --variant engine_matvec \
                 --no-progress --markdown "$LOGS/example.md" ;;
