@@ -227,8 +227,15 @@ def test_no_nvml_is_recorded_as_unavailable(tmp_path, fake):
 def test_unknown_gpu_uuid_is_bad_input(tmp_path, fake):
     monitor = FakeMonitor(available=False)
     monitor.error = "NVMLError_NotFound: Not Found"
+    monitor.unknown_uuid = True  # what Nvml sets when NVML answers NotFound for the UUID
     with pytest.raises(InputError, match="no GPU with this UUID"):
         ab(tmp_path, fake, rounds=2, monitor=monitor, gpu_uuid="GPU-00000000")
+
+
+def test_missing_nvml_is_not_an_unknown_uuid(tmp_path, fake):
+    # "LibraryNotFound" contains "NotFound": the UUID must not be blamed when NVML itself is missing.
+    outcome = ab(tmp_path, fake, rounds=2, monitor=FakeMonitor(available=False), gpu_uuid="GPU-00000000")
+    assert outcome.document.complete
 
 
 def test_interrupted_run_keeps_what_it_measured(tmp_path):
