@@ -126,3 +126,18 @@ def test_a_different_reference_is_never_overwritten_without_force(models, tmp_pa
     replaced, aside = reference_store.save(other, tmp_path, force=True)
     assert replaced == path and aside.name.startswith(path.stem + ".replaced-") and aside.read_bytes() == before
     assert reference_store.load(tmp_path, models["base"], other.prompt, 3).generated_ids == [5, 6, 8]
+
+
+def test_a_gguf_with_a_duplicated_key_is_one_input_error(tmp_path):
+    import struct
+
+    from zincbench.errors import InputError
+    from zincbench.reference_store import gguf_identity
+
+    key = b"general.name"
+    kv = struct.pack("<Q", len(key)) + key + struct.pack("<II", 4, 1)  # a UINT32 value, twice under one key
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + kv + kv
+    path = tmp_path / "dup.gguf"
+    path.write_bytes(header + b"\0" * (-len(header) % 32))
+    with pytest.raises(InputError, match="not a readable GGUF file.*Duplicate general.name"):
+        gguf_identity(path)

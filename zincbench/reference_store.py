@@ -32,7 +32,7 @@ def _header_length(path: Path) -> int:
 
     try:
         return int(GGUFReader(path).data_offset)
-    except (ValueError, OSError, IndexError) as exc:  # gguf raises ValueError for a bad magic/version
+    except (ValueError, OSError, IndexError, KeyError) as exc:  # bad magic/version; KeyError: a duplicated key
         raise InputError(f"{path}: not a readable GGUF file ({exc})") from None
 
 
