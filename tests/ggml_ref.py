@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 QK_K = 256
-C_QUANTIZERS = {"q4_k": ("quantize_row_q4_K_ref", 144), "q6_k": ("quantize_row_q6_K_ref", 210)}
+C_QUANTIZERS = {"q4_k": ("quantize_row_q4_K_ref", 144), "q5_k": ("quantize_row_q5_K_ref", 176),
+                "q6_k": ("quantize_row_q6_K_ref", 210)}
 
 
 @lru_cache(maxsize=1)

@@ -10,14 +10,15 @@ from gguf import GGMLQuantizationType
 
 from ggml_ref import c_quantize, ggml_base, varied_blocks
 from zincbench.errors import InputError
-from zincbench.quant import FORMATS, Q4K, Q6K, check_row_length, get_format, gguf_io, q4k
+from zincbench.quant import FORMATS, Q4K, Q5K, Q6K, check_row_length, get_format, gguf_io, q4k
 
-GGUF_TYPES = {"q4_k": GGMLQuantizationType.Q4_K, "q6_k": GGMLQuantizationType.Q6_K}
+GGUF_TYPES = {"q4_k": GGMLQuantizationType.Q4_K, "q5_k": GGMLQuantizationType.Q5_K, "q6_k": GGMLQuantizationType.Q6_K}
 N_BLOCKS = 10_240
 
 
 def test_registry_describes_the_ggml_types():
     assert (Q4K.ggml_type, Q4K.block_bytes, Q4K.block_weights) == (GGMLQuantizationType.Q4_K, 144, 256)
+    assert (Q5K.ggml_type, Q5K.block_bytes, Q5K.block_weights) == (GGMLQuantizationType.Q5_K, 176, 256)
     assert (Q6K.ggml_type, Q6K.block_bytes, Q6K.block_weights) == (GGMLQuantizationType.Q6_K, 210, 256)
     for fmt in FORMATS.values():
         assert gguf.GGML_QUANT_SIZES[GGUF_TYPES[fmt.name]] == (fmt.block_weights, fmt.block_bytes)
@@ -57,9 +58,9 @@ def test_quantize_keeps_leading_axes(name, rng):
 
 
 # Relative RMS error of dequantize(quantize(x)) on Gaussian data, measured on 20,000 blocks at
-# sigma 1e-3..100: Q4_K 0.0714 overall, worst block 0.088; Q6_K 0.0177 overall (0.0205 at sigma 1e-3,
-# where d becomes an fp16 subnormal), worst block 0.031.
-ROUND_TRIP_BOUNDS = {"q4_k": (0.075, 0.10), "q6_k": (0.019, 0.035)}
+# sigma 1e-3..100: Q4_K 0.0714 overall, worst block 0.088; Q5_K 0.0361-0.0370 overall, worst block
+# 0.045; Q6_K 0.0177 overall (0.0205 at sigma 1e-3, where d becomes an fp16 subnormal), worst block 0.031.
+ROUND_TRIP_BOUNDS = {"q4_k": (0.075, 0.10), "q5_k": (0.038, 0.05), "q6_k": (0.019, 0.035)}
 
 
 @pytest.mark.parametrize("sigma", [0.02, 1.0])
@@ -140,7 +141,8 @@ def test_random_blocks_are_reproducible_and_shaped(name):
         lambda: Q4K.dequantize(np.zeros((2, 145), np.uint8)),
         lambda: Q6K.dequantize(np.zeros((1, 210), np.float32)),
         lambda: Q4K.random_blocks(np.random.default_rng(), 2, 100),
-        lambda: get_format("q5_k"),
+        lambda: get_format("q8_k"),
+        lambda: Q5K.dequantize(np.zeros((1, 177), np.uint8)),
     ],
 )
 def test_bad_input_is_one_input_error(call):

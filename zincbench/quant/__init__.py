@@ -1,4 +1,4 @@
-"""Q4_K / Q6_K super-blocks in NumPy: reference quantize/dequantize, random valid blocks, GGUF reading.
+"""Q4_K / Q5_K / Q6_K super-blocks in NumPy: reference quantize/dequantize, random valid blocks, GGUF reading.
 
 ``FORMATS`` maps a format name to its description and functions, so callers pick a format by name
 (``get_format("q4_k")``) instead of importing a module per format.
@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from zincbench.errors import InputError
-from zincbench.quant import q4k, q6k
+from zincbench.quant import q4k, q5k, q6k
 from zincbench.quant.blocks import QK_K, check_row_length
 
 
@@ -33,8 +33,9 @@ class QuantFormat:
 
 
 Q4K = QuantFormat(q4k.NAME, q4k.GGML_TYPE, q4k.BLOCK_BYTES, QK_K, q4k.dequantize, q4k.quantize, q4k.random_blocks)
+Q5K = QuantFormat(q5k.NAME, q5k.GGML_TYPE, q5k.BLOCK_BYTES, QK_K, q5k.dequantize, q5k.quantize, q5k.random_blocks)
 Q6K = QuantFormat(q6k.NAME, q6k.GGML_TYPE, q6k.BLOCK_BYTES, QK_K, q6k.dequantize, q6k.quantize, q6k.random_blocks)
-FORMATS: dict[str, QuantFormat] = {fmt.name: fmt for fmt in (Q4K, Q6K)}
+FORMATS: dict[str, QuantFormat] = {fmt.name: fmt for fmt in (Q4K, Q5K, Q6K)}
 
 
 def get_format(name: str) -> QuantFormat:
@@ -44,4 +45,4 @@ def get_format(name: str) -> QuantFormat:
     return fmt
 
 
-__all__ = ["FORMATS", "Q4K", "Q6K", "QK_K", "QuantFormat", "check_row_length", "get_format"]
+__all__ = ["FORMATS", "Q4K", "Q5K", "Q6K", "QK_K", "QuantFormat", "check_row_length", "get_format"]

@@ -142,13 +142,17 @@ def six_bit_codes(values: np.ndarray, top: np.ndarray) -> np.ndarray:
     return np.minimum(nearest_int(inverse[:, None] * values).astype(np.uint8), 63)
 
 
-def quantize_blocks(x_blocks: np.ndarray) -> np.ndarray:
-    """quantize_row_q4_K_ref on float32 super-blocks ``(n, 256)`` -> ``(n, 144)`` bytes."""
-    n = len(x_blocks)
+def scaled_levels(x_blocks: np.ndarray, nmax: int, rmin: float, nstep: int):
+    """What quantize_row_q4_K_ref and quantize_row_q5_K_ref share: per 32-weight sub-block, the
+    (scale, min) fit of make_qkx2_quants (levels 0..nmax), 6-bit codes against the block's largest
+    scale and min, fp16 ``d`` / ``dmin``, and the levels re-quantized against the rounded scales.
+
+    Returns (d, dmin, scale codes, min codes, levels block-major ``(n, 256)``).
+    """
     x = element_major(x_blocks, SUB_BLOCK_WEIGHTS)
     av_x = np.sqrt(sequential_sum(x * x) / f32(SUB_BLOCK_WEIGHTS))
     weights = av_x + np.abs(x)
-    scales, mins, levels = make_qkx2_quants(x, weights, nmax=15, rmin=-1.0, rdelta=0.1, nstep=20)
+    scales, mins, levels = make_qkx2_quants(x, weights, nmax=nmax, rmin=rmin, rdelta=0.1, nstep=nstep)
 
     max_scale, max_min = positive_max(scales), positive_max(mins)
     scale_codes, min_codes = six_bit_codes(scales, max_scale), six_bit_codes(mins, max_min)
@@ -158,9 +162,14 @@ def quantize_blocks(x_blocks: np.ndarray) -> np.ndarray:
     # Re-quantize against the rounded scales; a sub-block whose scale rounded to 0 keeps its levels.
     sub_scale = d.astype(f32)[:, None] * scale_codes.astype(f32)
     sub_min = dmin.astype(f32)[:, None] * min_codes.astype(f32)
-    requantized = np.clip(np.rint((x + sub_min) / sub_scale), 0, 15).astype(np.uint8)
-    levels = block_major(np.where(sub_scale != 0, requantized, levels))
+    requantized = np.clip(np.rint((x + sub_min) / sub_scale), 0, nmax).astype(np.uint8)
+    return d, dmin, scale_codes, min_codes, block_major(np.where(sub_scale != 0, requantized, levels))
 
+
+def quantize_blocks(x_blocks: np.ndarray) -> np.ndarray:
+    """quantize_row_q4_K_ref on float32 super-blocks ``(n, 256)`` -> ``(n, 144)`` bytes."""
+    n = len(x_blocks)
+    d, dmin, scale_codes, min_codes, levels = scaled_levels(x_blocks, nmax=15, rmin=-1.0, nstep=20)
     pairs = levels.reshape(n, 4, 2, 32)  # (64-weight chunk, low/high nibble, l)
     qs = (pairs[:, :, 0] | (pairs[:, :, 1] << 4)).reshape(n, 128)
     return np.concatenate([fp16_bytes(d), fp16_bytes(dmin), pack_scale_min(scale_codes, min_codes), qs], axis=1)
