@@ -58,3 +58,20 @@ def test_incremental_writer_marks_an_interrupted_run_incomplete(tmp_path):
     data = records.read(writer.path)
     assert data["complete"] is False and data["results"] == [{"case": "a"}]
     assert "interrupted (SIGINT)" in data["notes"]
+
+
+def test_a_final_write_that_fails_still_says_how_the_run_ended(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from zincbench.errors import EnvironmentProblem
+
+    doc = records.Document(kind="microbench", config={}, environment={})
+    with pytest.raises(EnvironmentProblem, match=r"No space left on device; the run itself finished: NO-GO \(exit 1\)"):
+        with records.IncrementalWriter(doc, directory=tmp_path):
+            doc.verdict = {"decision": "NO-GO", "exit_code": 1}
+
+            def no_space(src, dst):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+            monkeypatch.setattr(records.os, "replace", no_space)  # the disk fills during the run

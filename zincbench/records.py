@@ -271,8 +271,18 @@ class IncrementalWriter:
             self.doc.notes.append(reason)
         try:
             self.flush()
-        except EnvironmentProblem:
-            if exc_type is None:
-                raise
+        except EnvironmentProblem as write_error:
+            if exc_type is None:  # the work is done: the failed write must not hide its outcome
+                raise EnvironmentProblem(f"{write_error}; the run itself finished: {outcome_line(self.doc)}") from None
             # The run's own exception says more than the failed rewrite (often the same full disk).
         return False
+
+
+def outcome_line(doc: Document) -> str:
+    """A finished document's verdict in a few words (for messages that must carry it)."""
+    verdict = doc.verdict or {}
+    words = verdict.get("decision") or verdict.get("overall") or verdict.get("status")
+    code = verdict.get("exit_code")
+    if words is None and code is None:
+        return "no verdict recorded"
+    return " ".join(str(part) for part in (words, f"(exit {code})" if code is not None else None) if part)
