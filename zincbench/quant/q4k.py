@@ -56,14 +56,19 @@ def pack_scale_min(scale: np.ndarray, minimum: np.ndarray) -> np.ndarray:
     return np.concatenate([lo, mid, hi], axis=1)
 
 
+def sub_block_affine(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """d·sc and dmin·m of each 32-weight sub-block ``(n, 8, 1)`` from the header Q4_K and Q5_K share
+    (fp16 d, fp16 dmin, 12 bytes of packed 6-bit codes)."""
+    d, dmin = fp16_at(blocks, 0), fp16_at(blocks, 2)
+    scale, minimum = unpack_scale_min(blocks[:, 4:16])
+    return (d[:, None] * scale.astype(f32))[:, :, None], (dmin[:, None] * minimum.astype(f32))[:, :, None]
+
+
 def dequantize(data: np.ndarray) -> np.ndarray:
     """Q4_K bytes ``(..., nblk*144)`` -> float32 ``(..., nblk*256)``, bit-identical to dequantize_row_q4_K."""
     blocks, grid = byte_blocks(data, BLOCK_BYTES, "Q4_K")
     n = len(blocks)
-    d, dmin = fp16_at(blocks, 0), fp16_at(blocks, 2)
-    scale, minimum = unpack_scale_min(blocks[:, 4:16])
-    sub_scale = (d[:, None] * scale.astype(f32))[:, :, None]
-    sub_min = (dmin[:, None] * minimum.astype(f32))[:, :, None]
+    sub_scale, sub_min = sub_block_affine(blocks)
     nibbles = (blocks[:, 16:].reshape(n, 4, 1, 32) >> np.array([0, 4], dtype=np.uint8)[:, None]) & 0xF
     q = nibbles.reshape(n, SUB_BLOCKS, SUB_BLOCK_WEIGHTS).astype(f32)
     return rows_of((sub_scale * q - sub_min).reshape(n, QK_K), grid)

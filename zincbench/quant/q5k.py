@@ -14,7 +14,6 @@ import numpy as np
 from zincbench.quant.blocks import (
     QK_K,
     byte_blocks,
-    fp16_at,
     fp16_bytes,
     log_uniform_fp16,
     quantize_in_chunks,
@@ -22,7 +21,7 @@ from zincbench.quant.blocks import (
     rows_of,
     weight_blocks,
 )
-from zincbench.quant.q4k import SUB_BLOCK_WEIGHTS, SUB_BLOCKS, pack_scale_min, scaled_levels, unpack_scale_min
+from zincbench.quant.q4k import SUB_BLOCK_WEIGHTS, SUB_BLOCKS, pack_scale_min, scaled_levels, sub_block_affine
 
 NAME = "q5_k"
 GGML_TYPE = 13
@@ -36,10 +35,7 @@ def dequantize(data: np.ndarray) -> np.ndarray:
     """Q5_K bytes ``(..., nblk*176)`` -> float32 ``(..., nblk*256)``, bit-identical to dequantize_row_q5_K."""
     blocks, grid = byte_blocks(data, BLOCK_BYTES, "Q5_K")
     n = len(blocks)
-    d, dmin = fp16_at(blocks, 0), fp16_at(blocks, 2)
-    scale, minimum = unpack_scale_min(blocks[:, 4:16])
-    sub_scale = (d[:, None] * scale.astype(f32))[:, :, None]
-    sub_min = (dmin[:, None] * minimum.astype(f32))[:, :, None]
+    sub_scale, sub_min = sub_block_affine(blocks)
     qh = blocks[:, 16:48].reshape(n, 1, 1, 32)
     low = (blocks[:, 48:].reshape(n, 4, 1, 32) >> np.array([0, 4], dtype=np.uint8)[:, None]) & 0xF
     high = (qh >> CHUNK_BITS[None, :, :, None]) & 1
