@@ -66,7 +66,7 @@ def toy_gates(tmp_path) -> Path:
     (tmp_path / "tiny.gguf").touch()
     (tmp_path / "engine.bin").touch()
     checks = [
-        {"name": "toy-gate", "kind": "microbench", "family": "toy", "quick": True},
+        {"name": "toy-gate", "kind": "microbench", "family": "toy", "quick": True, "ceilings": False},
         {"name": "toy-recorded", "kind": "recorded", "path": "toy.json", "family": "toy"},
         {"name": "toy-ab", "kind": "ab", "engine_kind": "toy-engine", "a": "engine.bin", "b": "engine.bin",
          "model": {"tiny": "tiny.gguf"}, "rounds": 10, "needs_gpu": False},
@@ -97,5 +97,5 @@ def test_the_report_renders_the_toys_documents(toy_gates, tmp_path):
     out = zincbench("report", tmp_path / "toy.json", ab_document, "--markdown", "--ignore-device")
     assert out.returncode == 0, out.stderr
     assert "### microbench toy" in out.stdout
-    assert "| T1024 | scale |" in out.stdout and "| T4096 | copy_then_scale |" in out.stdout
+    assert "| T1024 | scale |" in out.stdout and "| T4096 | scale_swapped |" in out.stdout
     assert "### ab" in out.stdout and "| tiny |" in out.stdout

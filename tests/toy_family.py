@@ -1,4 +1,5 @@
-"""A toy microbench family in one file: y = alpha * x on float32 vectors, two ways.
+"""A toy microbench family in one file: y = alpha * x on float32 vectors, as x * alpha and alpha * x
+(the same kernel: the gate requires "same").
 
 It registers itself exactly as the bundled families do (``FAMILY = register_family(...)``); being
 outside the package, it is named in ``$ZINCBENCH_PLUGINS`` (tests/test_extension_points.py).
@@ -17,7 +18,7 @@ from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, P
 from zincbench.config import load_config
 from zincbench.measure.traffic import Traffic
 
-VARIANTS = {"scale": "baseline", "copy_then_scale": "candidate"}
+VARIANTS = {"scale": "baseline", "scale_swapped": "candidate"}
 
 
 @dataclass(kw_only=True)
@@ -47,19 +48,20 @@ class ToyFamily(FamilyBase):
     def build_inputs(self, cfg, case, rng):
         import cupy as cp
 
-        x = rng.standard_normal(case.params["tokens"]).astype(np.float32)
-        return {"x_host": x, "x": cp.asarray(x), "y": cp.empty_like(cp.asarray(x))}
+        x_host = rng.standard_normal(case.params["tokens"]).astype(np.float32)
+        x = cp.asarray(x_host)
+        return {"x_host": x_host, "x": x, "y": cp.empty_like(x)}
 
     def prepare(self, cfg, case, inputs, variant, tuner) -> Prepared:
         import cupy as cp
 
         x, y = inputs["x"], inputs["y"]
-        if variant == "scale":
-            run = lambda: cp.multiply(x, np.float32(cfg.alpha), out=y)  # noqa: E731
-        else:
-            def run():
-                y[...] = x
-                y *= np.float32(cfg.alpha)
+        alpha = np.float32(cfg.alpha)
+        operands = (x, alpha) if variant == "scale" else (alpha, x)
+
+        def run():
+            cp.multiply(*operands, out=y)
+
         nbytes = 2 * x.nbytes
         return Prepared(run=run, output=y, traffic=Traffic(bytes_min=nbytes, bytes_model=nbytes, flops=x.size))
 
