@@ -7,7 +7,7 @@ from dataclasses import asdict
 import numpy as np
 
 from zincbench import records
-from zincbench.bench import DEFAULT_EXPERIMENTS, load_family
+from zincbench.bench import load_family
 from zincbench.bench.declared import declared_for
 from zincbench.config import experiment_path
 
@@ -15,7 +15,7 @@ from zincbench.config import experiment_path
 def all_variants(family: str) -> list:
     """A family's own variants and those its default experiment declares (the engine pack's)."""
     fam = load_family(family)
-    path = experiment_path(DEFAULT_EXPERIMENTS[family])
+    path = experiment_path(fam.default_experiment)
     cfg = fam.load(path)
     return fam.variants(cfg) + declared_for(family, path, cfg).infos()
 
@@ -26,7 +26,7 @@ def microbench_document(family: str = "t2", *, candidate_factor: float = 0.8, de
     """A microbench document shaped like the runner's: every variant timed, the candidate at
     ``candidate_factor`` x the baseline's time, other variants at 0.9x; ``decision`` is recorded."""
     fam = load_family(family)
-    cfg = fam.load(experiment_path(DEFAULT_EXPERIMENTS[family]))
+    cfg = fam.load(experiment_path(fam.default_experiment))
     rule = fam.gate_rule(cfg)
     rng = np.random.default_rng(seed)
     rows = []

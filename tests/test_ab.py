@@ -313,12 +313,12 @@ def test_an_undecided_scoreboard_runs_enough_rounds_for_its_p90(tmp_path, fake):
 
 
 def test_csv_is_written_before_the_document_says_complete(tmp_path, fake, monkeypatch):
-    from zincbench.show import scoreboard
+    import zincbench.runs.ab
 
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(scoreboard, "write_csv", interrupted)
+    monkeypatch.setattr(zincbench.runs.ab, "write_scoreboard_csv", interrupted)
     with pytest.raises(KeyboardInterrupt):
         ab(tmp_path, fake, env_b={}, rounds=2)
     (saved,) = [json.loads(p.read_text()) for p in (tmp_path / "results").glob("ab-*.json")]
@@ -375,8 +375,8 @@ def test_zinc_dbg_engine_gets_token_ids(tmp_path, fake):
 
 
 def test_two_llama_bench_builds(tmp_path, fake):
-    arms = [Arm("A", make_engine("llama-bench", bin=fake, n_prompt=64), {}),
-            Arm("B", make_engine("llama-bench", bin=fake, n_prompt=64), {"FAKE_SPEED": "0.9"})]
+    arms = [Arm("A", make_engine("llama-bench", bin=fake, prompt_tokens=64), {}),
+            Arm("B", make_engine("llama-bench", bin=fake, prompt_tokens=64), {"FAKE_SPEED": "0.9"})]
     out = run_ab([tiny_model(tmp_path)], arms, ABSettings(rounds=2, n_gen=16), results_dir=tmp_path,
                  monitor=FakeMonitor(), progress=False)
     model = out.models[0]

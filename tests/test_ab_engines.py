@@ -68,7 +68,7 @@ def test_adapters_need_a_binary():
 
 
 def test_llama_bench_adapter_one_repetition_per_round(tmp_path):
-    engine = make_engine("llama-bench", bin=write_launcher(tmp_path), n_prompt=96)
+    engine = make_engine("llama-bench", bin=write_launcher(tmp_path), prompt_tokens=96)
     result = engine.throughput(tmp_path / "m.gguf", "ignored", 24, env={"FAKE_PREFILL_TPS": "5000",
                                                                        "FAKE_DECODE_TPS": "250"})
     assert (result.prefill_tokens, result.prefill_tps) == (96, 5000.0)

@@ -369,10 +369,10 @@ def _progress(enabled: bool):
 
 def _gate_rule(settings: MicrobenchAASettings):
     """The family's gate rule, after checking that the case and variant exist (no GPU needed)."""
-    from zincbench.bench import DEFAULT_EXPERIMENTS, load_family
+    from zincbench.bench import load_family
 
     family = load_family(settings.family)
-    path = experiment_path(settings.experiment or DEFAULT_EXPERIMENTS[settings.family])
+    path = experiment_path(settings.experiment or family.default_experiment)
     cfg = family.load(path)
     cases = [c.key for c in family.cases(cfg)]
     if settings.case not in cases:

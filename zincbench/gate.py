@@ -34,10 +34,17 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Literal
 
 from zincbench import records
+from zincbench.bench import family_names
 from zincbench.config import EXPERIMENTS_DIR, build, experiment_path, load_yaml
+from zincbench.engines import GENERATE, THROUGHPUT, engine_kinds
 from zincbench.errors import ConfigError, ExitCode, InputError, ZincbenchError, worst
 
 DEFAULT_GATES = EXPERIMENTS_DIR / "gates.yaml"
+
+# The registries' names as the schema's choices (a family or adapter added in one file is a valid key here).
+FamilyName = Literal[tuple(family_names())]
+ValidateEngineKind = Literal[tuple(engine_kinds(GENERATE))]
+ABEngineKind = Literal[tuple(engine_kinds(THROUGHPUT))]
 
 
 class Status(str, enum.Enum):
@@ -144,9 +151,9 @@ def bundled_or_path(name: str, base: Path) -> Path:
 
 
 def _experiment(name: str | None, family: str, base: Path) -> Path:
-    from zincbench.bench import DEFAULT_EXPERIMENTS
+    from zincbench.bench import default_experiment
 
-    return bundled_or_path(name or DEFAULT_EXPERIMENTS[family], base)
+    return bundled_or_path(name or default_experiment(family), base)
 
 
 def _load_experiment(family_name: str, experiment: str | None, base: Path):
@@ -307,7 +314,7 @@ class MicrobenchCheck:
 
     kind: ClassVar[str] = "microbench"
     name: str
-    family: Literal["t2", "t1"] = "t2"
+    family: FamilyName = "t2"
     experiment: str | None = None  # bundled name or path (default: the family's experiment)
     case: str | None = None  # only cases whose key contains this
     variants: list[str] = field(default_factory=list)
@@ -346,7 +353,7 @@ class ValidateCheck:
 
     kind: ClassVar[str] = "validate"
     name: str
-    engine_kind: Literal["zinc-dbg", "llama-cpp", "generic"] = "zinc-dbg"
+    engine_kind: ValidateEngineKind = "zinc-dbg"
     engine_bin: str | None = None
     engine_config: str | None = None
     catalog: str | None = None
@@ -389,11 +396,10 @@ class ValidateCheck:
             require_nvidia_driver()
         catalog, chosen = _catalog_models(self.catalog, self.models, ctx.base)
         chosen = present_models(chosen)
-        options = {"settings": self._llama()} if self.engine_kind == "llama-cpp" else {}
         engine = make_engine(self.engine_kind,
-                             bin=str(existing(self.engine_bin, ctx.base, "engine binary")) if self.engine_bin else None,
-                             config=str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None,
-                             **options)
+                             str(existing(self.engine_bin, ctx.base, "engine binary")) if self.engine_bin else None,
+                             str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None,
+                             llama=self._llama())
         refs = resolve(self.references_dir, ctx.base) if self.references_dir else None
         report = validate_models(chosen, engine, self._options(refs), config={"catalog": str(catalog.path)},
                                  results_dir=ctx.results_dir, progress=False)
@@ -409,7 +415,7 @@ class ABCheck:
     name: str
     a: str
     b: str | None = None
-    engine_kind: Literal["zinc-main", "zinc-dbg", "llama-bench", "generic"] = "zinc-main"
+    engine_kind: ABEngineKind = "zinc-main"
     engine_config: str | None = None
     catalog: str | None = None
     models: list[str] = field(default_factory=list)  # catalog names or aliases
@@ -465,14 +471,12 @@ class ABCheck:
         if self.needs_gpu:
             require_nvidia_driver()
         models = present_models(self._models(ctx.base))
-        options = {"config": str(existing(self.engine_config, ctx.base, "engine config"))} if self.engine_config else {}
-        if self.engine_kind == "llama-bench":
-            options["n_prompt"] = self.prompt_tokens
-        arms = [Arm("A", make_engine(self.engine_kind, bin=str(existing(self.a, ctx.base, "binary A")), **options),
-                    dict(self.env_a))]
+        config = str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None
+        arms = [Arm("A", make_engine(self.engine_kind, str(existing(self.a, ctx.base, "binary A")), config,
+                                     prompt_tokens=self.prompt_tokens), dict(self.env_a))]
         if self.b:
-            arms.append(Arm("B", make_engine(self.engine_kind, bin=str(existing(self.b, ctx.base, "binary B")), **options),
-                            dict(self.env_b)))
+            arms.append(Arm("B", make_engine(self.engine_kind, str(existing(self.b, ctx.base, "binary B")), config,
+                                             prompt_tokens=self.prompt_tokens), dict(self.env_b)))
         rows = llamabench.load(existing(self.llama_bench, ctx.base, "llama-bench file")) if self.llama_bench else None
         outcome = run_ab(models, arms, self._settings(), llama_rows=rows, results_dir=ctx.results_dir,
                          console=Console(stderr=True), progress=False)
@@ -494,7 +498,7 @@ class RecordedCheck:
     name: str
     path: str
     expect: Literal["PASS", "FAIL", "INCONCLUSIVE"] = "PASS"
-    family: Literal["t2", "t1"] | None = None  # only microbench documents of this family among the matches
+    family: FamilyName | None = None  # only microbench documents of this family among the matches
     experiment: str | None = None  # microbench documents: the rule's experiment (default: the family's)
 
     def __post_init__(self):

@@ -114,7 +114,9 @@ class TimerSettings:
 
 
 class Family(Protocol):
-    name: str
+    name: str  # the registry key: `zincbench microbench NAME`, a gate check's `family:`
+    default_experiment: str  # experiments/ name (or path) used without --experiment
+    summary: str  # what it measures, for --help
 
     def load(self, path, gguf: str | None = None, layer: int | None = None) -> Any: ...  # the experiment config
     def cases(self, config) -> list[Case]: ...

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from zincbench import judge, records
-from zincbench.bench import DEFAULT_EXPERIMENTS, autotune, load_family
+from zincbench.bench import autotune, load_family
 from zincbench.bench.base import CheckResult, NotApplicable
 from zincbench.bench.declared import declared_for
 from zincbench.config import experiment_path
@@ -85,7 +85,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     from zincbench.measure.timer import GpuTimer
 
     family = load_family(family_name)
-    path = experiment_path(experiment or DEFAULT_EXPERIMENTS[family_name])
+    path = experiment_path(experiment or family.default_experiment)
     config = family.load(path, gguf=gguf, layer=layer)
     cases = [c for c in family.cases(config) if not case_filter or case_filter in c.key]
     if engine_src is not None and not Path(engine_src).is_dir():

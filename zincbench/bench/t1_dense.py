@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from zincbench.bench import autotune
+from zincbench.bench import autotune, register_family
 from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, NotApplicable, Prepared, VariantInfo
 from zincbench.config import load_config
 from zincbench.measure.traffic import Traffic
@@ -80,6 +80,8 @@ class T1Inputs:
 
 class T1Family(FamilyBase):
     name = "t1"
+    default_experiment = "t1_dense_gemm"
+    summary = "dense fused-dequant GEMM"
     _weights_cache: dict = {}
 
     def load(self, path, gguf: str | None = None, layer: int | None = None) -> T1Config:
@@ -193,4 +195,4 @@ class T1Family(FamilyBase):
         return float(np.linalg.norm(got - ref) / np.linalg.norm(ref)), written
 
 
-FAMILY = T1Family()
+FAMILY = register_family(T1Family())

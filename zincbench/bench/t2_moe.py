@@ -15,7 +15,7 @@ from typing import Literal, Optional
 
 import numpy as np
 
-from zincbench.bench import autotune
+from zincbench.bench import autotune, register_family
 from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, Prepared, VariantInfo
 from zincbench.config import load_config
 from zincbench.quant import check_row_length, get_format
@@ -108,6 +108,8 @@ def route(rng: np.random.Generator, t: int, e: int, top_k: int, kind: str, zipf_
 
 class T2Family(FamilyBase):
     name = "t2"
+    default_experiment = "t2_moe_expert"
+    summary = "MoE routed-expert projection"
     _weights_cache: dict = {}
 
     def load(self, path, gguf: str | None = None, layer: int | None = None) -> T2Config:
@@ -278,4 +280,4 @@ def _capacity_check(op):
     return check
 
 
-FAMILY = T2Family()
+FAMILY = register_family(T2Family())

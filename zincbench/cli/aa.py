@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from zincbench.cli._common import SECONDS, checked_output_file, echo_json, json_option, parse_env_pairs, results_dir_option
+from zincbench.bench import family_names
 from zincbench.cli.ab import ENGINE_KINDS, _models
 from zincbench.runs.ab import ORDERS
 
@@ -53,7 +54,7 @@ pairs (1-2, 3-4, ...), the comparisons that share no process.
 @click.option("--processes", type=int, default=None, help="Separate microbench processes (at least 2).")
 @click.option("--case", default=None, help="Case key, e.g. E256-M512-K2048-Ne16.")
 @click.option("--variant", default=None, help="Variant to time, e.g. fused_grouped.")
-@click.option("--family", type=click.Choice(["t2", "t1"]), default=None, help="Microbench family.")
+@click.option("--family", type=click.Choice(family_names()), default=None, help="Microbench family.")
 @click.option("--experiment", "-e", default=None, help="The family's experiment YAML (default: its bundled one).")
 @click.option("--quick/--no-quick", default=None, help="Shorter timing budget per process (wider intervals).")
 @click.option("--seed", type=int, default=None, help="Same inputs in every process (default: fresh per process).")
@@ -126,10 +127,7 @@ def ab(bin_a, engine_kind, engine_config, catalog_path, model_names, model_pairs
         raise click.UsageError("--env-b and --expect go together (a planted change and the verdict it should get)")
     check_gpu_request(gpu_uuid, require_clean=False)
     models = _models(catalog_path, model_names, model_pairs)
-    options = {"config": engine_config} if engine_config else {}
-    if engine_kind == "llama-bench":
-        options["n_prompt"] = config.ab.prompt_tokens
-    engine = make_engine(engine_kind, bin=bin_a, **options)
+    engine = make_engine(engine_kind, bin_a, engine_config, prompt_tokens=config.ab.prompt_tokens)
     outcome = run_ab_aa(models, engine, config, env=parse_env_pairs(env_pairs, "--env"), gpu_uuid=gpu_uuid,
                         planted=parse_env_pairs(planted_pairs, "--env-b"), expect=expect, results_dir=results_dir,
                         progress=not (no_progress or as_json))

@@ -8,9 +8,10 @@ from pathlib import Path
 import click
 
 from zincbench.cli._common import SECONDS, checked_output_file, echo_json, json_option, parse_env_pairs, results_dir_option
+from zincbench.engines import THROUGHPUT, engine_kinds
 from zincbench.runs.ab import ORDERS
 
-ENGINE_KINDS = ("zinc-main", "zinc-dbg", "llama-bench", "generic")
+ENGINE_KINDS = engine_kinds(THROUGHPUT)  # the adapters that measure tokens/s
 
 
 def _models(catalog_path, names, model_pairs):
@@ -109,12 +110,11 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
     settings.check()
     check_gpu_request(gpu_uuid, require_clean_gpu)
     models = _models(catalog_path, model_names, model_pairs)
-    options = {"config": engine_config} if engine_config else {}
-    if engine_kind == "llama-bench":
-        options["n_prompt"] = prompt_tokens
-    arms = [Arm("A", make_engine(engine_kind, bin=bin_a, **options), parse_env_pairs(env_a, "--env-a"))]
+    arms = [Arm("A", make_engine(engine_kind, bin_a, engine_config, prompt_tokens=prompt_tokens),
+                parse_env_pairs(env_a, "--env-a"))]
     if bin_b:
-        arms.append(Arm("B", make_engine(engine_kind, bin=bin_b, **options), parse_env_pairs(env_b, "--env-b")))
+        arms.append(Arm("B", make_engine(engine_kind, bin_b, engine_config, prompt_tokens=prompt_tokens),
+                        parse_env_pairs(env_b, "--env-b")))
     llama_rows = llamabench.load(llama_bench_file) if llama_bench_file else None
 
     outcome = run_ab(models, arms, settings, llama_rows=llama_rows, llama_bench_bin=llama_bench_bin,

@@ -1,4 +1,4 @@
-"""`zincbench microbench [t2|t1]`: the go/no-go kernel gates."""
+"""`zincbench microbench [FAMILY]`: the go/no-go kernel gates (FAMILY: any registered family)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,21 @@ import sys
 
 import click
 
+from zincbench.bench import family_names, load_family
 from zincbench.cli._common import checked_output_file, echo_json, json_option, results_dir_option
+
+FAMILIES = [load_family(name) for name in family_names()]
 
 
 @click.command(help="Run a microbench gate over the bundled CUDA kernels: correctness against a float64 NumPy "
                     "reference first, then cold-L2 timing with confidence intervals, a traffic/roofline model and a "
-                    "GO / NO-GO verdict. FAMILY is t2 (MoE routed experts, the default) or t1 (dense GEMM). "
-                    "Exit code: 0 GO, 1 NO-GO, 3 inconclusive, 2 bad input, 4 no GPU/CuPy.")
-@click.argument("family", type=click.Choice(["t2", "t1"]), default="t2", required=False)
-@click.option("--experiment", "-e", default=None, help="Experiment YAML (default: experiments/t2_moe_expert.yaml or "
-                                                          "experiments/t1_dense_gemm.yaml).")
+                    "GO / NO-GO verdict. FAMILY (default t2) is one of: "
+                    + "; ".join(f"{f.name} ({f.summary})" for f in FAMILIES)
+                    + ". Exit code: 0 GO, 1 NO-GO, 3 inconclusive, 2 bad input, 4 no GPU/CuPy.")
+@click.argument("family", type=click.Choice([f.name for f in FAMILIES]), default="t2", required=False)
+@click.option("--experiment", "-e", default=None,
+              help="Experiment YAML (default: the family's own: "
+                   + ", ".join(f"{f.name}: {f.default_experiment}" for f in FAMILIES) + ").")
 @click.option("--case", "case_filter", default=None, help="Only cases whose key contains this text (e.g. Ne16).")
 @click.option("--gguf", type=click.Path(dir_okay=False), default=None,
               help="Take shapes and weights from this GGUF (t2: an expert tensor; t1: the layer's Q4_K/Q6_K projections).")

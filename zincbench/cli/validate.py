@@ -6,7 +6,9 @@ import click
 
 from zincbench.cli._common import SECONDS, checked_output_file, echo_json, json_option, parse_env_pairs, results_dir_option
 
-ENGINE_KINDS = ("zinc-dbg", "llama-cpp", "generic")
+from zincbench.engines import GENERATE, engine_kinds
+
+ENGINE_KINDS = engine_kinds(GENERATE)  # the adapters that produce token ids
 
 
 def _options(*decorators):
@@ -104,10 +106,7 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
     env = parse_env_pairs(env_pairs)
     catalog_obj, chosen = _select(catalog, models, gguf)
     settings = LlamaSettings(n_gpu_layers=gpu_layers, n_batch=n_batch)
-    engine_options = {"bin": engine_bin, "config": engine_config}
-    if engine_kind == "llama-cpp":
-        engine_options["settings"] = settings
-    engine = make_engine(engine_kind, **engine_options)
+    engine = make_engine(engine_kind, engine_bin, engine_config, llama=settings)
     options = ValidateOptions(mode=mode, min_match=min_match, near_tie=near_tie, reference=reference,
                               references_dir=Path(references_dir) if references_dir else None, full_hash=full_hash,
                               allow_missing=allow_missing, timeout_s=timeout, env=env, llama=settings)

@@ -1,6 +1,7 @@
 """The small protocol every engine adapter implements (their child processes run through engines.process).
 
-Capabilities (each optional; an adapter raises ``NotSupported`` for what it cannot do):
+Capabilities (each optional; an adapter lists those it has in ``capabilities`` and raises
+``NotSupported`` for the others):
 - ``generate``: greedy token ids for a prompt (validate);
 - ``teacher_forced``: argmax agreement when fed a reference continuation (validate);
 - ``throughput``: prefill and decode tokens/s for a prompt (ab).
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ENGINE_KINDS: dict[str, type["Engine"]] = {}
+GENERATE, TEACHER_FORCED, THROUGHPUT = "generate", "teacher_forced", "throughput"
 
 
 def register(kind: str):
@@ -78,6 +80,14 @@ class Engine:
     """Base class of adapters. ``kind`` is set by ``@register``."""
 
     kind: str = "abstract"
+    capabilities: frozenset[str] = frozenset()  # of GENERATE, TEACHER_FORCED, THROUGHPUT
+
+    @classmethod
+    def for_run(cls, bin=None, config=None, *, prompt_tokens: int = 512, llama=None) -> "Engine":
+        """The adapter for a run: ``bin`` and ``config`` as the command line or gates file gave them, and
+        the run's settings, of which an adapter that needs one takes it here (llama-bench its prompt
+        length, llama-cpp its ``LlamaSettings``); most need none."""
+        return cls(bin=bin, config=config)
 
     def describe(self) -> dict:
         """Identity for results documents (binary path, md5, version...)."""

@@ -44,7 +44,8 @@ except ImportError:  # pragma: no cover - python 3.10
 
 from zincbench.config import build, load_yaml
 from zincbench.engines.base import (
-    Engine, EngineFailure, GenerationResult, NotSupported, TeacherForcedResult, ThroughputResult, file_md5, register,
+    GENERATE, TEACHER_FORCED, THROUGHPUT, Engine, EngineFailure, GenerationResult, NotSupported, TeacherForcedResult,
+    ThroughputResult, file_md5, register,
 )
 from zincbench.engines.process import checked, run_process
 from zincbench.errors import EnvironmentProblem, InputError
@@ -227,6 +228,8 @@ def load_engine_spec(path) -> EngineSpec:
 @register("generic")
 class GenericEngine(Engine):
     """Runs the commands of an ``EngineSpec``; ``config`` is its YAML file (or a spec object)."""
+
+    capabilities = frozenset({GENERATE, TEACHER_FORCED, THROUGHPUT})  # those its YAML declares
 
     def __init__(self, config: str | Path | EngineSpec | None = None, bin: str | None = None):
         if config is None:

@@ -2,7 +2,7 @@
 
 One throughput measurement is one ``llama-bench -r 1 -o jsonl -p T -n N`` invocation: a pp T row
 (prefill t/s) and a tg N row (decode t/s). llama-bench feeds random token ids, never text, so the
-prompt length T is a constructor argument (``zincbench ab`` passes ``--prompt-tokens``); the
+prompt length T is a constructor argument (``for_run`` takes the run's ``--prompt-tokens``); the
 prompt text handed to ``throughput`` is ignored.
 """
 
@@ -10,13 +10,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zincbench.engines.base import Engine, EngineFailure, ThroughputResult, file_md5, register
+from zincbench.engines.base import THROUGHPUT, Engine, EngineFailure, ThroughputResult, file_md5, register
 from zincbench.errors import InputError
 from zincbench.llamabench import run_llama_bench
 
 
 @register("llama-bench")
 class LlamaBenchEngine(Engine):
+    capabilities = frozenset({THROUGHPUT})
+
+    @classmethod
+    def for_run(cls, bin=None, config=None, *, prompt_tokens: int = 512, llama=None) -> "LlamaBenchEngine":
+        return cls(bin=bin, config=config, n_prompt=prompt_tokens)  # it feeds random ids: T is its argument
+
     def __init__(self, bin: str | Path | None = None, config=None, n_prompt: int = 512, n_gpu_layers: int = 99,
                  extra_args: tuple[str, ...] = ()):
         if not bin:

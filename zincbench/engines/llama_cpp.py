@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zincbench.engines.base import register
+from zincbench.engines.base import GENERATE, TEACHER_FORCED, register
 from zincbench.engines.generic import EngineSpec, GenerateSpec, GenericEngine, TeacherForcedSpec, ids_csv
 from zincbench.engines.process import run_process, signal_name
 from zincbench.engines.zinc_dbg import GEN_IDS_RE, PROMPT_IDS_RE, TF_MATCH_RE
@@ -160,6 +160,12 @@ def decode_reference(gguf: str | Path, prompt: str, n_gen: int, settings: LlamaS
 @register("llama-cpp")
 class LlamaCppEngine(GenericEngine):
     """llama.cpp as the engine under test; ``bin`` is an optional libllama folder (another build)."""
+
+    capabilities = frozenset({GENERATE, TEACHER_FORCED})
+
+    @classmethod
+    def for_run(cls, bin=None, config=None, *, prompt_tokens: int = 512, llama=None) -> "LlamaCppEngine":
+        return cls(bin=bin, config=config, **({"settings": llama} if llama is not None else {}))
 
     def __init__(self, bin: str | None = None, config=None, settings: LlamaSettings = LlamaSettings()):
         if config is not None:

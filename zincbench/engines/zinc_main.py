@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from zincbench.engines.base import Engine, EngineFailure, ThroughputResult, file_md5, register
+from zincbench.engines.base import THROUGHPUT, Engine, EngineFailure, ThroughputResult, file_md5, register
 from zincbench.engines.process import checked, run_process
 from zincbench.errors import InputError
 
@@ -43,6 +43,8 @@ def parse_throughput(output: str) -> ThroughputResult:
 
 @register("zinc-main")
 class ZincMain(Engine):
+    capabilities = frozenset({THROUGHPUT})
+
     def __init__(self, bin: str | Path | None = None, config=None, extra_args: tuple[str, ...] = ()):
         if not bin:
             raise InputError("the zinc-main engine needs the zinc binary (e.g. zig-out/bin/zinc)")

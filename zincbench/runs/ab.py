@@ -460,11 +460,38 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
             writer.flush()
         csv_path = None
         if write_csv:  # before the document says complete: an interrupt here leaves complete: false
-            from zincbench.show import scoreboard
-
             csv_path = writer.path.with_suffix(".csv")
-            scoreboard.write_csv(to_jsonable(summaries), names, csv_path)
+            write_scoreboard_csv(to_jsonable(summaries), names, csv_path)
     return ABOutcome(doc, writer.path, csv_path, to_jsonable(summaries), overall, code)
+
+
+def scoreboard_frame(models: Sequence[dict], arms: Sequence[str]):
+    """The scoreboard as numbers, not text: one row per model (the CSV beside the results document)."""
+    import pandas as pd
+
+    records = []
+    for s in models:
+        rec = {"model": s["model"], "shape": s.get("shape"), "verdict": s["verdict"],
+               "prefill_tokens": s.get("prefill_tokens"), "rounds": s.get("rounds"),
+               "failed_runs": s.get("failed_runs", len(s["errors"]))}
+        for arm in arms:
+            for key in ("prefill_p90", "prefill_median", "decode_p90", "decode_median", "n"):
+                rec[f"{arm}_{key}"] = s["arms"][arm][key]
+        for metric in ("prefill", "decode"):
+            cmp = s.get(metric) or {}
+            ci = cmp.get("ci") or [None, None]
+            rec.update({f"{metric}_ratio": cmp.get("ratio"), f"{metric}_ci_low": ci[0], f"{metric}_ci_high": ci[1],
+                        f"{metric}_confidence": cmp.get("confidence"), f"{metric}_verdict": cmp.get("verdict")})
+        llama = s.get("llama") or {}
+        pp, tg = llama.get("pp") or {}, llama.get("tg") or {}
+        rec.update(llama_pp_test=pp.get("test"), llama_pp_ts=pp.get("avg_ts"), llama_tg_test=tg.get("test"),
+                   llama_tg_ts=tg.get("avg_ts"), gap=s.get("gap"))
+        records.append(rec)
+    return pd.DataFrame.from_records(records)
+
+
+def write_scoreboard_csv(models: Sequence[dict], arms: Sequence[str], path: Path) -> None:
+    scoreboard_frame(models, arms).to_csv(path, index=False)
 
 
 def _progress_bar(console, enabled: bool):

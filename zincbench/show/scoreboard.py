@@ -1,4 +1,4 @@
-"""The A/B scoreboard: one row per model, as a rich table, markdown (PR comments) or CSV.
+"""The A/B scoreboard: one row per model, as a rich table or markdown (PR comments).
 
 Input is the list of model summaries an A/B records (``verdict.models`` of an ``ab`` results
 document), so a saved run can be shown again without re-measuring. Columns:
@@ -13,7 +13,6 @@ against llama-bench.
 from __future__ import annotations
 
 import math
-import os
 from typing import Sequence
 
 TEXT_COLUMNS = ("model", "verdict", "shape")
@@ -111,32 +110,3 @@ def to_markdown(models: Sequence[dict], arms: Sequence[str], title: str | None =
     for row in rows:
         lines.append("| " + " | ".join(v.replace("|", "\\|") for v in row.values()) + " |")
     return "\n".join(lines) + "\n"
-
-
-def to_frame(models: Sequence[dict], arms: Sequence[str]):
-    """Numbers, not text: one row per model for CSV and pandas."""
-    import pandas as pd
-
-    records = []
-    for s in models:
-        rec = {"model": s["model"], "shape": s.get("shape"), "verdict": s["verdict"],
-               "prefill_tokens": s.get("prefill_tokens"), "rounds": s.get("rounds"),
-               "failed_runs": s.get("failed_runs", len(s["errors"]))}
-        for arm in arms:
-            for key in ("prefill_p90", "prefill_median", "decode_p90", "decode_median", "n"):
-                rec[f"{arm}_{key}"] = s["arms"][arm][key]
-        for metric in ("prefill", "decode"):
-            cmp = s.get(metric) or {}
-            ci = cmp.get("ci") or [None, None]
-            rec.update({f"{metric}_ratio": cmp.get("ratio"), f"{metric}_ci_low": ci[0], f"{metric}_ci_high": ci[1],
-                        f"{metric}_confidence": cmp.get("confidence"), f"{metric}_verdict": cmp.get("verdict")})
-        llama = s.get("llama") or {}
-        pp, tg = llama.get("pp") or {}, llama.get("tg") or {}
-        rec.update(llama_pp_test=pp.get("test"), llama_pp_ts=pp.get("avg_ts"), llama_tg_test=tg.get("test"),
-                   llama_tg_ts=tg.get("avg_ts"), gap=s.get("gap"))
-        records.append(rec)
-    return pd.DataFrame.from_records(records)
-
-
-def write_csv(models: Sequence[dict], arms: Sequence[str], path: str | os.PathLike) -> None:
-    to_frame(models, arms).to_csv(path, index=False)

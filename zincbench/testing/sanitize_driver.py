@@ -154,11 +154,12 @@ def run_moe_cublas(cupy, rng) -> None:
 
 def gate_tiles(family: str) -> list:
     """The fused kernel's tile shapes that a gate tunes over: ``fused_tiles`` of its experiment YAML."""
-    from zincbench.bench import DEFAULT_EXPERIMENTS, load_family
+    from zincbench.bench import load_family
     from zincbench.config import experiment_path
     from zincbench.ops.fused import MmaTile
 
-    config = load_family(family).load(experiment_path(DEFAULT_EXPERIMENTS[family]))
+    fam = load_family(family)
+    config = fam.load(experiment_path(fam.default_experiment))
     return [MmaTile.parse(tile) for tile in config.fused_tiles]
 
 
