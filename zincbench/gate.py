@@ -28,7 +28,6 @@ import glob
 import os
 import string
 import time
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Literal
@@ -190,28 +189,27 @@ def rejudge_document(doc: dict, where: str, *, experiment: str | None = None, ba
     ``details`` carries ``recorded`` and ``rejudged`` conclusions, ``drift`` (a sentence) when they
     differ under an unchanged rule, and ``incomplete`` for an interrupted run (INCONCLUSIVE).
     """
-    judges = {"microbench": _rejudge_microbench, "validate": _rejudge_validate, "ab": _rejudge_ab,
-              "reference": _rejudge_reference}
+    from zincbench import reference_store
+    from zincbench.runs import ab, validate
+
+    # Each kind is re-judged by the module that produces it; microbench needs today's experiment rule.
+    rejudges: dict[str, Callable[[dict, str], records.Rejudged]] = {
+        "microbench": lambda doc, where: _rejudge_microbench(doc, where, experiment, base),
+        "validate": validate.rejudge, "ab": ab.rejudge, "reference": reference_store.rejudge}
     kind = doc.get("kind")
-    if kind not in judges:
-        raise InputError(f"{where}: cannot re-judge a {kind!r} document (only {', '.join(judges)})")
+    if kind not in rejudges:
+        raise InputError(f"{where}: cannot re-judge a {kind!r} document (only {', '.join(rejudges)})")
     if not doc.get("complete", True):
         notes = "; ".join(doc.get("notes") or []) or "no reason recorded"
         return Judged(Status.INCONCLUSIVE, f"incomplete {kind} run ({notes})", details={"incomplete": True})
     try:
-        return judges[kind](doc, where, experiment, base)
+        rejudged = rejudges[kind](doc, where)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a document edited or from another schema
         raise InputError(f"{where}: not a valid {kind} document ({type(exc).__name__}: {exc})") from None
+    return Judged(STATUS_OF_CODE[rejudged.exit_code], rejudged.reason, details=rejudged.details)
 
 
-def _drift(what: str, recorded, rejudged) -> dict:
-    details = {"recorded": recorded, "rejudged": rejudged}
-    if recorded is not None and recorded != rejudged:
-        details["drift"] = f"judge drift: recorded {what} {recorded}, re-judged {rejudged} from the same data"
-    return details
-
-
-def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Path) -> Judged:
+def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Path) -> records.Rejudged:
     from zincbench.bench.base import Case
     from zincbench.bench.runner import compare_case, decide_gate
 
@@ -238,64 +236,14 @@ def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Pat
     cases = [Case(key, next(iter(variants.values()))["params"]) for key, variants in by_case.items()]
     decision, cells = decide_gate(family, cfg, cases, rows, rule)
     same_rule = recorded.get("rule") == records.to_jsonable(rule)
-    details = _drift("decision", recorded.get("decision") if same_rule else None, decision.value)
+    details = records.drift_details("decision", recorded.get("decision") if same_rule else None, decision.value)
     details.update(cells=cells, rule=records.to_jsonable(rule), experiment=str(path))
     reason = _microbench_reason(decision.value, {"rule": details["rule"], "cells": cells})
     if unmeasured and same_rule:
         reason += f" (by its recorded rule: this run did not measure {', '.join(unmeasured)})"
     if not same_rule and recorded.get("decision"):
         reason += f" (recorded {recorded['decision']} under another rule)"
-    return Judged(STATUS_OF_CODE[decision.exit_code], reason, details=details)
-
-
-def _rejudge_validate(doc: dict, where: str, *_) -> Judged:
-    from zincbench.runs.validate import ModelOutcome, ValidateReport
-    from zincbench.runs.validate import Status as ModelStatus
-
-    outcomes = [ModelOutcome(**{**row, "status": ModelStatus(row["status"])}) for row in doc["results"]]
-    report = ValidateReport(outcomes, mode=doc["config"]["mode"], allow_missing=bool(doc["config"].get("allow_missing")))
-    details = _drift("exit code", (doc.get("verdict") or {}).get("exit_code"), int(report.exit_code))
-    details["statuses"] = {o.model: o.status.value for o in outcomes}
-    return Judged(STATUS_OF_CODE[report.exit_code], report.summary, details=details)
-
-
-def _rejudge_ab(doc: dict, where: str, *_) -> Judged:
-    from zincbench.runs.ab import VERDICT_EXIT, summarize_recorded
-
-    config = doc["config"]
-    arms = list(config["arms"])
-    recorded_models = {m["model"]: m for m in (doc.get("verdict") or {}).get("models", [])}
-    by_model = collections.defaultdict(list)
-    for record in doc["results"]:
-        by_model[record["model"]].append(record)
-    summaries = []
-    for name in config["models"]:
-        if by_model[name]:
-            known = recorded_models.get(name, {})
-            model = types.SimpleNamespace(name=name, shape=known.get("shape"), gguf=known.get("gguf", ""))
-            summaries.append(summarize_recorded(model, by_model[name], arms, config["settings"]))
-    if not summaries:
-        return Judged(Status.INCONCLUSIVE, "no runs recorded", details={})
-    code = worst(VERDICT_EXIT[s["verdict"]] for s in summaries)
-    details = _drift("exit code", (doc.get("verdict") or {}).get("exit_code"), int(code))
-    details["verdicts"] = {s["model"]: s["verdict"] for s in summaries}
-    return Judged(STATUS_OF_CODE[code], ", ".join(f"{k}: {v}" for k, v in details["verdicts"].items()), details=details)
-
-
-def _rejudge_reference(doc: dict, where: str, *_) -> Judged:
-    from zincbench.reference_store import Reference
-
-    ref = Reference.from_document(doc, where)
-    problems = []
-    if len(ref.generated_ids) != ref.n_gen:
-        problems.append(f"{len(ref.generated_ids)} generated tokens recorded for n_gen {ref.n_gen}")
-    inverted = [i for i in range(len(ref.top2)) if ref.margin(i) < 0]
-    if inverted:
-        problems.append(f"top-1 logit below top-2 at positions {inverted}")
-    if problems:
-        return Judged(Status.FAIL, "; ".join(problems))
-    return Judged(Status.PASS, f"reference for {Path(ref.gguf).name}: {ref.n_gen} tokens, min margin "
-                               f"{min((ref.margin(i) for i in range(len(ref.top2))), default=float('nan')):.3f}")
+    return records.Rejudged(decision.exit_code, reason, details)
 
 
 # --- check kinds ---------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import dataclasses
 import platform
 import random
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -38,7 +39,7 @@ from zincbench.engines.process import signals_as_interrupts
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, worst
 from zincbench.judge import Verdict, compare_paired
 from zincbench.llamabench import LlamaBenchRow, run_llama_bench
-from zincbench.records import Document, IncrementalWriter, to_jsonable
+from zincbench.records import Document, IncrementalWriter, Rejudged, drift_details, to_jsonable
 from zincbench.runs.sequential import METRICS, SequentialDesign
 
 # A neutral sentence (no code, no numbers, no chat markers) repeated to the wanted length, as
@@ -330,6 +331,28 @@ def summarize_recorded(model, records: list[dict], arms: Sequence[str], settings
     rounds = len({r["round"] for r in records if not r["warmup"]})
     return summarize_model(model, records, arms, recorded.threshold, recorded.design().confidence_at(rounds),
                            recorded.max_failure_rate)
+
+
+def rejudge(doc: dict, where: str) -> Rejudged:
+    """A recorded A/B document judged again, model by model, from its rounds."""
+    config = doc["config"]
+    arms = list(config["arms"])
+    recorded_models = {m["model"]: m for m in (doc.get("verdict") or {}).get("models", [])}
+    by_model = collections.defaultdict(list)
+    for record in doc["results"]:
+        by_model[record["model"]].append(record)
+    summaries = []
+    for name in config["models"]:
+        if by_model[name]:
+            known = recorded_models.get(name, {})
+            model = types.SimpleNamespace(name=name, shape=known.get("shape"), gguf=known.get("gguf", ""))
+            summaries.append(summarize_recorded(model, by_model[name], arms, config["settings"]))
+    if not summaries:
+        return Rejudged(ExitCode.INCONCLUSIVE, "no runs recorded")
+    code = worst(VERDICT_EXIT[s["verdict"]] for s in summaries)
+    details = drift_details("exit code", (doc.get("verdict") or {}).get("exit_code"), int(code))
+    details["verdicts"] = {s["model"]: s["verdict"] for s in summaries}
+    return Rejudged(code, ", ".join(f"{k}: {v}" for k, v in details["verdicts"].items()), details)
 
 
 # --- llama-bench baseline ----------------------------------------------------------------------------

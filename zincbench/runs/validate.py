@@ -314,3 +314,12 @@ def _environment() -> dict:
     from zincbench.gpu.device import environment_report
 
     return {**environment_report(include_tools=False), "llama_cpp_python": llama_cpp_version()}
+
+
+def rejudge(doc: dict, where: str) -> records.Rejudged:
+    """A recorded validate document judged again from its per-model outcomes."""
+    outcomes = [ModelOutcome(**{**row, "status": Status(row["status"])}) for row in doc["results"]]
+    report = ValidateReport(outcomes, mode=doc["config"]["mode"], allow_missing=bool(doc["config"].get("allow_missing")))
+    details = records.drift_details("exit code", (doc.get("verdict") or {}).get("exit_code"), int(report.exit_code))
+    details["statuses"] = {o.model: o.status.value for o in outcomes}
+    return records.Rejudged(report.exit_code, report.summary, details)
