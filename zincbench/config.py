@@ -128,7 +128,8 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
         val_t = args[1] if len(args) == 2 else Any
         return {str(k): coerce(v, val_t, f"{where}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
-        return build(tp, value, where)
+        from_config = getattr(tp, "from_config", None)  # a section whose keys depend on a value in it
+        return from_config(value, where) if from_config else build(tp, value, where)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
