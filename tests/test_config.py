@@ -7,7 +7,7 @@ from typing import Literal, Optional
 
 import pytest
 
-from zincbench.config import build, load_yaml
+from zincbench.config import FLAT, build, load_yaml
 from zincbench.errors import ConfigError, InputError
 from zincbench.measure.stopping import make_rule
 
@@ -42,6 +42,39 @@ def test_build_converts_and_checks():
 def test_build_names_the_offending_key(data, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         build(Outer, data, "f.yaml")
+
+
+@dataclass
+class Limits:
+    ratio: float = 1.0
+    name: str = "inner"
+
+    def __post_init__(self):
+        if self.ratio <= 0:
+            raise ValueError(f"ratio must be positive, got {self.ratio}")
+
+
+@dataclass
+class Holder:
+    name: str
+    limits: Limits = field(default_factory=lambda: Limits(ratio=2.0), metadata=FLAT)
+
+
+def test_a_flat_field_takes_its_keys_beside_its_owners():
+    assert build(Holder, {"name": "x"}, "f.yaml").limits == Limits(ratio=2.0)  # the field's default, not the class's
+    assert build(Holder, {"name": "x", "ratio": 3}, "f.yaml").limits == Limits(ratio=3.0)
+    # `name` is the owner's own key: the flat field's `name` keeps its default
+    assert build(Holder, {"name": "x"}, "f.yaml").limits.name == "inner"
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"name": "x", "ratio": 0}, "f.yaml: ratio must be positive"),
+    ({"name": "x", "ratio": "fast"}, "f.yaml.ratio: expected a number"),
+    ({"name": "x", "limits": {"ratio": 1}}, "f.yaml: unknown key 'limits'"),
+])
+def test_a_flat_fields_keys_are_checked_by_name(data, message):
+    with pytest.raises(ConfigError, match=message):
+        build(Holder, data, "f.yaml")
 
 
 def test_load_yaml_errors_are_one_line(tmp_path):

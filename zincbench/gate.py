@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import enum
 import glob
 import os
@@ -33,8 +34,11 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Literal
 
 from zincbench import records
-from zincbench.config import EXPERIMENTS_DIR, build, experiment_path, load_yaml
+from zincbench.config import EXPERIMENTS_DIR, FLAT, build, experiment_path, load_yaml
+from zincbench.engines.llama_cpp import LlamaSettings
 from zincbench.errors import ConfigError, ExitCode, InputError, ZincbenchError, worst
+from zincbench.runs.ab import ABSettings
+from zincbench.runs.validate import ValidateOptions
 
 DEFAULT_GATES = EXPERIMENTS_DIR / "gates.yaml"
 
@@ -299,35 +303,23 @@ class ValidateCheck:
     engine_config: str | None = None
     catalog: str | None = None
     models: list[str] = field(default_factory=list)
-    mode: Literal["exact", "tolerant"] = "tolerant"
-    min_match: int | None = None
-    reference: Literal["live", "recorded"] = "recorded"
-    references_dir: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    timeout_s: float = 600.0
-    gpu_layers: int = 0  # llama.cpp, for live references and the llama-cpp engine (0 = CPU, bit-stable)
-    n_batch: int = 512
+    references_dir: str | None = None  # a ${VAR} template, resolved when the check runs
+    # The run's own settings, under their own keys: mode, min_match, near_tie, reference, full_hash,
+    # allow_missing, timeout_s, env (ValidateOptions); n_gpu_layers, n_batch, n_ctx, n_threads
+    # (LlamaSettings: llama.cpp for live references and the llama-cpp engine; 0 GPU layers = CPU, bit-stable).
+    options: ValidateOptions = field(default_factory=ValidateOptions, metadata=FLAT)
+    llama: LlamaSettings = field(default_factory=LlamaSettings, metadata=FLAT)
     needs_gpu: bool = True  # false for CPU engines (llama-cpp with 0 GPU layers)
 
     def __post_init__(self):
         for text in (self.engine_bin, self.engine_config, self.references_dir):
             check_template(text)
 
-    def _llama(self):
-        from zincbench.engines.llama_cpp import LlamaSettings
-
-        return LlamaSettings(n_gpu_layers=self.gpu_layers, n_batch=self.n_batch)
-
-    def _options(self, references_dir: Path | None):
-        from zincbench.runs.validate import ValidateOptions
-
-        return ValidateOptions(mode=self.mode, min_match=self.min_match, reference=self.reference,
-                               references_dir=references_dir, timeout_s=self.timeout_s, env=dict(self.env),
-                               llama=self._llama())
+    def _options(self, references_dir: Path | None) -> ValidateOptions:
+        return dataclasses.replace(self.options, references_dir=references_dir, llama=self.llama)
 
     def check_inputs(self, base: Path) -> None:
         _catalog_models(self.catalog, self.models, base)
-        self._options(None)
 
     def run(self, ctx: Context) -> Judged:
         from zincbench.engines import make_engine
@@ -337,7 +329,7 @@ class ValidateCheck:
             require_nvidia_driver()
         catalog, chosen = _catalog_models(self.catalog, self.models, ctx.base)
         chosen = present_models(chosen)
-        options = {"settings": self._llama()} if self.engine_kind == "llama-cpp" else {}
+        options = {"settings": self.llama} if self.engine_kind == "llama-cpp" else {}
         engine = make_engine(self.engine_kind,
                              bin=str(existing(self.engine_bin, ctx.base, "engine binary")) if self.engine_bin else None,
                              config=str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None,
@@ -364,13 +356,10 @@ class ABCheck:
     model: dict[str, str] = field(default_factory=dict)  # NAME: PATH, no catalog row needed
     env_a: dict[str, str] = field(default_factory=dict)
     env_b: dict[str, str] = field(default_factory=dict)
-    rounds: int = 6
-    order: Literal["abba", "ab", "random"] = "abba"
-    threshold: float = 0.02
-    prompt_tokens: int = 512
-    n_gen: int = 160
-    timeout_s: float = 600.0
-    require_clean_gpu: bool = False
+    # The A/B's own settings under their own keys (runs.ab.ABSettings: rounds, order, threshold,
+    # prompt_tokens, n_gen, timeout_s, require_clean_gpu, min_rounds, ...); a gate runs 6 fixed rounds
+    # unless it says otherwise.
+    settings: ABSettings = field(default_factory=lambda: ABSettings(rounds=6), metadata=FLAT)
     llama_bench: str | None = None  # a recorded llama-bench output to show beside the builds
     needs_gpu: bool = True
 
@@ -379,15 +368,6 @@ class ABCheck:
             check_template(text)
         if not self.models and not self.model:
             raise ValueError("give models (catalog names) or model (NAME: PATH)")
-
-    def _settings(self):
-        from zincbench.runs.ab import ABSettings
-
-        settings = ABSettings(rounds=self.rounds, order=self.order, prompt_tokens=self.prompt_tokens, n_gen=self.n_gen,
-                              threshold=self.threshold, timeout_s=self.timeout_s,
-                              require_clean_gpu=self.require_clean_gpu)
-        settings.check()
-        return settings
 
     def _models(self, base: Path) -> list:
         catalog, chosen = _catalog_models(self.catalog, self.models, base) if self.models else (None, [])
@@ -399,7 +379,6 @@ class ABCheck:
         return chosen
 
     def check_inputs(self, base: Path) -> None:
-        self._settings()
         if self.models:
             _catalog_models(self.catalog, self.models, base)
 
@@ -415,14 +394,14 @@ class ABCheck:
         models = present_models(self._models(ctx.base))
         options = {"config": str(existing(self.engine_config, ctx.base, "engine config"))} if self.engine_config else {}
         if self.engine_kind == "llama-bench":
-            options["n_prompt"] = self.prompt_tokens
+            options["n_prompt"] = self.settings.prompt_tokens
         arms = [Arm("A", make_engine(self.engine_kind, bin=str(existing(self.a, ctx.base, "binary A")), **options),
                     dict(self.env_a))]
         if self.b:
             arms.append(Arm("B", make_engine(self.engine_kind, bin=str(existing(self.b, ctx.base, "binary B")), **options),
                             dict(self.env_b)))
         rows = llamabench.load(existing(self.llama_bench, ctx.base, "llama-bench file")) if self.llama_bench else None
-        outcome = run_ab(models, arms, self._settings(), llama_rows=rows, results_dir=ctx.results_dir,
+        outcome = run_ab(models, arms, self.settings, llama_rows=rows, results_dir=ctx.results_dir,
                          console=Console(stderr=True), progress=False)
         per_model = ", ".join(f"{m['model']}: {m['verdict']}" for m in outcome.models)
         return Judged(STATUS_OF_CODE[outcome.exit_code], f"{outcome.overall} ({per_model})", str(outcome.path),

@@ -98,6 +98,7 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
 
     from zincbench.engines import make_engine
     from zincbench.engines.llama_cpp import LlamaSettings
+    from zincbench.errors import InputError
     from zincbench.records import to_jsonable
     from zincbench.runs.validate import ValidateOptions, validate_models
 
@@ -108,9 +109,13 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
     if engine_kind == "llama-cpp":
         engine_options["settings"] = settings
     engine = make_engine(engine_kind, **engine_options)
-    options = ValidateOptions(mode=mode, min_match=min_match, near_tie=near_tie, reference=reference,
-                              references_dir=Path(references_dir) if references_dir else None, full_hash=full_hash,
-                              allow_missing=allow_missing, timeout_s=timeout, env=env, llama=settings)
+    try:
+        options = ValidateOptions(mode=mode, min_match=min_match, near_tie=near_tie, reference=reference,
+                                  references_dir=Path(references_dir) if references_dir else None,
+                                  full_hash=full_hash, allow_missing=allow_missing, timeout_s=timeout, env=env,
+                                  llama=settings)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     report = validate_models(chosen, engine, options, config={"catalog": str(catalog_obj.path)},
                              results_dir=results_dir)
     if as_json:
