@@ -9,7 +9,9 @@ import pytest
 
 from zincbench.config import FLAT, build, load_yaml
 from zincbench.errors import ConfigError, InputError
-from zincbench.measure.stopping import make_rule
+from zincbench.measure.stopping import rule_class
+from zincbench.measure.stopping.count import FixedCountRule
+from zincbench.measure.stopping.noise import MedianNoiseRule
 
 
 @dataclass
@@ -87,7 +89,7 @@ def test_load_yaml_errors_are_one_line(tmp_path):
 
 
 def test_noise_rule_stops_on_precision_or_timeout():
-    rule = make_rule("noise", max_noise=0.01, min_samples=20, min_time_s=0.0, max_time_s=5.0, check_every=1)
+    rule = MedianNoiseRule(max_noise=0.01, min_samples=20, min_time_s=0.0, max_time_s=5.0, check_every=1)
     steady = [100.0 + 0.01 * (i % 7) for i in range(40)]
     assert not rule.check(steady[:10], 0.1).stop  # too few samples
     decision = rule.check(steady, 0.2)
@@ -98,6 +100,8 @@ def test_noise_rule_stops_on_precision_or_timeout():
 
 
 def test_count_rule_and_unknown_rule():
-    assert make_rule("count", samples=3).check([1.0, 2.0, 3.0], 0.0).stop
-    with pytest.raises(ConfigError, match="unknown stopping rule"):
-        make_rule("entropy")
+    assert FixedCountRule(samples=3).check([1.0, 2.0, 3.0], 0.0).stop
+    assert not FixedCountRule(samples=3).check([1.0, 2.0], 0.0).stop
+    assert rule_class("count") is FixedCountRule
+    with pytest.raises(ValueError, match="unknown rule 'entropy'"):
+        rule_class("entropy")

@@ -10,8 +10,6 @@ import pkgutil
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, Sequence
 
-from zincbench.errors import ConfigError
-
 
 @dataclass
 class StopDecision:
@@ -50,12 +48,3 @@ def rule_class(name: str) -> type:
     if name not in rule_names():
         raise ValueError(f"unknown rule {name!r} (known: {', '.join(rule_names())})")
     return _RULES[name]
-
-
-def make_rule(name: str, **params) -> StoppingRule:
-    if name not in rule_names():
-        raise ConfigError(f"unknown stopping rule {name!r} (known: {', '.join(rule_names())})")
-    try:
-        return _RULES[name](**params)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"stopping rule {name!r}: {exc}") from None
