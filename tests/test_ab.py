@@ -359,7 +359,7 @@ def test_missing_model_file_is_bad_input(tmp_path, fake):
     ({"max_failure_rate": 1}, "--max-failure-rate"),
 ])
 def test_bad_settings(tmp_path, fake, settings, message):
-    with pytest.raises(InputError, match=message):
+    with pytest.raises(ValueError, match=message):
         ab(tmp_path, fake, **settings)
 
 

@@ -524,6 +524,7 @@ def test_the_bundled_yaml_files_have_no_duplicate_keys():
     ("confidence: 0.99 ", "confidence: 5 ", "confidence must be strictly between 0 and 1"),
     ("stopping: noise", "stopping: bogus", "stopping: unknown rule 'bogus'"),
     ("max_noise: 0.005", "max_noise: .nan", "max_noise must be strictly between 0 and 1"),
+    ("max_noise: 0.005", "samples: 50", "timer: unknown key 'samples'"),
 ])
 def test_rule_values_out_of_range(tmp_path, old, new, message):
     path = experiment(tmp_path, "t2_moe_expert.yaml", old, new)

@@ -7,9 +7,11 @@ from typing import Literal, Optional
 
 import pytest
 
-from zincbench.config import build, load_yaml
+from zincbench.config import FLAT, build, load_yaml
 from zincbench.errors import ConfigError, InputError
-from zincbench.measure.stopping import make_rule
+from zincbench.measure.stopping import rule_class
+from zincbench.measure.stopping.count import FixedCountRule
+from zincbench.measure.stopping.noise import MedianNoiseRule
 
 
 @dataclass
@@ -44,6 +46,39 @@ def test_build_names_the_offending_key(data, message):
         build(Outer, data, "f.yaml")
 
 
+@dataclass
+class Limits:
+    ratio: float = 1.0
+    name: str = "inner"
+
+    def __post_init__(self):
+        if self.ratio <= 0:
+            raise ValueError(f"ratio must be positive, got {self.ratio}")
+
+
+@dataclass
+class Holder:
+    name: str
+    limits: Limits = field(default_factory=lambda: Limits(ratio=2.0), metadata=FLAT)
+
+
+def test_a_flat_field_takes_its_keys_beside_its_owners():
+    assert build(Holder, {"name": "x"}, "f.yaml").limits == Limits(ratio=2.0)  # the field's default, not the class's
+    assert build(Holder, {"name": "x", "ratio": 3}, "f.yaml").limits == Limits(ratio=3.0)
+    # `name` is the owner's own key: the flat field's `name` keeps its default
+    assert build(Holder, {"name": "x"}, "f.yaml").limits.name == "inner"
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"name": "x", "ratio": 0}, "f.yaml: ratio must be positive"),
+    ({"name": "x", "ratio": "fast"}, "f.yaml.ratio: expected a number"),
+    ({"name": "x", "limits": {"ratio": 1}}, "f.yaml: unknown key 'limits'"),
+])
+def test_a_flat_fields_keys_are_checked_by_name(data, message):
+    with pytest.raises(ConfigError, match=message):
+        build(Holder, data, "f.yaml")
+
+
 def test_load_yaml_errors_are_one_line(tmp_path):
     with pytest.raises(InputError, match="file not found"):
         load_yaml(tmp_path / "none.yaml")
@@ -54,7 +89,7 @@ def test_load_yaml_errors_are_one_line(tmp_path):
 
 
 def test_noise_rule_stops_on_precision_or_timeout():
-    rule = make_rule("noise", max_noise=0.01, min_samples=20, min_time_s=0.0, max_time_s=5.0, check_every=1)
+    rule = MedianNoiseRule(max_noise=0.01, min_samples=20, min_time_s=0.0, max_time_s=5.0, check_every=1)
     steady = [100.0 + 0.01 * (i % 7) for i in range(40)]
     assert not rule.check(steady[:10], 0.1).stop  # too few samples
     decision = rule.check(steady, 0.2)
@@ -65,6 +100,8 @@ def test_noise_rule_stops_on_precision_or_timeout():
 
 
 def test_count_rule_and_unknown_rule():
-    assert make_rule("count", samples=3).check([1.0, 2.0, 3.0], 0.0).stop
-    with pytest.raises(ConfigError, match="unknown stopping rule"):
-        make_rule("entropy")
+    assert FixedCountRule(samples=3).check([1.0, 2.0, 3.0], 0.0).stop
+    assert not FixedCountRule(samples=3).check([1.0, 2.0], 0.0).stop
+    assert rule_class("count") is FixedCountRule
+    with pytest.raises(ValueError, match="unknown rule 'entropy'"):
+        rule_class("entropy")

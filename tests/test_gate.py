@@ -134,11 +134,33 @@ def test_unjudgeable_kind_is_bad_input():
     ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "rounds": 1}, "--rounds must be at least 2"),
     ({"name": "x", "kind": "parse", "parser": "llama-bench", "path": "${BROKEN"}, "bad ${VAR} placeholder"),
     ({"name": "x", "kind": "parse", "parser": "llama-bench", "path": "a", "colour": 1}, "unknown key 'colour'"),
+    # ab and validate checks hold their run's settings, under the settings' own keys and checks
+    ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "alpha": 2.0}, "--alpha is a probability"),
+    ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "settings": {}}, "unknown key 'settings'"),
+    ({"name": "x", "kind": "validate", "near_tie": -1.0}, "--near-tie must be a non-negative"),
+    ({"name": "x", "kind": "validate", "n_batch": "big"}, "checks[0].n_batch: expected an integer"),
+    ({"name": "x", "kind": "validate", "gpu_layers": 1}, "unknown key 'gpu_layers'"),
 ])
 def test_bad_check_is_rejected_at_load_time(tmp_path, entry, message):
     with pytest.raises(InputError, match=None) as exc:
         load_gates(write_gates(tmp_path, [entry]))
     assert message in str(exc.value) and "checks[0]" in str(exc.value)
+
+
+def test_ab_and_validate_checks_hold_their_run_settings(tmp_path):
+    from zincbench.engines.llama_cpp import LlamaSettings
+    from zincbench.runs.ab import ABSettings
+
+    ab, fixed, validate = load_gates(write_gates(tmp_path, [
+        {"name": "ab", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "threshold": 0.05, "min_rounds": 4,
+         "rounds": None},
+        {"name": "fixed", "kind": "ab", "a": "bin", "models": ["qwen35-9b"]},
+        {"name": "v", "kind": "validate", "mode": "exact", "n_gpu_layers": -1, "references_dir": "${REFS}"}])).checks
+    assert ab.settings == ABSettings(threshold=0.05, min_rounds=4)  # adaptive, as `zincbench ab` without --rounds
+    assert fixed.settings == ABSettings(rounds=6)  # a gate's A/B runs 6 fixed rounds unless told otherwise
+    assert validate.llama == LlamaSettings(n_gpu_layers=-1) and validate.options.mode == "exact"
+    options = validate._options(tmp_path)
+    assert options.references_dir == tmp_path and options.llama == validate.llama
 
 
 def test_duplicate_names_and_empty_files_are_rejected(tmp_path):

@@ -6,11 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from zincbench import records
 from zincbench.bench import load_family
 from zincbench.bench.runner import compare_case, decide_gate
 from zincbench.config import experiment_path
 from zincbench.errors import ConfigError, InputError
+from zincbench.measure.stopping.count import QUICK_SAMPLES, FixedCountRule
+from zincbench.measure.stopping.noise import QUICK_MAX_TIME_S, QUICK_MIN_SAMPLES, MedianNoiseRule
 from zincbench.ops.fused import MmaTile
 
 
@@ -30,6 +35,12 @@ def test_bundled_experiments_load():
     ({"tokens_per_expert": [0]}, "tokens_per_expert must be >= 1"),
     ({"variants": ["matvec", "magic"]}, "unknown variant"),
     ({"gate": {"candidate": "x", "baseline": "y", "when": {"min_tokens": 5}}}, "gate.when: unknown key"),
+    # the timer's keys are the chosen stopping rule's own fields
+    ({"timer": {"stopping": "noise", "samples": 50}}, r"timer: unknown key 'samples' \(allowed with stopping: noise"),
+    ({"timer": {"stopping": "count", "max_noise": 0.01}}, "timer: unknown key 'max_noise'"),
+    ({"timer": {"stopping": "count", "samples": 0}}, "timer: samples must be at least 1"),
+    ({"timer": {"stopping": "noise", "min_time_s": 2.0, "max_time_s": 1.0}}, "timer: need 0 <= min_time_s <= max_time_s"),
+    ({"timer": {"stopping": "count", "warmup": -1}}, "timer: warmup must be at least 0"),
 ])
 def test_bad_t2_experiments_are_config_errors(tmp_path, edit, message):
     data = yaml.safe_load(experiment_path("t2_moe_expert").read_text())
@@ -130,3 +141,38 @@ def test_a_measurement_cut_short_is_not_judged(rng):
     compare_case({cfg.gate.baseline: base, cfg.gate.candidate: cand}, cfg.gate)
     assert cand["vs_baseline"]["verdict"] == "inconclusive"
     assert f"{cfg.gate.baseline} n=2" in cand["vs_baseline"]["note"]
+
+
+def _t2_with_timer(tmp_path, timer: dict):
+    data = yaml.safe_load(experiment_path("t2_moe_expert").read_text())
+    data["timer"] = timer
+    path = tmp_path / "t2.yaml"
+    path.write_text(yaml.safe_dump(data))
+    t2 = load_family("t2")
+    return t2.timer_config(t2.load(path))
+
+
+def test_the_count_rule_takes_its_sample_number_from_yaml_and_quick_shortens_it(tmp_path):
+    timer = _t2_with_timer(tmp_path, {"mode": "hot", "stopping": "count", "samples": 40})
+    assert timer.mode == "hot" and timer.stopping == FixedCountRule(40)
+    assert timer.quick().stopping == FixedCountRule(QUICK_SAMPLES) and timer.quick().mode == "hot"
+    assert _t2_with_timer(tmp_path, {"stopping": "count", "samples": 3}).quick().stopping == FixedCountRule(3)
+
+
+def test_the_recorded_timer_settings_load_back_as_yaml(tmp_path):
+    """A results document records the timer in its YAML form: fed back, it is the same timer."""
+    for timer in ({"stopping": "count", "samples": 7}, {"stopping": "noise", "max_noise": 0.01, "max_time_s": 3.0}):
+        loaded = _t2_with_timer(tmp_path, timer)
+        assert _t2_with_timer(tmp_path, records.to_jsonable(loaded)) == loaded
+
+
+@settings(derandomize=True, max_examples=200, deadline=None)
+@given(max_noise=st.floats(1e-4, 0.5), min_samples=st.integers(1, 100), extra_samples=st.integers(0, 1000),
+       min_time_s=st.floats(0.0, 5.0), extra_time_s=st.floats(0.0, 5.0))
+def test_quick_never_lengthens_the_noise_rule(max_noise, min_samples, extra_samples, min_time_s, extra_time_s):
+    rule = MedianNoiseRule(max_noise=max_noise, min_samples=min_samples, max_samples=min_samples + extra_samples,
+                           min_time_s=min_time_s, max_time_s=min_time_s + extra_time_s)
+    quick = rule.quick()  # a valid rule: __post_init__ ran again
+    assert quick.max_time_s <= min(rule.max_time_s, QUICK_MAX_TIME_S)
+    assert quick.min_samples <= min(rule.min_samples, QUICK_MIN_SAMPLES)
+    assert quick.min_time_s <= quick.max_time_s and quick.max_noise == rule.max_noise

@@ -128,7 +128,8 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
         val_t = args[1] if len(args) == 2 else Any
         return {str(k): coerce(v, val_t, f"{where}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
-        return build(tp, value, where)
+        from_config = getattr(tp, "from_config", None)  # a section whose keys depend on a value in it
+        return from_config(value, where) if from_config else build(tp, value, where)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
@@ -155,18 +156,42 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
+# Field metadata: this dataclass-typed field's own keys sit beside its owner's in the YAML (a gate
+# check holds the run settings it stands for, under the keys the run's settings have). A key the owner
+# declares itself stays the owner's. Keys not given keep the field's default.
+FLAT = {"flat": True}
+
+
+def _init_fields(cls: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls) if f.init}
+
+
+def _flat(default: Any, data: dict, keys: set[str], where: str) -> Any:
+    hints = typing.get_type_hints(type(default))
+    given = {k: coerce(data[k], hints[k], f"{where}.{k}") for k in keys if k in data}
+    try:
+        return dataclasses.replace(default, **given)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
 def build(cls: type, data: Any, where: str) -> Any:
     """Construct dataclass ``cls`` from a mapping, naming the exact key on any mismatch."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__ if data is not None else 'nothing'}")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(map(str, data)) - set(fields))
+    fields = _init_fields(cls)
+    flat = {name: set(_init_fields(hints[name])) - set(fields) for name, f in fields.items() if f.metadata.get("flat")}
+    allowed = set(fields) - set(flat) | {key for keys in flat.values() for key in keys}
+    unknown = sorted(set(map(str, data)) - allowed)
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(fields))})")
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
     kwargs = {}
     for name, f in fields.items():
-        if name in data:
+        if name in flat:
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            kwargs[name] = _flat(default, data, flat[name], where)
+        elif name in data:
             kwargs[name] = coerce(data[name], hints[name], f"{where}.{name}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(f"{where}: missing required key {name!r}")

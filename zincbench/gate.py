@@ -23,21 +23,24 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import enum
 import glob
 import os
 import string
 import time
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Literal
 
 from zincbench import records
 from zincbench.bench import family_names
-from zincbench.config import EXPERIMENTS_DIR, build, experiment_path, load_yaml
+from zincbench.config import EXPERIMENTS_DIR, FLAT, build, experiment_path, load_yaml
 from zincbench.engines import GENERATE, THROUGHPUT, engine_kinds
+from zincbench.engines.llama_cpp import LlamaSettings
 from zincbench.errors import ConfigError, ExitCode, InputError, ZincbenchError, worst
+from zincbench.runs.ab import ABSettings
+from zincbench.runs.validate import ValidateOptions
 
 DEFAULT_GATES = EXPERIMENTS_DIR / "gates.yaml"
 
@@ -197,28 +200,27 @@ def rejudge_document(doc: dict, where: str, *, experiment: str | None = None, ba
     ``details`` carries ``recorded`` and ``rejudged`` conclusions, ``drift`` (a sentence) when they
     differ under an unchanged rule, and ``incomplete`` for an interrupted run (INCONCLUSIVE).
     """
-    judges = {"microbench": _rejudge_microbench, "validate": _rejudge_validate, "ab": _rejudge_ab,
-              "reference": _rejudge_reference}
+    from zincbench import reference_store
+    from zincbench.runs import ab, validate
+
+    # Each kind is re-judged by the module that produces it; microbench needs today's experiment rule.
+    rejudges: dict[str, Callable[[dict, str], records.Rejudged]] = {
+        "microbench": lambda doc, where: _rejudge_microbench(doc, where, experiment, base),
+        "validate": validate.rejudge, "ab": ab.rejudge, "reference": reference_store.rejudge}
     kind = doc.get("kind")
-    if kind not in judges:
-        raise InputError(f"{where}: cannot re-judge a {kind!r} document (only {', '.join(judges)})")
+    if kind not in rejudges:
+        raise InputError(f"{where}: cannot re-judge a {kind!r} document (only {', '.join(rejudges)})")
     if not doc.get("complete", True):
         notes = "; ".join(doc.get("notes") or []) or "no reason recorded"
         return Judged(Status.INCONCLUSIVE, f"incomplete {kind} run ({notes})", details={"incomplete": True})
     try:
-        return judges[kind](doc, where, experiment, base)
+        rejudged = rejudges[kind](doc, where)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a document edited or from another schema
         raise InputError(f"{where}: not a valid {kind} document ({type(exc).__name__}: {exc})") from None
+    return Judged(STATUS_OF_CODE[rejudged.exit_code], rejudged.reason, details=rejudged.details)
 
 
-def _drift(what: str, recorded, rejudged) -> dict:
-    details = {"recorded": recorded, "rejudged": rejudged}
-    if recorded is not None and recorded != rejudged:
-        details["drift"] = f"judge drift: recorded {what} {recorded}, re-judged {rejudged} from the same data"
-    return details
-
-
-def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Path) -> Judged:
+def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Path) -> records.Rejudged:
     from zincbench.bench.base import Case
     from zincbench.bench.runner import compare_case, decide_gate
 
@@ -245,64 +247,14 @@ def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Pat
     cases = [Case(key, next(iter(variants.values()))["params"]) for key, variants in by_case.items()]
     decision, cells = decide_gate(family, cfg, cases, rows, rule)
     same_rule = recorded.get("rule") == records.to_jsonable(rule)
-    details = _drift("decision", recorded.get("decision") if same_rule else None, decision.value)
+    details = records.drift_details("decision", recorded.get("decision") if same_rule else None, decision.value)
     details.update(cells=cells, rule=records.to_jsonable(rule), experiment=str(path))
     reason = _microbench_reason(decision.value, {"rule": details["rule"], "cells": cells})
     if unmeasured and same_rule:
         reason += f" (by its recorded rule: this run did not measure {', '.join(unmeasured)})"
     if not same_rule and recorded.get("decision"):
         reason += f" (recorded {recorded['decision']} under another rule)"
-    return Judged(STATUS_OF_CODE[decision.exit_code], reason, details=details)
-
-
-def _rejudge_validate(doc: dict, where: str, *_) -> Judged:
-    from zincbench.runs.validate import ModelOutcome, ValidateReport
-    from zincbench.runs.validate import Status as ModelStatus
-
-    outcomes = [ModelOutcome(**{**row, "status": ModelStatus(row["status"])}) for row in doc["results"]]
-    report = ValidateReport(outcomes, mode=doc["config"]["mode"], allow_missing=bool(doc["config"].get("allow_missing")))
-    details = _drift("exit code", (doc.get("verdict") or {}).get("exit_code"), int(report.exit_code))
-    details["statuses"] = {o.model: o.status.value for o in outcomes}
-    return Judged(STATUS_OF_CODE[report.exit_code], report.summary, details=details)
-
-
-def _rejudge_ab(doc: dict, where: str, *_) -> Judged:
-    from zincbench.runs.ab import VERDICT_EXIT, summarize_recorded
-
-    config = doc["config"]
-    arms = list(config["arms"])
-    recorded_models = {m["model"]: m for m in (doc.get("verdict") or {}).get("models", [])}
-    by_model = collections.defaultdict(list)
-    for record in doc["results"]:
-        by_model[record["model"]].append(record)
-    summaries = []
-    for name in config["models"]:
-        if by_model[name]:
-            known = recorded_models.get(name, {})
-            model = types.SimpleNamespace(name=name, shape=known.get("shape"), gguf=known.get("gguf", ""))
-            summaries.append(summarize_recorded(model, by_model[name], arms, config["settings"]))
-    if not summaries:
-        return Judged(Status.INCONCLUSIVE, "no runs recorded", details={})
-    code = worst(VERDICT_EXIT[s["verdict"]] for s in summaries)
-    details = _drift("exit code", (doc.get("verdict") or {}).get("exit_code"), int(code))
-    details["verdicts"] = {s["model"]: s["verdict"] for s in summaries}
-    return Judged(STATUS_OF_CODE[code], ", ".join(f"{k}: {v}" for k, v in details["verdicts"].items()), details=details)
-
-
-def _rejudge_reference(doc: dict, where: str, *_) -> Judged:
-    from zincbench.reference_store import Reference
-
-    ref = Reference.from_document(doc, where)
-    problems = []
-    if len(ref.generated_ids) != ref.n_gen:
-        problems.append(f"{len(ref.generated_ids)} generated tokens recorded for n_gen {ref.n_gen}")
-    inverted = [i for i in range(len(ref.top2)) if ref.margin(i) < 0]
-    if inverted:
-        problems.append(f"top-1 logit below top-2 at positions {inverted}")
-    if problems:
-        return Judged(Status.FAIL, "; ".join(problems))
-    return Judged(Status.PASS, f"reference for {Path(ref.gguf).name}: {ref.n_gen} tokens, min margin "
-                               f"{min((ref.margin(i) for i in range(len(ref.top2))), default=float('nan')):.3f}")
+    return records.Rejudged(decision.exit_code, reason, details)
 
 
 # --- check kinds ---------------------------------------------------------------------------------------
@@ -358,35 +310,23 @@ class ValidateCheck:
     engine_config: str | None = None
     catalog: str | None = None
     models: list[str] = field(default_factory=list)
-    mode: Literal["exact", "tolerant"] = "tolerant"
-    min_match: int | None = None
-    reference: Literal["live", "recorded"] = "recorded"
-    references_dir: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    timeout_s: float = 600.0
-    gpu_layers: int = 0  # llama.cpp, for live references and the llama-cpp engine (0 = CPU, bit-stable)
-    n_batch: int = 512
+    references_dir: str | None = None  # a ${VAR} template, resolved when the check runs
+    # The run's own settings, under their own keys: mode, min_match, near_tie, reference, full_hash,
+    # allow_missing, timeout_s, env (ValidateOptions); n_gpu_layers, n_batch, n_ctx, n_threads
+    # (LlamaSettings: llama.cpp for live references and the llama-cpp engine; 0 GPU layers = CPU, bit-stable).
+    options: ValidateOptions = field(default_factory=ValidateOptions, metadata=FLAT)
+    llama: LlamaSettings = field(default_factory=LlamaSettings, metadata=FLAT)
     needs_gpu: bool = True  # false for CPU engines (llama-cpp with 0 GPU layers)
 
     def __post_init__(self):
         for text in (self.engine_bin, self.engine_config, self.references_dir):
             check_template(text)
 
-    def _llama(self):
-        from zincbench.engines.llama_cpp import LlamaSettings
-
-        return LlamaSettings(n_gpu_layers=self.gpu_layers, n_batch=self.n_batch)
-
-    def _options(self, references_dir: Path | None):
-        from zincbench.runs.validate import ValidateOptions
-
-        return ValidateOptions(mode=self.mode, min_match=self.min_match, reference=self.reference,
-                               references_dir=references_dir, timeout_s=self.timeout_s, env=dict(self.env),
-                               llama=self._llama())
+    def _options(self, references_dir: Path | None) -> ValidateOptions:
+        return dataclasses.replace(self.options, references_dir=references_dir, llama=self.llama)
 
     def check_inputs(self, base: Path) -> None:
         _catalog_models(self.catalog, self.models, base)
-        self._options(None)
 
     def run(self, ctx: Context) -> Judged:
         from zincbench.engines import make_engine
@@ -399,7 +339,7 @@ class ValidateCheck:
         engine = make_engine(self.engine_kind,
                              str(existing(self.engine_bin, ctx.base, "engine binary")) if self.engine_bin else None,
                              str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None,
-                             llama=self._llama())
+                             llama=self.llama)
         refs = resolve(self.references_dir, ctx.base) if self.references_dir else None
         report = validate_models(chosen, engine, self._options(refs), config={"catalog": str(catalog.path)},
                                  results_dir=ctx.results_dir, progress=False)
@@ -422,13 +362,10 @@ class ABCheck:
     model: dict[str, str] = field(default_factory=dict)  # NAME: PATH, no catalog row needed
     env_a: dict[str, str] = field(default_factory=dict)
     env_b: dict[str, str] = field(default_factory=dict)
-    rounds: int = 6
-    order: Literal["abba", "ab", "random"] = "abba"
-    threshold: float = 0.02
-    prompt_tokens: int = 512
-    n_gen: int = 160
-    timeout_s: float = 600.0
-    require_clean_gpu: bool = False
+    # The A/B's own settings under their own keys (runs.ab.ABSettings: rounds, order, threshold,
+    # prompt_tokens, n_gen, timeout_s, require_clean_gpu, min_rounds, ...); a gate runs 6 fixed rounds
+    # unless it says otherwise.
+    settings: ABSettings = field(default_factory=lambda: ABSettings(rounds=6), metadata=FLAT)
     llama_bench: str | None = None  # a recorded llama-bench output to show beside the builds
     needs_gpu: bool = True
 
@@ -437,15 +374,6 @@ class ABCheck:
             check_template(text)
         if not self.models and not self.model:
             raise ValueError("give models (catalog names) or model (NAME: PATH)")
-
-    def _settings(self):
-        from zincbench.runs.ab import ABSettings
-
-        settings = ABSettings(rounds=self.rounds, order=self.order, prompt_tokens=self.prompt_tokens, n_gen=self.n_gen,
-                              threshold=self.threshold, timeout_s=self.timeout_s,
-                              require_clean_gpu=self.require_clean_gpu)
-        settings.check()
-        return settings
 
     def _models(self, base: Path) -> list:
         catalog, chosen = _catalog_models(self.catalog, self.models, base) if self.models else (None, [])
@@ -457,7 +385,6 @@ class ABCheck:
         return chosen
 
     def check_inputs(self, base: Path) -> None:
-        self._settings()
         if self.models:
             _catalog_models(self.catalog, self.models, base)
 
@@ -473,12 +400,12 @@ class ABCheck:
         models = present_models(self._models(ctx.base))
         config = str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None
         arms = [Arm("A", make_engine(self.engine_kind, str(existing(self.a, ctx.base, "binary A")), config,
-                                     prompt_tokens=self.prompt_tokens), dict(self.env_a))]
+                                     prompt_tokens=self.settings.prompt_tokens), dict(self.env_a))]
         if self.b:
             arms.append(Arm("B", make_engine(self.engine_kind, str(existing(self.b, ctx.base, "binary B")), config,
-                                             prompt_tokens=self.prompt_tokens), dict(self.env_b)))
+                                             prompt_tokens=self.settings.prompt_tokens), dict(self.env_b)))
         rows = llamabench.load(existing(self.llama_bench, ctx.base, "llama-bench file")) if self.llama_bench else None
-        outcome = run_ab(models, arms, self._settings(), llama_rows=rows, results_dir=ctx.results_dir,
+        outcome = run_ab(models, arms, self.settings, llama_rows=rows, results_dir=ctx.results_dir,
                          console=Console(stderr=True), progress=False)
         per_model = ", ".join(f"{m['model']}: {m['verdict']}" for m in outcome.models)
         return Judged(STATUS_OF_CODE[outcome.exit_code], f"{outcome.overall} ({per_model})", str(outcome.path),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from zincbench import __version__
-from zincbench.errors import EnvironmentProblem, InputError
+from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.inputs import read_text
 
 SCHEMA_VERSION = 1
@@ -32,6 +32,8 @@ DEFAULT_RESULTS_DIR = "results"
 def to_jsonable(obj: Any) -> Any:
     """Plain JSON types only: dataclasses and enums unpacked, numpy scalars converted, NaN/inf -> null."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_json"):  # a dataclass with its own JSON form (e.g. measure.timer.TimerConfig)
+            return to_jsonable(obj.to_json())
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):
         return to_jsonable(obj.value)
@@ -84,6 +86,25 @@ class Document:
     def default_name(self) -> str:
         stamp = self.timestamp.replace(":", "").replace("-", "").split("+")[0]
         return f"{self.kind}-{stamp}-{self.run_id}.json"
+
+
+@dataclasses.dataclass
+class Rejudged:
+    """A recorded document judged again from its raw data by the module that produces its kind:
+    the exit code it reduces to, one line saying why, and ``details`` (see ``drift_details``)."""
+
+    exit_code: ExitCode
+    reason: str
+    details: dict = dataclasses.field(default_factory=dict)
+
+
+def drift_details(what: str, recorded, rejudged) -> dict:
+    """``recorded`` and ``rejudged`` conclusions, and ``drift`` (a sentence) when the same data now
+    reaches another one: the judge changed behaviour."""
+    details = {"recorded": recorded, "rejudged": rejudged}
+    if recorded is not None and recorded != rejudged:
+        details["drift"] = f"judge drift: recorded {what} {recorded}, re-judged {rejudged} from the same data"
+    return details
 
 
 def results_dir(override: str | os.PathLike | None = None) -> Path:

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from zincbench import records
-from zincbench.errors import InputError
+from zincbench.errors import ExitCode, InputError
 
 HASH_CHUNK = 16 << 20
 
@@ -178,3 +178,18 @@ def load(directory: str | os.PathLike, gguf: str | os.PathLike, prompt: str, n_g
     if ref.identity != identity or ref.prompt != prompt or ref.n_gen != n_gen:
         raise InputError(f"{path}: recorded for a different file, prompt or n_gen than its name says")
     return ref
+
+
+def rejudge(doc: dict, where: str) -> records.Rejudged:
+    """A recorded reference must still hold together: n_gen generated tokens, each with top-1 >= top-2."""
+    ref = Reference.from_document(doc, where)
+    problems = []
+    if len(ref.generated_ids) != ref.n_gen:
+        problems.append(f"{len(ref.generated_ids)} generated tokens recorded for n_gen {ref.n_gen}")
+    inverted = [i for i in range(len(ref.top2)) if ref.margin(i) < 0]
+    if inverted:
+        problems.append(f"top-1 logit below top-2 at positions {inverted}")
+    if problems:
+        return records.Rejudged(ExitCode.FAIL, "; ".join(problems))
+    return records.Rejudged(ExitCode.OK, f"reference for {Path(ref.gguf).name}: {ref.n_gen} tokens, min margin "
+                                         f"{min((ref.margin(i) for i in range(len(ref.top2))), default=float('nan')):.3f}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol
 
@@ -82,37 +81,6 @@ class GateRule:
             raise ValueError(f"gate.when: unknown key(s) {sorted(unknown)} (allowed: {', '.join(sorted(allowed))})")
 
 
-@dataclass
-class TimerSettings:
-    """The experiment YAML's `timer:` section."""
-
-    mode: Literal["cold", "hot"] = "cold"
-    warmup: int = 3
-    stopping: str = "noise"
-    max_noise: float = 0.005
-    min_samples: int = 20
-    min_time_s: float = 0.05
-    max_time_s: float = 1.0
-
-    def __post_init__(self) -> None:
-        from zincbench.measure.stopping import rule_names
-
-        if self.stopping not in rule_names():
-            raise ValueError(f"stopping: unknown rule {self.stopping!r} (known: {', '.join(rule_names())})")
-        if self.warmup < 0 or self.min_samples < 1:
-            raise ValueError(f"need warmup >= 0 and min_samples >= 1, got {self.warmup} and {self.min_samples}")
-        if not 0 < self.max_noise < 1:
-            raise ValueError(f"max_noise must be strictly between 0 and 1, got {self.max_noise}")
-        if not 0 <= self.min_time_s <= self.max_time_s < math.inf:
-            raise ValueError(f"need 0 <= min_time_s <= max_time_s (finite), got {self.min_time_s} and "
-                             f"{self.max_time_s}")
-
-    def to_config(self) -> TimerConfig:
-        params = {"max_noise": self.max_noise, "min_samples": self.min_samples, "min_time_s": self.min_time_s,
-                  "max_time_s": self.max_time_s} if self.stopping == "noise" else {}
-        return TimerConfig(mode=self.mode, warmup=self.warmup, stopping=self.stopping, stopping_params=params)
-
-
 class Family(Protocol):
     name: str  # the registry key: `zincbench microbench NAME`, a gate check's `family:`
     default_experiment: str  # experiments/ name (or path) used without --experiment
@@ -136,7 +104,7 @@ class ExperimentConfig:
     """The sections every experiment YAML has; each family's config adds its sweep and variants."""
 
     description: str
-    timer: TimerSettings = field(default_factory=TimerSettings)
+    timer: TimerConfig = field(default_factory=TimerConfig)
     llama_cpp_us: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> case key -> µs
     llama_cpp_source: str = ""
     gguf: str | None = None  # a real model's shapes and weights instead of random blocks
@@ -151,7 +119,7 @@ class FamilyBase:
     llama.cpp times per device and case (`llama_cpp_us`, shown beside ours, never judged)."""
 
     def timer_config(self, cfg) -> TimerConfig:
-        return cfg.timer.to_config()
+        return cfg.timer
 
     def gate_rule(self, cfg) -> GateRule:
         return cfg.gate

@@ -114,9 +114,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
         raise InputError(f"no {family_name} case matches {case_filter!r}")
     cupy = require_cupy()
     timer_cfg = family.timer_config(config)
-    if quick:
-        timer_cfg.stopping_params = {**timer_cfg.stopping_params, "max_time_s": 0.3, "min_samples": 10}
-    timer = GpuTimer(timer_cfg)
+    timer = GpuTimer(timer_cfg.quick() if quick else timer_cfg)
     env = environment_report(include_tools=False)
     doc = records.Document(kind="microbench", config={"family": family_name, "experiment": str(path),
                                                       "settings": records.to_jsonable(config), "quick": quick,

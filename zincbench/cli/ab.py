@@ -90,6 +90,7 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
 
     from zincbench import llamabench
     from zincbench.engines import make_engine
+    from zincbench.errors import InputError
     from zincbench.gpu.nvml import check_gpu_request
     from zincbench.outputs import write_output
     from zincbench.runs.ab import ABSettings, Arm, run_ab
@@ -103,11 +104,13 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
         from zincbench.gpu.selection import resolve_gpus, run_per_gpu
 
         sys.exit(run_per_gpu(resolve_gpus(gpu_uuid)))
-    settings = ABSettings(rounds=rounds, min_rounds=min_rounds, max_rounds=max_rounds, max_time_s=max_time_s,
-                          max_failure_rate=max_failure_rate, order=order, seed=seed, prompt_tokens=prompt_tokens, n_gen=n_gen,
-                          gpu_uuid=gpu_uuid, threshold=threshold, timeout_s=timeout_s,
-                          require_clean_gpu=require_clean_gpu)
-    settings.check()
+    try:
+        settings = ABSettings(rounds=rounds, min_rounds=min_rounds, max_rounds=max_rounds, max_time_s=max_time_s,
+                              max_failure_rate=max_failure_rate, order=order, seed=seed, prompt_tokens=prompt_tokens,
+                              n_gen=n_gen, gpu_uuid=gpu_uuid, threshold=threshold, timeout_s=timeout_s,
+                              require_clean_gpu=require_clean_gpu)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     check_gpu_request(gpu_uuid, require_clean_gpu)
     models = _models(catalog_path, model_names, model_pairs)
     arms = [Arm("A", make_engine(engine_kind, bin_a, engine_config, prompt_tokens=prompt_tokens),

@@ -100,6 +100,7 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
 
     from zincbench.engines import make_engine
     from zincbench.engines.llama_cpp import LlamaSettings
+    from zincbench.errors import InputError
     from zincbench.records import to_jsonable
     from zincbench.runs.validate import ValidateOptions, validate_models
 
@@ -107,9 +108,13 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
     catalog_obj, chosen = _select(catalog, models, gguf)
     settings = LlamaSettings(n_gpu_layers=gpu_layers, n_batch=n_batch)
     engine = make_engine(engine_kind, engine_bin, engine_config, llama=settings)
-    options = ValidateOptions(mode=mode, min_match=min_match, near_tie=near_tie, reference=reference,
-                              references_dir=Path(references_dir) if references_dir else None, full_hash=full_hash,
-                              allow_missing=allow_missing, timeout_s=timeout, env=env, llama=settings)
+    try:
+        options = ValidateOptions(mode=mode, min_match=min_match, near_tie=near_tie, reference=reference,
+                                  references_dir=Path(references_dir) if references_dir else None,
+                                  full_hash=full_hash, allow_missing=allow_missing, timeout_s=timeout, env=env,
+                                  llama=settings)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     report = validate_models(chosen, engine, options, config={"catalog": str(catalog_obj.path)},
                              results_dir=results_dir)
     if as_json:

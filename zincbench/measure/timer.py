@@ -14,15 +14,18 @@ would drop most of them (then all are kept and the record says the GPU throttled
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
 
 from zincbench.gpu.nvml import Nvml
-from zincbench.measure.stopping import StoppingRule, make_rule
+from zincbench.errors import ConfigError
+from zincbench.measure.stopping import StoppingRule, rule_class
+from zincbench.measure.stopping.noise import MedianNoiseRule
 
 SPIN_TIMEOUT_NS = 2_000_000_000
 
@@ -51,13 +54,53 @@ class Measurement:
 
 @dataclass
 class TimerConfig:
+    """How to time: the experiment YAML's ``timer:`` section. Its ``stopping`` key names a rule
+    (measure/stopping/) and its keys other than ``mode`` and ``warmup`` are that rule's own fields:
+    ``{mode: cold, warmup: 3, stopping: noise, max_noise: 0.005}``, ``{stopping: count, samples: 50}``."""
+
     mode: Literal["cold", "hot"] = "cold"
     warmup: int = 3
-    stopping: str = "noise"
-    stopping_params: dict = field(default_factory=dict)
+    stopping: StoppingRule = field(default_factory=MedianNoiseRule)
     drop_throttled: bool = True
     # nvbench's blocking kernel; ZINCBENCH_LAUNCH_HIDING=0 turns it off (under profilers that serialize launches)
     launch_hiding: bool = field(default_factory=lambda: os.environ.get("ZINCBENCH_LAUNCH_HIDING", "1") != "0")
+
+    YAML_KEYS: ClassVar[tuple[str, ...]] = ("mode", "warmup")  # the section's keys besides stopping and the rule's
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be at least 0, got {self.warmup}")
+
+    def quick(self) -> TimerConfig:
+        """``--quick``: the same timer with its stopping rule shortened."""
+        return dataclasses.replace(self, stopping=self.stopping.quick())
+
+    @classmethod
+    def from_config(cls, data: Any, where: str) -> TimerConfig:
+        """The YAML section (config.coerce calls this): every key is checked against the chosen rule's fields."""
+        from zincbench.config import build, coerce
+
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+        name = coerce(data.get("stopping", MedianNoiseRule.name), str, f"{where}.stopping")
+        try:
+            rule_cls = rule_class(name)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.stopping: {exc}") from None
+        rule_keys = [f.name for f in dataclasses.fields(rule_cls) if f.init]
+        allowed = {*cls.YAML_KEYS, "stopping", *rule_keys}
+        unknown = sorted(set(map(str, data)) - allowed)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed with stopping: {name}: "
+                              f"{', '.join(sorted(allowed))})")
+        rule = build(rule_cls, {k: v for k, v in data.items() if k in rule_keys}, where)
+        timer = build(cls, {k: v for k, v in data.items() if k in cls.YAML_KEYS}, where)
+        return dataclasses.replace(timer, stopping=rule)
+
+    def to_json(self) -> dict:
+        """The YAML form (what from_config reads), as recorded in results documents."""
+        return {**{k: getattr(self, k) for k in self.YAML_KEYS}, "stopping": self.stopping.name,
+                **dataclasses.asdict(self.stopping)}
 
 
 class _MappedFlag:
@@ -130,7 +173,7 @@ class GpuTimer:
 
     def measure(self, fn: Callable[[], None], name: str = "", rule: StoppingRule | None = None) -> Measurement:
         cfg = self.config
-        rule = rule or make_rule(cfg.stopping, **cfg.stopping_params)
+        rule = rule or cfg.stopping
         cold = cfg.mode == "cold"
         hide = cfg.launch_hiding
         notes: list[str] = []

@@ -27,6 +27,7 @@ import dataclasses
 import platform
 import random
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -38,7 +39,7 @@ from zincbench.engines.process import signals_as_interrupts
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, worst
 from zincbench.judge import Verdict, compare_paired
 from zincbench.llamabench import LlamaBenchRow, run_llama_bench
-from zincbench.records import Document, IncrementalWriter, to_jsonable
+from zincbench.records import Document, IncrementalWriter, Rejudged, drift_details, to_jsonable
 from zincbench.runs.sequential import METRICS, SequentialDesign
 
 # A neutral sentence (no code, no numbers, no chat markers) repeated to the wanted length, as
@@ -94,6 +95,8 @@ class Arm:
 
 @dataclass
 class ABSettings:
+    """How an A/B runs and judges (checked on construction: ValueError naming the option)."""
+
     min_rounds: int = 6  # the first look at the verdict
     max_rounds: int = 30  # the budget in rounds (per model)
     look_every: int = 4  # rounds between looks: two abba blocks
@@ -111,26 +114,26 @@ class ABSettings:
     require_clean_gpu: bool = False
     llama_bench_reps: int = 5
 
-    def check(self) -> None:
+    def __post_init__(self) -> None:
         if self.order not in ORDERS:
-            raise InputError(f"--order must be one of {', '.join(ORDERS)}, got {self.order!r}")
+            raise ValueError(f"--order must be one of {', '.join(ORDERS)}, got {self.order!r}")
         if self.rounds is not None and self.rounds < 2:
-            raise InputError(f"--rounds must be at least 2 (a paired comparison needs two rounds), got {self.rounds}")
+            raise ValueError(f"--rounds must be at least 2 (a paired comparison needs two rounds), got {self.rounds}")
         if self.min_rounds < 2 or self.max_rounds < self.min_rounds:
-            raise InputError(f"--min-rounds must be at least 2 and --max-rounds at least --min-rounds, "
+            raise ValueError(f"--min-rounds must be at least 2 and --max-rounds at least --min-rounds, "
                              f"got {self.min_rounds}/{self.max_rounds}")
         if self.look_every < 1:
-            raise InputError(f"--look-every must be at least 1, got {self.look_every}")
+            raise ValueError(f"--look-every must be at least 1, got {self.look_every}")
         if not 0 < self.alpha < 1:
-            raise InputError(f"--alpha is a probability between 0 and 1 (0.01 = 1%), got {self.alpha}")
+            raise ValueError(f"--alpha is a probability between 0 and 1 (0.01 = 1%), got {self.alpha}")
         if not 0 <= self.max_failure_rate < 1:
-            raise InputError(f"--max-failure-rate is a fraction in [0, 1), got {self.max_failure_rate}")
+            raise ValueError(f"--max-failure-rate is a fraction in [0, 1), got {self.max_failure_rate}")
         if self.prompt_tokens < 2 or self.n_gen < 1:
-            raise InputError(f"--prompt-tokens must be at least 2 and --n-gen at least 1, got {self.prompt_tokens}/{self.n_gen}")
+            raise ValueError(f"--prompt-tokens must be at least 2 and --n-gen at least 1, got {self.prompt_tokens}/{self.n_gen}")
         if not 0 < self.threshold < 1:
-            raise InputError(f"--threshold is a fraction between 0 and 1 (0.02 = 2%), got {self.threshold}")
+            raise ValueError(f"--threshold is a fraction between 0 and 1 (0.02 = 2%), got {self.threshold}")
         if not self.timeout_s > 0 or not self.max_time_s > 0:  # `not >` also refuses NaN
-            raise InputError(f"--timeout and --max-time must be positive, got {self.timeout_s}/{self.max_time_s}")
+            raise ValueError(f"--timeout and --max-time must be positive, got {self.timeout_s}/{self.max_time_s}")
 
     def design(self) -> SequentialDesign:
         """When the A/B looks at its verdict: fixed ``rounds`` is a single look."""
@@ -332,6 +335,28 @@ def summarize_recorded(model, records: list[dict], arms: Sequence[str], settings
                            recorded.max_failure_rate)
 
 
+def rejudge(doc: dict, where: str) -> Rejudged:
+    """A recorded A/B document judged again, model by model, from its rounds."""
+    config = doc["config"]
+    arms = list(config["arms"])
+    recorded_models = {m["model"]: m for m in (doc.get("verdict") or {}).get("models", [])}
+    by_model = collections.defaultdict(list)
+    for record in doc["results"]:
+        by_model[record["model"]].append(record)
+    summaries = []
+    for name in config["models"]:
+        if by_model[name]:
+            known = recorded_models.get(name, {})
+            model = types.SimpleNamespace(name=name, shape=known.get("shape"), gguf=known.get("gguf", ""))
+            summaries.append(summarize_recorded(model, by_model[name], arms, config["settings"]))
+    if not summaries:
+        return Rejudged(ExitCode.INCONCLUSIVE, "no runs recorded")
+    code = worst(VERDICT_EXIT[s["verdict"]] for s in summaries)
+    details = drift_details("exit code", (doc.get("verdict") or {}).get("exit_code"), int(code))
+    details["verdicts"] = {s["model"]: s["verdict"] for s in summaries}
+    return Rejudged(code, ", ".join(f"{k}: {v}" for k, v in details["verdicts"].items()), details)
+
+
 # --- llama-bench baseline ----------------------------------------------------------------------------
 
 
@@ -395,7 +420,6 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
     """
     from rich.console import Console
 
-    settings.check()
     if len(arms) not in (1, 2):
         raise InputError("an A/B needs one arm (scoreboard) or two (A and B)")
     names = [a.name for a in arms]

@@ -45,6 +45,8 @@ class Status(str, enum.Enum):
 
 @dataclasses.dataclass
 class ValidateOptions:
+    """How the gate judges (checked on construction: ValueError naming the option)."""
+
     mode: Mode = "tolerant"
     min_match: int | None = None  # overrides every model's catalog value
     near_tie: float = 0.2
@@ -58,15 +60,15 @@ class ValidateOptions:
 
     def __post_init__(self):
         if self.mode not in ("exact", "tolerant"):
-            raise InputError(f"mode must be exact or tolerant, got {self.mode!r}")
+            raise ValueError(f"mode must be exact or tolerant, got {self.mode!r}")
         if self.reference not in ("live", "recorded"):
-            raise InputError(f"reference must be live or recorded, got {self.reference!r}")
+            raise ValueError(f"reference must be live or recorded, got {self.reference!r}")
         if not self.timeout_s > 0:  # `not >` also refuses NaN
-            raise InputError(f"--timeout must be positive, got {self.timeout_s}")
+            raise ValueError(f"--timeout must be positive, got {self.timeout_s}")
         if not self.near_tie >= 0:
-            raise InputError(f"--near-tie must be a non-negative logit margin, got {self.near_tie}")
+            raise ValueError(f"--near-tie must be a non-negative logit margin, got {self.near_tie}")
         if self.min_match is not None and self.min_match < 1:
-            raise InputError(f"--min-match must be at least 1, got {self.min_match}")
+            raise ValueError(f"--min-match must be at least 1, got {self.min_match}")
 
 
 @dataclasses.dataclass
@@ -314,3 +316,12 @@ def _environment() -> dict:
     from zincbench.gpu.device import environment_report
 
     return {**environment_report(include_tools=False), "llama_cpp_python": llama_cpp_version()}
+
+
+def rejudge(doc: dict, where: str) -> records.Rejudged:
+    """A recorded validate document judged again from its per-model outcomes."""
+    outcomes = [ModelOutcome(**{**row, "status": Status(row["status"])}) for row in doc["results"]]
+    report = ValidateReport(outcomes, mode=doc["config"]["mode"], allow_missing=bool(doc["config"].get("allow_missing")))
+    details = records.drift_details("exit code", (doc.get("verdict") or {}).get("exit_code"), int(report.exit_code))
+    details["statuses"] = {o.model: o.status.value for o in outcomes}
+    return records.Rejudged(report.exit_code, report.summary, details)

@@ -1,14 +1,14 @@
-"""Stopping rules decide when a measurement has enough samples. One rule per module; each module
-registers a factory under its name with ``@rule("name")``; experiments pick one by name."""
+"""Stopping rules decide when a measurement has enough samples. One rule per module; each rule is a
+dataclass whose fields are its parameters (the experiment YAML's ``timer:`` keys besides ``mode``,
+``warmup`` and ``stopping``), registered under its name with ``@rule("name")``. A rule checks its
+own fields in ``__post_init__`` (ValueError) and ``quick()`` returns its shortened self (``--quick``)."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
-
-from zincbench.errors import ConfigError
+from typing import ClassVar, Protocol, Sequence
 
 
 @dataclass
@@ -18,16 +18,21 @@ class StopDecision:
 
 
 class StoppingRule(Protocol):
+    name: ClassVar[str]
+
     def check(self, samples: Sequence[float], elapsed_s: float) -> StopDecision: ...
 
+    def quick(self) -> StoppingRule: ...
 
-_RULES: dict[str, Callable[..., StoppingRule]] = {}
+
+_RULES: dict[str, type] = {}
 
 
 def rule(name: str):
-    def deco(factory):
-        _RULES[name] = factory
-        return factory
+    def deco(cls):
+        cls.name = name
+        _RULES[name] = cls
+        return cls
     return deco
 
 
@@ -38,10 +43,8 @@ def rule_names() -> list[str]:
     return sorted(_RULES)
 
 
-def make_rule(name: str, **params) -> StoppingRule:
+def rule_class(name: str) -> type:
+    """The rule registered as ``name``; ValueError naming the known ones otherwise."""
     if name not in rule_names():
-        raise ConfigError(f"unknown stopping rule {name!r} (known: {', '.join(sorted(_RULES))})")
-    try:
-        return _RULES[name](**params)
-    except TypeError as exc:
-        raise ConfigError(f"stopping rule {name!r}: {exc}") from None
+        raise ValueError(f"unknown rule {name!r} (known: {', '.join(rule_names())})")
+    return _RULES[name]

@@ -5,6 +5,8 @@ median so outliers from outside the kernel do not keep it running)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -14,16 +16,40 @@ from zincbench.judge import quantile_ci
 from zincbench.measure.stopping import StopDecision, rule
 
 
+# --quick: at most this many seconds and this minimum of samples
+QUICK_MAX_TIME_S = 0.3
+QUICK_MIN_SAMPLES = 10
+
+
 @rule("noise")
-@dataclass
+@dataclass(frozen=True)
 class MedianNoiseRule:
     max_noise: float = 0.005
     min_samples: int = 20
     max_samples: int = 5000
-    min_time_s: float = 0.1
-    max_time_s: float = 2.0
+    min_time_s: float = 0.05
+    max_time_s: float = 1.0
     confidence: float = 0.95
     check_every: int = 10
+
+    def __post_init__(self) -> None:
+        # `not a < x < b` also refuses NaN
+        if not 0 < self.max_noise < 1:
+            raise ValueError(f"max_noise must be strictly between 0 and 1, got {self.max_noise}")
+        if not 1 <= self.min_samples <= self.max_samples:
+            raise ValueError(f"need 1 <= min_samples <= max_samples, got {self.min_samples} and {self.max_samples}")
+        if not 0 <= self.min_time_s <= self.max_time_s < math.inf:
+            raise ValueError(f"need 0 <= min_time_s <= max_time_s (finite), got {self.min_time_s} and "
+                             f"{self.max_time_s}")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must be strictly between 0 and 1, got {self.confidence}")
+        if self.check_every < 1:
+            raise ValueError(f"check_every must be at least 1, got {self.check_every}")
+
+    def quick(self) -> MedianNoiseRule:
+        max_time_s = min(self.max_time_s, QUICK_MAX_TIME_S)
+        return dataclasses.replace(self, max_time_s=max_time_s, min_time_s=min(self.min_time_s, max_time_s),
+                                   min_samples=min(self.min_samples, QUICK_MIN_SAMPLES))
 
     def relative_noise(self, samples: Sequence[float]) -> float:
         lo, hi = quantile_ci(samples, 0.5, self.confidence)
