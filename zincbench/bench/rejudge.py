@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from zincbench import judge, records
 from zincbench.bench.base import Case, GateRule
-from zincbench.bench.rows import MicrobenchRow, rows_of
+from zincbench.bench.rows import MicrobenchRow, check_schema
 from zincbench.bench.runner import compare_case, decide_gate
 from zincbench.errors import InputError
 
@@ -25,7 +25,9 @@ def rejudge_microbench(doc: dict, family, config, where: str) -> Rejudged:
     """``family``/``config``: the experiment today's rule comes from. Raises ValueError, TypeError or
     KeyError for a row of another shape; InputError (naming ``where``) for a recorded rule of another shape."""
     rule = family.gate_rule(config)
-    rows = [row for row in rows_of(doc) if row.ran]
+    check_schema(doc)
+    # Rows the family could not run (skipped) have no check; neither has a row the judge cannot use.
+    rows = [MicrobenchRow.from_json(row) for row in doc["results"] if "check" in row]
     recorded = doc.get("verdict") or {}
     unmeasured = sorted({rule.candidate, rule.baseline} - {row.variant for row in rows})
     if unmeasured and isinstance(recorded.get("rule"), dict):
