@@ -75,7 +75,6 @@ class Report:
 _NUMBER = (int, float, type(None))
 _TEXT = (str, type(None))
 _MAPPING = (dict, type(None))
-_LIST = (list, type(None))
 # The fields the tables read, per kind, with their JSON types ("*": every key of a mapping; rows and
 # scoreboard models are checked one by one). Those in _REQUIRED must be present.
 _SCHEMAS = {

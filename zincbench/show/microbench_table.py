@@ -34,11 +34,11 @@ def rows_for_display(doc: dict) -> list[dict]:
         ref = (r.reference or {}).get("llama_cpp_us")
         out.append({
             "case": r.case, "variant": r.variant + ("*" if detail.get("source") == "stand-in" else ""), "role": r.role,
-            "check": _check_text(r), "rel_err": r.check.rel_error,
+            "check": _check_text(r),
             "median": median, "p90": s.p90_us if s else None, "ci": (s.median_ci_us if s else None) or [None, None],
             "speedup": vs.speedup if vs else None, "speedup_ci": (vs.speedup_ci if vs else None) or [None, None],
             "verdict": vs.verdict if vs else None, "gbps": rates.get("gbps"), "tflops": rates.get("tflops"),
-            "pct_floor": r.floor.pct_of_floor if r.floor else None, "floor_us": r.floor.us if r.floor else None,
+            "pct_floor": r.floor.pct_of_floor if r.floor else None,
             "llama_x": (ref / median) if ref and median else None, "llama_us": ref,
             "detail": detail.get("tile", ""),
         })
