@@ -1,6 +1,7 @@
-"""Golden test: every microbench document recorded under results/ loads, re-judges to its recorded
-decision (or, when this run never measured a variant today's rule names, by the rule it was recorded
-under) and renders the same table text as when the fixtures were written.
+"""Golden test: every microbench document recorded under results/ loads as MicrobenchRow rows (and
+writes back byte for byte), re-judges to its recorded decision (or, when the run never measured a
+variant today's rule names, by the rule it was recorded under) and renders the same table text as when
+the fixtures were written.
 
 The fixtures in tests/fixtures/golden/ were generated from the code before the typed-row refactor;
 regenerate them only for an intended change of the tables: ``python3 tests/test_golden_records.py``.
@@ -53,6 +54,14 @@ def rejudged(path: Path) -> dict:
 def test_every_recorded_microbench_document_is_covered():
     assert len(DOCUMENTS) >= 10  # results/h200, h200/engine, h200/repro, h200/gguf, h200-x2
     assert {p.parent.name for p in DOCUMENTS} >= {"h200", "engine", "repro", "h200-x2"}
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)
+def test_rows_load_and_write_back_byte_for_byte(path):
+    from zincbench.bench.rows import rows_of
+
+    doc = json.loads(path.read_text())
+    assert json.dumps([row.to_json() for row in rows_of(doc)]) == json.dumps(doc["results"])
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)
