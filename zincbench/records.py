@@ -32,9 +32,9 @@ DEFAULT_RESULTS_DIR = "results"
 def to_jsonable(obj: Any) -> Any:
     """Plain JSON types only: dataclasses and enums unpacked (a record type through its own ``to_json``),
     numpy scalars converted, NaN/inf -> null."""
-    if hasattr(obj, "to_json") and not isinstance(obj, type):
-        return to_jsonable(obj.to_json())
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_json"):  # a record row writes its own recorded shape
+            return to_jsonable(obj.to_json())
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):
         return to_jsonable(obj.value)

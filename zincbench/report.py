@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from zincbench import records
-from zincbench.bench.rows import MicrobenchRow, rows_of
+from zincbench.bench.rows import MicrobenchRow, check_schema
 from zincbench.errors import InputError
 
 TABULATED = ("microbench", "validate", "ab")
@@ -127,6 +127,13 @@ def _check_fields(obj, kind: str, where: str) -> None:
                 raise InputError(f"{place} must be {wanted}, got {value!r}"[:200])
 
 
+def _microbench_row(row: dict, where: str) -> MicrobenchRow:
+    try:
+        return MicrobenchRow.from_json(row)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: {exc}"[:200]) from None
+
+
 def check_tabulated(path: Path, doc: dict) -> dict:
     """A document whose rows (and ab scoreboard) have the fields and types the report's tables read;
     ``config``/``environment``/``verdict`` given as null are read as empty."""
@@ -138,9 +145,10 @@ def check_tabulated(path: Path, doc: dict) -> dict:
             _check_fields(row, kind, f"{path}: results[{i}]")
     if kind == "microbench":
         try:
-            doc["results"] = rows_of(doc)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"{path}: not a microbench row ({exc})"[:200]) from None
+            check_schema(doc)
+        except ValueError as exc:
+            raise InputError(f"{path}: {exc}") from None
+        doc["results"] = [_microbench_row(row, f"{path}: results[{i}]") for i, row in enumerate(doc.get("results") or [])]
     if kind == "ab":
         arms = doc["config"].get("arms")  # arm name -> engine and env
         if not isinstance(arms, (dict, list)) or not arms or not all(isinstance(a, str) for a in arms):

@@ -132,15 +132,21 @@ class MicrobenchRow:
         if unknown:
             raise ValueError(f"microbench row has unknown key(s) {', '.join(sorted(unknown))}")
         check = obj.get("check")
-        return cls(**{**obj,
-                      "check": None if check is None else CheckResult(**{k: v for k, v in check.items() if k != "passed"}),
-                      "floor": _load(Floor, obj.get("floor")), "measurement": _load(Measurement, obj.get("measurement")),
-                      "summary": _load(Summary, obj.get("summary")),
-                      "vs_baseline": _load(VsBaseline, obj.get("vs_baseline"))})
+        if isinstance(check, dict):  # ``passed`` is not stored: it follows from the rest
+            check = {k: v for k, v in check.items() if k != "passed"}
+        check = _load("check", CheckResult, check)
+        return cls(**{**obj, "check": check, "floor": _load("floor", Floor, obj.get("floor")),
+                      "measurement": _load("measurement", Measurement, obj.get("measurement")),
+                      "summary": _load("summary", Summary, obj.get("summary")),
+                      "vs_baseline": _load("vs_baseline", VsBaseline, obj.get("vs_baseline"))})
 
 
-def _load(kind, obj: dict | None):
-    return None if obj is None else kind(**obj)
+def _load(key: str, kind, obj: dict | None):
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise TypeError(f"microbench row's {key} must be an object, got {type(obj).__name__}")
+    return kind(**obj)
 
 
 def check_schema(doc: dict) -> None:
