@@ -1,7 +1,7 @@
 """Golden test: every microbench document recorded under results/ loads as MicrobenchRow rows (and
 writes back byte for byte), re-judges to its recorded decision (or, when the run never measured a
 variant today's rule names, by the rule it was recorded under) and renders the same table text as when
-the fixtures were written.
+the fixtures were written; ``zincbench report`` of each folder shows the same tables too.
 
 The fixtures in tests/fixtures/golden/ were generated from the code before the typed-row refactor;
 regenerate them only for an intended change of the tables: ``python3 tests/test_golden_records.py``.
@@ -42,6 +42,26 @@ def rendered(path: Path) -> dict[str, str]:
     return out
 
 
+def report_texts(folder: Path) -> dict[str, str]:
+    """``zincbench report`` of a folder's recorded microbench documents: terminal at each width, and markdown
+    (paths relative to the repository, as the CLI is run from there)."""
+    from zincbench.report import build_report, print_report, to_markdown
+
+    paths = [str(p.relative_to(ROOT)) for p in DOCUMENTS if p.parent == folder]
+    merged = build_report(paths)
+    stem = "report_" + _stem(folder / "x.json")[:-2]
+    out = {}
+    for width in WIDTHS:
+        buffer = io.StringIO()
+        print_report(merged, Console(file=buffer, width=width, color_system=None, force_terminal=False))
+        out[f"{stem}.w{width}.txt"] = buffer.getvalue()
+    out[f"{stem}.md.txt"] = to_markdown(merged) + "\n"
+    return out
+
+
+FOLDERS = sorted({p.parent for p in DOCUMENTS})
+
+
 def rejudged(path: Path) -> dict:
     """What the gate's re-judging makes of a recorded document: status, reason and cells."""
     from zincbench.gate import rejudge_document
@@ -70,6 +90,13 @@ def test_renders_the_same_tables(path):
         assert text == (GOLDEN / name).read_text(), name
 
 
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda f: str(f.relative_to(ROOT)))
+def test_the_report_shows_the_same_tables(folder, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    for name, text in report_texts(folder).items():
+        assert text == (GOLDEN / name).read_text(), name
+
+
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)
 def test_rejudges_to_the_recorded_decision(path):
     doc = json.loads(path.read_text())
@@ -81,9 +108,15 @@ def test_rejudges_to_the_recorded_decision(path):
 
 
 if __name__ == "__main__":
+    import os
+
+    os.chdir(ROOT)
     GOLDEN.mkdir(parents=True, exist_ok=True)
+    for folder in FOLDERS:
+        for name, text in report_texts(folder).items():
+            (GOLDEN / name).write_text(text)
     for document in DOCUMENTS:
         for name, text in rendered(document).items():
             (GOLDEN / name).write_text(text)
         (GOLDEN / f"{_stem(document)}.rejudged.json").write_text(json.dumps(rejudged(document), indent=1) + "\n")
-    print(f"wrote {len(DOCUMENTS) * (len(WIDTHS) + 2)} fixtures to {GOLDEN}", file=sys.stderr)
+    print(f"wrote fixtures to {GOLDEN}", file=sys.stderr)
