@@ -8,8 +8,12 @@ import numpy as np
 
 from zincbench import records
 from zincbench.bench import load_family
+from zincbench.bench.base import CheckResult
 from zincbench.bench.declared import declared_for
+from zincbench.bench.rows import Floor, MicrobenchRow, Summary
+from zincbench.bench.runner import compare_case
 from zincbench.config import experiment_path
+from zincbench.measure.timer import Measurement
 
 
 def all_variants(family: str) -> list:
@@ -20,11 +24,32 @@ def all_variants(family: str) -> list:
     return fam.variants(cfg) + declared_for(family, path, cfg).infos()
 
 
+def timed_row(case: str, variant: str, samples, *, family: str = "t2", params: dict | None = None,
+              role: str = "candidate", detail: dict | None = None, tolerance: float = 1e-3) -> MicrobenchRow:
+    """A row that passed its check and was timed at ``samples`` (µs)."""
+    samples = [float(x) for x in samples]
+    measurement = Measurement(name=f"{family}/{variant}/{case}", mode="cold", gpu_us=samples, cpu_launch_us=[],
+                              sm_clock_mhz=[], throttled=[], dropped_throttled=0, stop_reason="count", warmup=3,
+                              launch_hiding=True)
+    return MicrobenchRow(family=family, case=case, params=params or {}, variant=variant, role=role,
+                         check=CheckResult(rel_error=1e-6, fully_written=True, tolerance=tolerance), traffic={},
+                         detail=detail, reference={}, floor=Floor(us=None, bound=None), measurement=measurement,
+                         summary=Summary.of_samples(samples))
+
+
+def failed_row(case: str, variant: str, *, family: str = "t2", role: str = "candidate") -> MicrobenchRow:
+    """A row whose output failed the check (so it was not timed)."""
+    return MicrobenchRow(family=family, case=case, params={}, variant=variant, role=role,
+                         check=CheckResult(rel_error=1.0, fully_written=True, tolerance=1e-3), traffic={},
+                         detail={}, reference={}, floor=Floor(us=None, bound=None))
+
+
 def microbench_document(family: str = "t2", *, candidate_factor: float = 0.8, decision: str = "GO",
                         device: str = "NVIDIA H200", n_cases: int | None = None, seed: int = 0,
                         complete: bool = True) -> records.Document:
     """A microbench document shaped like the runner's: every variant timed, the candidate at
-    ``candidate_factor`` x the baseline's time, other variants at 0.9x; ``decision`` is recorded."""
+    ``candidate_factor`` x the baseline's time, other variants at 0.9x, compared with the baseline as the
+    runner compares; ``decision`` is recorded."""
     fam = load_family(family)
     cfg = fam.load(experiment_path(fam.default_experiment))
     rule = fam.gate_rule(cfg)
@@ -32,18 +57,15 @@ def microbench_document(family: str = "t2", *, candidate_factor: float = 0.8, de
     rows = []
     for case in fam.cases(cfg)[:n_cases]:
         base_us = 50.0 + case.params["tokens"] / 8
+        case_rows = {}
         for info in all_variants(family):
             factor = 1.0 if info.name == rule.baseline else candidate_factor if info.name == rule.candidate else 0.9
-            samples = base_us * factor * (1 + 0.005 * rng.standard_normal(40))
-            row = {"family": family, "case": case.key, "params": case.params, "variant": info.name, "role": info.role,
-                   "check": {"rel_error": 1e-6, "fully_written": True, "tolerance": info.tolerance, "failure": None,
-                             "passed": True},
-                   "floor": {"us": base_us * 0.4, "bound": "memory"},
-                   "measurement": {"gpu_us": samples.tolist()},
-                   "summary": {"n": 40, "median_us": float(np.median(samples)), "p90_us": float(np.quantile(samples, 0.9))}}
-            if info.name != rule.baseline:
-                row["vs_baseline"] = {"baseline": rule.baseline, "speedup": 1 / factor}
-            rows.append(row)
+            row = timed_row(case.key, info.name, base_us * factor * (1 + 0.005 * rng.standard_normal(40)),
+                            family=family, params=case.params, role=info.role, tolerance=info.tolerance)
+            row.floor = Floor(us=base_us * 0.4, bound="memory")
+            case_rows[info.name] = row
+        compare_case(case_rows, rule)
+        rows += case_rows.values()
     return records.Document(
         kind="microbench", config={"family": family, "settings": records.to_jsonable(cfg)},
         environment={"gpu": {"name": device}}, results=rows, complete=complete,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from documents import timed_row
 from fake_engine import write_launcher
 from test_ab import FakeMonitor, tiny_model
 
@@ -184,12 +185,11 @@ class StubMicrobench:
         if rc not in (0, 1, 3):
             return subprocess.CompletedProcess(argv, rc, "", self.stderr)
         gpu_us = timings(self.rng, scale=self.scales.get(index, 1.0))
-        row = {"family": "t2", "case": argv[argv.index("--case") + 1], "variant": argv[argv.index("--variant") + 1],
-               "measurement": {"gpu_us": gpu_us, "stop_reason": "noise", "dropped_throttled": 0},
-               "summary": {"median_us": float(np.median(gpu_us)), "rel_noise": 0.002}, "detail": {"tile": "64x32"}}
+        row = timed_row(argv[argv.index("--case") + 1], argv[argv.index("--variant") + 1], gpu_us,
+                        detail={"tile": "64x32"})
         doc = records.Document(kind="microbench", config={}, environment={"gpu": {"name": "Stub H200"}}, results=[row])
         path = records.write(doc, directory=argv[argv.index("--results-dir") + 1])
-        return subprocess.CompletedProcess(argv, rc, json.dumps({"results_file": str(path), "rows": [row]}), "")
+        return subprocess.CompletedProcess(argv, rc, json.dumps({"results_file": str(path), "rows": [row.to_json()]}), "")
 
 
 def microbench_aa(tmp_path, stub, processes=6):

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from documents import timed_row
 from zincbench.bench import autotune
 from zincbench.errors import InputError
 
@@ -153,18 +154,17 @@ def test_a_kernel_edit_changes_the_cache_scope(tmp_path, monkeypatch):
 @settings(derandomize=True, max_examples=200)
 @given(tuned=st.floats(1.0, 1e4), ratio=st.floats(0.2, 5.0))
 def test_drift_is_flagged_exactly_beyond_the_threshold(tuned, ratio):
-    row = {"case": "c", "variant": "fused", "detail": {"autotune": {"tuned_median_us": tuned}},
-           "summary": {"median_us": tuned * ratio}}
+    row = timed_row("c", "fused", [tuned * ratio], detail={"autotune": {"tuned_median_us": tuned}})
     message = autotune.flag_drift(row)
     beyond = abs(tuned * ratio / tuned - 1.0) > autotune.DRIFT_WARN
     assert (message is not None) is beyond
-    assert ("warnings" in row) is beyond
-    assert row["detail"]["autotune"]["final_vs_tuned"] == pytest.approx(ratio - 1.0)
+    assert (row.warnings is not None) is beyond
+    assert row.detail["autotune"]["final_vs_tuned"] == pytest.approx(ratio - 1.0)
 
 
 def test_rows_without_tuning_are_left_alone():
-    row = {"detail": {"capacity": 8}, "summary": {"median_us": 5.0}}
-    assert autotune.flag_drift(row) is None and "warnings" not in row
+    row = timed_row("c", "fused", [5.0], detail={"capacity": 8})
+    assert autotune.flag_drift(row) is None and row.warnings is None
 
 
 def test_the_scope_names_device_driver_runtime_nvrtc_and_kernels(monkeypatch):
@@ -193,7 +193,7 @@ def test_a_pick_that_drifted_is_dropped_from_the_cache(tmp_path):
     cache = autotune.TuneCache(tmp_path / "autotune.json")
     tuning = autotune.Autotuner(FakeTimer(), "scope", cache=cache)("t2/fused/E256", ["64x32", "128x64"], make_run)
     assert cache.get(tuning.key) is not None
-    row = {"case": "E256", "variant": "fused_grouped", "summary": {"median_us": tuning.tuned_median_us / 600},
-           "detail": {"autotune": autotune.record(tuning)}}
+    row = timed_row("E256", "fused_grouped", [tuning.tuned_median_us / 600],
+                    detail={"autotune": autotune.record(tuning)})
     assert autotune.flag_drift(row, cache=cache)
     assert cache.get(tuning.key) is None

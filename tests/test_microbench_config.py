@@ -9,6 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from documents import failed_row, timed_row
 from zincbench import records
 from zincbench.bench import load_family
 from zincbench.bench.runner import compare_case, decide_gate
@@ -79,8 +80,7 @@ def test_gguf_gives_the_real_shapes(model_gguf):
 
 
 def _row(case, variant, samples, passed=True):
-    return {"case": case, "variant": variant, "check": {"passed": passed},
-            **({"measurement": {"gpu_us": list(samples)}} if passed else {})}
+    return timed_row(case, variant, samples) if passed else failed_row(case, variant)
 
 
 def test_gate_decision_over_rows(rng):
@@ -139,8 +139,8 @@ def test_a_measurement_cut_short_is_not_judged(rng):
     base = _row(key, cfg.gate.baseline, [4658.0, 2005781.0])  # a stall: the stopping rule's timeout after 2 samples
     cand = _row(key, cfg.gate.candidate, rng.normal(100, 1, 50))
     compare_case({cfg.gate.baseline: base, cfg.gate.candidate: cand}, cfg.gate)
-    assert cand["vs_baseline"]["verdict"] == "inconclusive"
-    assert f"{cfg.gate.baseline} n=2" in cand["vs_baseline"]["note"]
+    assert cand.vs_baseline.verdict == "inconclusive"
+    assert f"{cfg.gate.baseline} n=2" in cand.vs_baseline.note
 
 
 def _t2_with_timer(tmp_path, timer: dict):

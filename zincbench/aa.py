@@ -39,6 +39,7 @@ from typing import Literal
 import numpy as np
 
 from zincbench import records
+from zincbench.bench.rows import rows_of
 from zincbench.config import experiment_path, load_config
 from zincbench.engines.process import run_process, signals_as_interrupts
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
@@ -313,16 +314,18 @@ def _process_row(index: int, completed: subprocess.CompletedProcess, settings: M
         return {**row, "status": "error", "error": f"exit code {rc}", "stderr_tail": _tail(completed.stderr)}, {}
     try:
         doc = records.read(json.loads(completed.stdout)["results_file"])
+        rows = rows_of(doc)
     except (ValueError, KeyError, TypeError, InputError) as exc:
         return {**row, "status": "error", "error": f"unreadable output: {exc}", "stderr_tail": _tail(completed.stderr)}, {}
-    found = [r for r in doc.get("results") or [] if r.get("case") == settings.case and r.get("variant") == settings.variant]
-    if not found or "measurement" not in found[0]:
-        why = (found[0].get("skipped") or f"correctness check: {found[0].get('check')}") if found else "no row"
+    found = [r for r in rows if r.case == settings.case and r.variant == settings.variant]
+    if not found or not found[0].timed:
+        why = (found[0].skipped or f"correctness check: {found[0].to_json().get('check')}") if found else "no row"
         return {**row, "status": "error", "error": f"no timing for {settings.variant} on {settings.case}: {why}"}, {}
     result = found[0]
-    m = result["measurement"]
-    return {**row, "status": "ok", "gpu_us": m["gpu_us"], "summary": result["summary"], "stop_reason": m["stop_reason"],
-            "dropped_throttled": m["dropped_throttled"], "detail": result.get("detail")}, doc.get("environment") or {}
+    m = result.measurement
+    return {**row, "status": "ok", "gpu_us": m.gpu_us, "summary": dataclasses.asdict(result.summary),
+            "stop_reason": m.stop_reason, "dropped_throttled": m.dropped_throttled, "detail": result.detail}, \
+        doc.get("environment") or {}
 
 
 def _process_noise(rows: list[dict]) -> dict:

@@ -22,7 +22,6 @@ environment. The gate's exit code is ``errors.worst`` of its checks' codes.
 from __future__ import annotations
 
 import collections
-import copy
 import dataclasses
 import enum
 import glob
@@ -221,40 +220,21 @@ def rejudge_document(doc: dict, where: str, *, experiment: str | None = None, ba
 
 
 def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Path) -> records.Rejudged:
-    from zincbench.bench.base import Case
-    from zincbench.bench.runner import compare_case, decide_gate
-
-    from zincbench.bench.base import GateRule
+    from zincbench.bench.rejudge import rejudge_microbench
 
     family, cfg, path = _load_experiment(doc["config"]["family"], experiment, base)
-    rule = family.gate_rule(cfg)
-    rows = [copy.deepcopy(r) for r in doc["results"] if "check" in r]  # NotApplicable rows have no check
+    judged = rejudge_microbench(doc, family, cfg, where)
     recorded = doc.get("verdict") or {}
-    unmeasured = sorted({rule.candidate, rule.baseline} - {r["variant"] for r in rows})
-    if unmeasured and isinstance(recorded.get("rule"), dict):
-        # Today's rule names a variant this run never measured (e.g. a new baseline): the samples can only
-        # be judged by the rule they were recorded under.
-        try:
-            rule = GateRule(**recorded["rule"])
-        except TypeError:
-            raise InputError(f"{where}: verdict.rule is not a gate rule") from None
-    by_case: dict[str, dict] = collections.defaultdict(dict)
-    for row in rows:
-        by_case[row["case"]][row["variant"]] = row
-    for case_rows in by_case.values():
-        compare_case(case_rows, rule)  # vs_baseline again, from measurement.gpu_us
-    # The cases the document measured (a --gguf run has shapes the experiment YAML does not list).
-    cases = [Case(key, next(iter(variants.values()))["params"]) for key, variants in by_case.items()]
-    decision, cells = decide_gate(family, cfg, cases, rows, rule)
-    same_rule = recorded.get("rule") == records.to_jsonable(rule)
-    details = records.drift_details("decision", recorded.get("decision") if same_rule else None, decision.value)
-    details.update(cells=cells, rule=records.to_jsonable(rule), experiment=str(path))
-    reason = _microbench_reason(decision.value, {"rule": details["rule"], "cells": cells})
-    if unmeasured and same_rule:
-        reason += f" (by its recorded rule: this run did not measure {', '.join(unmeasured)})"
-    if not same_rule and recorded.get("decision"):
+    rule = records.to_jsonable(judged.rule)
+    details = records.drift_details("decision", recorded.get("decision") if judged.same_rule else None,
+                                    judged.decision.value)
+    details.update(cells=judged.cells, rule=rule, experiment=str(path))
+    reason = _microbench_reason(judged.decision.value, {"rule": rule, "cells": judged.cells})
+    if judged.unmeasured and judged.same_rule:
+        reason += f" (by its recorded rule: this run did not measure {', '.join(judged.unmeasured)})"
+    if not judged.same_rule and recorded.get("decision"):
         reason += f" (recorded {recorded['decision']} under another rule)"
-    return records.Rejudged(decision.exit_code, reason, details)
+    return records.Rejudged(judged.decision.exit_code, reason, details)
 
 
 # --- check kinds ---------------------------------------------------------------------------------------

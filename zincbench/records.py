@@ -30,9 +30,10 @@ DEFAULT_RESULTS_DIR = "results"
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Plain JSON types only: dataclasses and enums unpacked, numpy scalars converted, NaN/inf -> null."""
+    """Plain JSON types only: dataclasses and enums unpacked (a record type through its own ``to_json``),
+    numpy scalars converted, NaN/inf -> null."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        if hasattr(obj, "to_json"):  # a dataclass with its own JSON form (e.g. measure.timer.TimerConfig)
+        if hasattr(obj, "to_json"):  # its own JSON form (a record row, measure.timer.TimerConfig)
             return to_jsonable(obj.to_json())
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from zincbench import records
+from zincbench.bench.rows import MicrobenchRow, check_schema
 from zincbench.errors import InputError
 
 TABULATED = ("microbench", "validate", "ab")
@@ -74,13 +75,14 @@ class Report:
 _NUMBER = (int, float, type(None))
 _TEXT = (str, type(None))
 _MAPPING = (dict, type(None))
-_LIST = (list, type(None))
 # The fields the tables read, per kind, with their JSON types ("*": every key of a mapping; rows and
 # scoreboard models are checked one by one). Those in _REQUIRED must be present.
 _SCHEMAS = {
     "microbench": {"case": (str,), "variant": (str,), "family": _TEXT, "role": _TEXT, "summary": _MAPPING,
                    "summary.median_us": _NUMBER, "summary.p90_us": _NUMBER, "vs_baseline": _MAPPING,
-                   "vs_baseline.speedup": _NUMBER, "vs_baseline.verdict": _TEXT, "check": _MAPPING},
+                   "vs_baseline.speedup": _NUMBER, "vs_baseline.verdict": _TEXT, "check": _MAPPING,
+                   "check.rel_error": _NUMBER, "check.tolerance": (int, float), "check.failure": _TEXT,
+                   "check.fully_written": (bool,), "skipped": _TEXT},
     "document": {"environment.gpu": _MAPPING, "environment.gpu.name": _TEXT, "environment.gpu.uuid": _TEXT,
                  "config.family": _TEXT, "run_id": _TEXT, "timestamp": _TEXT},
     "validate": {"model": (str,), "status": _TEXT, "match": _NUMBER, "n_gen": _NUMBER, "reason": _TEXT},
@@ -125,6 +127,13 @@ def _check_fields(obj, kind: str, where: str) -> None:
                 raise InputError(f"{place} must be {wanted}, got {value!r}"[:200])
 
 
+def _microbench_row(row: dict, where: str) -> MicrobenchRow:
+    try:
+        return MicrobenchRow.from_json(row)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: {exc}"[:200]) from None
+
+
 def check_tabulated(path: Path, doc: dict) -> dict:
     """A document whose rows (and ab scoreboard) have the fields and types the report's tables read;
     ``config``/``environment``/``verdict`` given as null are read as empty."""
@@ -134,6 +143,12 @@ def check_tabulated(path: Path, doc: dict) -> dict:
     if kind in ("microbench", "validate"):
         for i, row in enumerate(doc.get("results") or []):
             _check_fields(row, kind, f"{path}: results[{i}]")
+    if kind == "microbench":
+        try:
+            check_schema(doc)
+        except ValueError as exc:
+            raise InputError(f"{path}: {exc}") from None
+        doc["results"] = [_microbench_row(row, f"{path}: results[{i}]") for i, row in enumerate(doc.get("results") or [])]
     if kind == "ab":
         arms = doc["config"].get("arms")  # arm name -> engine and env
         if not isinstance(arms, (dict, list)) or not arms or not all(isinstance(a, str) for a in arms):
@@ -188,16 +203,17 @@ def _label(sources: list[Source]) -> None:
 def _microbench_rows(sources: list[Source]) -> list[dict]:
     rows: dict[tuple, dict] = {}
     for s in sources:
+        r: MicrobenchRow
         for r in s.doc.get("results") or []:
-            key = (r.get("family") or s.doc["config"].get("family"), r["case"], r["variant"])
-            row = rows.setdefault(key, {"family": key[0], "case": key[1], "variant": key[2], "role": r.get("role"),
+            key = (r.family or s.doc["config"].get("family"), r.case, r.variant)
+            row = rows.setdefault(key, {"family": key[0], "case": key[1], "variant": key[2], "role": r.role,
                                         "runs": {}})
-            summary = r.get("summary") or {}
-            check = r.get("check") or {}
-            status = "n/a" if "skipped" in r else ("ok" if check.get("passed") else "FAIL") if check else "?"
-            row["runs"][s.label] = {"median_us": summary.get("median_us"), "p90_us": summary.get("p90_us"),
-                                    "speedup": (r.get("vs_baseline") or {}).get("speedup"),
-                                    "verdict": (r.get("vs_baseline") or {}).get("verdict"), "check": status}
+            status = "n/a" if r.skipped is not None else ("ok" if r.passed else "FAIL") if r.ran else "?"
+            summary, vs = r.summary, r.vs_baseline
+            row["runs"][s.label] = {"median_us": summary.median_us if summary else None,
+                                    "p90_us": summary.p90_us if summary else None,
+                                    "speedup": vs.speedup if vs else None, "verdict": vs.verdict if vs else None,
+                                    "check": status}
     return list(rows.values())
 
 

@@ -30,7 +30,7 @@ def _t2_experiment(tmp_path, packs, *, candidate="abi_switch", tokens_per_expert
 
 
 def _rows(doc):
-    return {(r["case"], r["variant"]): r for r in doc.results}
+    return {(r.case, r.variant): r for r in doc.results}
 
 
 def test_declared_t2_variants_pass_their_checks(tmp_path, monkeypatch):
@@ -43,10 +43,10 @@ def test_declared_t2_variants_pass_their_checks(tmp_path, monkeypatch):
         for variant in ("matvec", "engine", "engine_matvec", "engine_grouped_tc", "abi_routed_dot", "abi_two_step",
                         "abi_switch"):
             row = rows[(case, variant)]
-            assert row["check"]["passed"], (case, variant, row["check"])
-            assert "measurement" in row
-    assert rows[("E16-M96-K512-Ne3", "engine")]["detail"]["launches"][0]["kernel"] == "dmmv_q4k_experts_batched"
-    tc = rows[("E16-M96-K512-Ne20", "engine")]["detail"]
+            assert row.passed, (case, variant, row.check)
+            assert row.timed
+    assert rows[("E16-M96-K512-Ne3", "engine")].detail["launches"][0]["kernel"] == "dmmv_q4k_experts_batched"
+    tc = rows[("E16-M96-K512-Ne20", "engine")].detail
     assert [launch["kernel"] for launch in tc["launches"]] == ["build_expert_order_padded", "gemm_q4k_experts_grouped_tc"]
     assert tc["source"] == "stand-in" and tc["nvrtc_options"][1:2] == ["--std=c++17"]
     assert doc.config["declared_sources"]["engine"] == "stand-in"
@@ -64,11 +64,11 @@ def test_declared_t1_variants(tmp_path, monkeypatch):
     rows = _rows(doc)
     for case in ("odd-q4_k-M200-K512-T40", "odd-q4_k-M200-K512-T300"):
         for variant in ("engine_round_trip", "engine_gemm_tc"):
-            assert rows[(case, variant)]["check"]["passed"], (case, variant)
+            assert rows[(case, variant)].passed, (case, variant)
         # The stand-ins hold no lowsmem kernel: absent, not an error (it needs the engine's tree).
-        assert rows[(case, "engine_tc_lowsmem")]["skipped"].startswith("absent")
-    assert rows[("odd-q4_k-M200-K512-T40", "engine")]["skipped"].startswith("absent")
-    assert rows[("odd-q4_k-M200-K512-T300", "engine")]["check"]["passed"]
+        assert rows[(case, "engine_tc_lowsmem")].skipped.startswith("absent")
+    assert rows[("odd-q4_k-M200-K512-T40", "engine")].skipped.startswith("absent")
+    assert rows[("odd-q4_k-M200-K512-T300", "engine")].passed
 
 
 def _bad_pack(tmp_path, variant: dict, source_text: str | None = None) -> Path:

@@ -251,23 +251,25 @@ def record(tuning: Tuning) -> dict:
     return {**asdict(tuning), "tuned_median_us": tuning.tuned_median_us}
 
 
-def flag_drift(row: dict, threshold: float = DRIFT_WARN, cache: TuneCache | None = None) -> str | None:
+def flag_drift(row, threshold: float = DRIFT_WARN, cache: TuneCache | None = None) -> str | None:
     """Warn (stderr, and in the row's ``warnings``) when the timed median of a tuned variant departs
     from its tuned median by more than ``threshold``: the pick was made under other conditions (a stall
-    while tuning was seen on an H200), so its cache entry is dropped and the next run tunes again."""
-    tuned = ((row.get("detail") or {}).get("autotune") or {}).get("tuned_median_us")
-    final = (row.get("summary") or {}).get("median_us")
+    while tuning was seen on an H200), so its cache entry is dropped and the next run tunes again.
+    ``row`` is a ``MicrobenchRow`` with its summary."""
+    tuning = (row.detail or {}).get("autotune") or {}
+    tuned = tuning.get("tuned_median_us")
+    final = row.summary.median_us if row.summary else None
     if not tuned or not final:
         return None
     departure = final / tuned - 1.0
-    row["detail"]["autotune"]["final_vs_tuned"] = departure
+    tuning["final_vs_tuned"] = departure
     if abs(departure) <= threshold:
         return None
-    message = (f"{row.get('case')} {row.get('variant')}: timed median {final:.1f} µs departs {departure:+.0%} from "
+    message = (f"{row.case} {row.variant}: timed median {final:.1f} µs departs {departure:+.0%} from "
                f"the autotuned {tuned:.1f} µs (beyond {threshold:.0%}); try --retune")
-    row.setdefault("warnings", []).append(message)
+    row.warnings = (row.warnings or []) + [message]
     warn(message)
-    key = row["detail"]["autotune"].get("key")
+    key = tuning.get("key")
     if cache is not None and key:
         cache.drop(key)
     return message

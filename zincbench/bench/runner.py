@@ -1,7 +1,7 @@
 """Run a microbench gate: for every case, check every variant against the float64 reference, time
 the ones that pass (cold L2 by default), compare candidates with the baseline and decide GO/NO-GO.
 
-Flow: measure (this module + zincbench.measure) -> records (rows of plain dicts in a Document) ->
+Flow: measure (this module + zincbench.measure) -> records (MicrobenchRow rows in a Document) ->
 judge (zincbench.judge) -> show (zincbench.show.microbench_table). Rows are written after every case,
 so an interrupted run leaves a valid document marked incomplete.
 """
@@ -20,6 +20,7 @@ from zincbench import judge, records
 from zincbench.bench import autotune, load_family
 from zincbench.bench.base import CheckResult, NotApplicable
 from zincbench.bench.declared import declared_for
+from zincbench.bench.rows import Floor, MicrobenchRow, Summary, VsBaseline
 from zincbench.config import experiment_path
 from zincbench.errors import InputError
 from zincbench.measure.traffic import rates
@@ -31,13 +32,6 @@ def _nvtx_range(name: str):
     except ImportError:
         return contextlib.nullcontext()
     return nvtx.annotate(name, color="green")
-
-
-def _summary_dict(samples) -> dict:
-    s = judge.summarize(samples)
-    return {"n": s.n, "median_us": s.median, "p90_us": s.p90, "mean_us": s.mean, "stdev_us": s.stdev,
-            "min_us": s.minimum, "max_us": s.maximum, "median_ci_us": list(s.median_ci),
-            "p90_ci_us": list(s.p90_ci), "rel_noise": s.rel_noise}
 
 
 def _check(family, config, case, inputs, prepared, tolerance, stream) -> CheckResult:
@@ -147,27 +141,25 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
                         else:
                             prepared = family.prepare(config, case, inputs, info.name, tuner)
                     except NotApplicable as exc:
-                        doc.results.append({"family": family_name, "case": case.key, "params": case.params,
-                                            "variant": info.name, "role": info.role, "skipped": str(exc)})
+                        doc.results.append(MicrobenchRow(family=family_name, case=case.key, params=case.params,
+                                                         variant=info.name, role=info.role, skipped=str(exc)))
                         bar.advance(task)
                         continue
                     check = _check(family, config, case, inputs, prepared, info.tolerance, timer.stream)
-                    row = {"family": family_name, "case": case.key, "params": case.params, "variant": info.name,
-                           "role": info.role, "check": {**asdict(check), "passed": check.passed},
-                           "traffic": asdict(prepared.traffic), "detail": prepared.detail,
-                           "reference": family.reference_columns(config, case, device_name)}
                     floor_us, bound = ceil.ceilings.floor_us(prepared.traffic) if ceil else (None, None)
-                    row["floor"] = {"us": floor_us, "bound": bound}
+                    row = MicrobenchRow(family=family_name, case=case.key, params=case.params, variant=info.name,
+                                        role=info.role, check=check, traffic=asdict(prepared.traffic),
+                                        detail=prepared.detail,
+                                        reference=family.reference_columns(config, case, device_name),
+                                        floor=Floor(us=floor_us, bound=bound))
                     if check.passed:
                         with _nvtx_range(f"{family_name}/{info.name}/{case.key}"):
-                            m = timer.measure(prepared.run, name=f"{family_name}/{info.name}/{case.key}")
-                        row["measurement"] = asdict(m)
-                        row["summary"] = _summary_dict(m.gpu_us)
+                            row.measurement = timer.measure(prepared.run, name=f"{family_name}/{info.name}/{case.key}")
+                        row.summary = Summary.of_samples(row.measurement.gpu_us)
                         autotune.flag_drift(row, cache=tuner.cache)
-                        med = row["summary"]["median_us"]
-                        row["rates"] = rates(prepared.traffic, med)
+                        row.rates = rates(prepared.traffic, row.summary.median_us)
                         if floor_us is not None:
-                            row["floor"]["pct_of_floor"] = 100.0 * floor_us / med
+                            row.floor.pct_of_floor = 100.0 * floor_us / row.summary.median_us
                     case_rows[info.name] = row
                     doc.results.append(row)
                     del prepared
@@ -182,31 +174,32 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     return doc, decision, writer.path
 
 
-def compare_case(case_rows: dict, rule) -> None:
+def compare_case(case_rows: dict[str, MicrobenchRow], rule) -> None:
+    """Set each timed variant's ``vs_baseline`` against the rule's baseline in the same case."""
     base = case_rows.get(rule.baseline)
     for name, row in case_rows.items():
-        if name == rule.baseline or "measurement" not in row:
+        if name == rule.baseline or not row.timed:
             continue
-        if base is None or "measurement" not in base:
-            row["vs_baseline"] = {"baseline": rule.baseline, "verdict": judge.Verdict.INCONCLUSIVE.value,
-                                  "note": "baseline has no valid timing"}
+        if base is None or not base.timed:
+            row.vs_baseline = VsBaseline(baseline=rule.baseline, verdict=judge.Verdict.INCONCLUSIVE.value,
+                                         note="baseline has no valid timing")
             continue
-        short = {who: len(r["measurement"]["gpu_us"]) for who, r in ((rule.baseline, base), (name, row))
-                 if len(r["measurement"]["gpu_us"]) < judge.MIN_SAMPLES_TO_JUDGE}
+        short = {who: len(r.measurement.gpu_us) for who, r in ((rule.baseline, base), (name, row))
+                 if len(r.measurement.gpu_us) < judge.MIN_SAMPLES_TO_JUDGE}
         if short:  # e.g. a stall ran the stopping rule into its timeout after 2 samples
-            row["vs_baseline"] = {"baseline": rule.baseline, "verdict": judge.Verdict.INCONCLUSIVE.value,
-                                  "note": "too few samples to judge: " + ", ".join(f"{k} n={n}" for k, n in short.items())}
+            row.vs_baseline = VsBaseline(baseline=rule.baseline, verdict=judge.Verdict.INCONCLUSIVE.value,
+                                         note="too few samples to judge: " + ", ".join(f"{k} n={n}" for k, n in short.items()))
             continue
-        cmp = judge.compare_medians(base["measurement"]["gpu_us"], row["measurement"]["gpu_us"],
+        cmp = judge.compare_medians(base.measurement.gpu_us, row.measurement.gpu_us,
                                     threshold=rule.threshold, confidence=rule.confidence)
-        row["vs_baseline"] = {"baseline": rule.baseline, "time_ratio": cmp.ratio, "time_ratio_ci": list(cmp.ci),
-                              "speedup": cmp.speedup, "speedup_ci": list(cmp.speedup_ci),
-                              "verdict": cmp.verdict.value, "confidence": cmp.confidence, "method": cmp.method}
+        row.vs_baseline = VsBaseline(baseline=rule.baseline, time_ratio=cmp.ratio, time_ratio_ci=list(cmp.ci),
+                                     speedup=cmp.speedup, speedup_ci=list(cmp.speedup_ci), verdict=cmp.verdict.value,
+                                     confidence=cmp.confidence, method=cmp.method)
 
 
-def decide_gate(family, config, cases, rows, rule) -> tuple[judge.GateDecision, list[dict]]:
+def decide_gate(family, config, cases, rows: list[MicrobenchRow], rule) -> tuple[judge.GateDecision, list[dict]]:
     """Apply the YAML rule to the cells it selects."""
-    by_key = {(r["case"], r["variant"]): r for r in rows}
+    by_key = {(r.case, r.variant): r for r in rows if r.ran}
     verdicts, cells, failed = [], [], False
     for case in cases:
         if not family.gate_applies(config, case):
@@ -215,13 +208,13 @@ def decide_gate(family, config, cases, rows, rule) -> tuple[judge.GateDecision, 
         base = by_key.get((case.key, rule.baseline))
         if cand is None or base is None:
             continue
-        if not cand["check"]["passed"]:
+        if not cand.passed:
             failed = True
             cells.append({"case": case.key, "verdict": "FAIL", "why": f"{rule.candidate} failed correctness"})
             continue
-        verdict = judge.Verdict((cand.get("vs_baseline") or {}).get("verdict", "inconclusive"))
+        vs = cand.vs_baseline
+        verdict = judge.Verdict(vs.verdict if vs else "inconclusive")
         verdicts.append(verdict)
-        cells.append({"case": case.key, "verdict": verdict.value,
-                      "speedup": (cand.get("vs_baseline") or {}).get("speedup")})
+        cells.append({"case": case.key, "verdict": verdict.value, "speedup": vs.speedup if vs else None})
     wanted = judge.Verdict(rule.require)
     return judge.require_all(verdicts, wanted, failed=failed), cells

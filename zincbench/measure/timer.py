@@ -46,11 +46,6 @@ class Measurement:
     launch_hiding: bool
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def samples_us(self) -> list[float]:
-        """GPU times that count (throttled samples dropped unless flagged otherwise)."""
-        return self.gpu_us
-
 
 @dataclass
 class TimerConfig:

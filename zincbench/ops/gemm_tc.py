@@ -59,8 +59,3 @@ def gemm_q4k_tc_traffic(m: int, k: int, t: int, accumulate: bool = False) -> Tra
     w_bytes = m * get_format("q4_k").row_bytes(k)
     x_bytes, y_bytes = 4 * t * k, 4 * t * m * (2 if accumulate else 1)
     return Traffic(w_bytes + x_bytes + y_bytes, w_bytes * _tiles(t) + x_bytes * _tiles(m) + y_bytes)
-
-
-def gemm_q4k_tc_executed_flops(m: int, k: int, t: int) -> int:
-    """FLOPs the Tensor cores execute, padding of partial 64x64 tiles included."""
-    return 2 * _tiles(m) * TILE * _tiles(t) * TILE * k

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from zincbench.bench.rows import MicrobenchRow, rows_of
 from zincbench.show.fit import fits
 
 ROLE_STYLE = {"baseline": "cyan", "candidate": "bold", "ceiling": "dim", "reference": "dim"}
@@ -19,27 +20,27 @@ def _fmt(v, spec=".1f", dash="–"):
     return dash if v is None else format(v, spec)
 
 
+def _check_text(row: MicrobenchRow) -> str:
+    return "ok" if row.check.passed else f"FAIL ({row.check.failure or 'err %.1e' % row.check.rel_error})"
+
+
 def rows_for_display(doc: dict) -> list[dict]:
     out = []
-    for r in doc["results"]:
-        if "skipped" in r:
+    for r in rows_of(doc):
+        if r.skipped is not None:
             continue
-        s = r.get("summary") or {}
-        vs = r.get("vs_baseline") or {}
-        ci = s.get("median_ci_us") or [None, None]
-        sci = vs.get("speedup_ci") or [None, None]
-        ref = (r.get("reference") or {}).get("llama_cpp_us")
-        stand_in = (r.get("detail") or {}).get("source") == "stand-in"
+        s, vs, detail, rates = r.summary, r.vs_baseline, r.detail or {}, r.rates or {}
+        median = s.median_us if s else None
+        ref = (r.reference or {}).get("llama_cpp_us")
         out.append({
-            "case": r["case"], "variant": r["variant"] + ("*" if stand_in else ""), "role": r["role"],
-            "check": "ok" if r["check"]["passed"] else f"FAIL ({r['check'].get('failure') or 'err %.1e' % r['check']['rel_error']})",
-            "rel_err": r["check"]["rel_error"],
-            "median": s.get("median_us"), "p90": s.get("p90_us"), "ci": ci,
-            "speedup": vs.get("speedup"), "speedup_ci": sci, "verdict": vs.get("verdict"),
-            "gbps": (r.get("rates") or {}).get("gbps"), "tflops": (r.get("rates") or {}).get("tflops"),
-            "pct_floor": (r.get("floor") or {}).get("pct_of_floor"), "floor_us": (r.get("floor") or {}).get("us"),
-            "llama_x": (ref / s["median_us"]) if ref and s.get("median_us") else None, "llama_us": ref,
-            "detail": (r.get("detail") or {}).get("tile", ""),
+            "case": r.case, "variant": r.variant + ("*" if detail.get("source") == "stand-in" else ""), "role": r.role,
+            "check": _check_text(r),
+            "median": median, "p90": s.p90_us if s else None, "ci": (s.median_ci_us if s else None) or [None, None],
+            "speedup": vs.speedup if vs else None, "speedup_ci": (vs.speedup_ci if vs else None) or [None, None],
+            "verdict": vs.verdict if vs else None, "gbps": rates.get("gbps"), "tflops": rates.get("tflops"),
+            "pct_floor": r.floor.pct_of_floor if r.floor else None,
+            "llama_x": (ref / median) if ref and median else None, "llama_us": ref,
+            "detail": detail.get("tile", ""),
         })
     return out
 
@@ -54,9 +55,9 @@ def source_notes(doc: dict) -> list[str]:
     if engine:
         notes.append(f"from the engine's source tree: {', '.join(engine)}")
     skipped: dict[tuple[str, str], int] = {}
-    for r in doc["results"]:
-        if "skipped" in r and not r["skipped"].startswith("not for this case"):
-            skipped[(r["variant"], r["skipped"])] = skipped.get((r["variant"], r["skipped"]), 0) + 1
+    for r in rows_of(doc):
+        if r.skipped is not None and not r.skipped.startswith("not for this case"):
+            skipped[(r.variant, r.skipped)] = skipped.get((r.variant, r.skipped), 0) + 1
     notes += [f"not run: {variant} in {n} case(s): {why}" for (variant, why), n in skipped.items()]
     return notes
 

@@ -34,9 +34,9 @@ def require_matplotlib():
 
 
 def _rows(report, family: str) -> list[tuple]:
-    """(source label, results row) for each timed row of a microbench family."""
+    """(source label, MicrobenchRow) for each timed row of a microbench family."""
     return [(s.label, r) for s in report.of_kind("microbench") for r in s.doc.get("results") or []
-            if (r.get("family") or s.doc["config"].get("family")) == family and r.get("summary")]
+            if (r.family or s.doc["config"].get("family")) == family and r.summary]
 
 
 def plot_t2(report, out_dir: Path, plt) -> Path | None:
@@ -45,18 +45,18 @@ def plot_t2(report, out_dir: Path, plt) -> Path | None:
     rows = _rows(report, "t2")
     if not rows:
         return None
-    shapes = list(dict.fromkeys((r["params"]["experts"], r["params"]["rows"], r["params"]["k"]) for _, r in rows))
+    shapes = list(dict.fromkeys((r.params["experts"], r.params["rows"], r.params["k"]) for _, r in rows))
     labels = list(dict.fromkeys(label for label, _ in rows))
-    variants = list(dict.fromkeys(r["variant"] for _, r in rows))
+    variants = list(dict.fromkeys(r.variant for _, r in rows))
     colors = {v: f"C{i}" for i, v in enumerate(variants)}
     fig, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 4), squeeze=False)
     for ax, (e, m, k) in zip(axes[0], shapes):
-        mine = [(label, r) for label, r in rows if (r["params"]["experts"], r["params"]["rows"], r["params"]["k"]) == (e, m, k)]
+        mine = [(label, r) for label, r in rows if (r.params["experts"], r.params["rows"], r.params["k"]) == (e, m, k)]
         for li, label in enumerate(labels):
             suffix = f" · {label}" if len(labels) > 1 else ""
             for variant in variants:
-                points = sorted((r["params"]["tokens_per_expert"], r["summary"]["median_us"]) for lab, r in mine
-                                if lab == label and r["variant"] == variant and r["summary"].get("median_us") is not None)
+                points = sorted((r.params["tokens_per_expert"], r.summary.median_us) for lab, r in mine
+                                if lab == label and r.variant == variant and r.summary.median_us is not None)
                 if points:
                     ax.plot(*zip(*points), color=colors[variant], linestyle=LINE_STYLES[li % len(LINE_STYLES)],
                             marker=MARKERS[li % len(MARKERS)], label=f"{variant}{suffix}")
@@ -65,10 +65,10 @@ def plot_t2(report, out_dir: Path, plt) -> Path | None:
             for lab, r in mine:
                 if lab != label:
                     continue
-                if (r.get("floor") or {}).get("us") is not None:
-                    floors[r["params"]["tokens_per_expert"]].append(r["floor"]["us"])
-                if (r.get("reference") or {}).get("llama_cpp_us") is not None:
-                    llama[r["params"]["tokens_per_expert"]] = r["reference"]["llama_cpp_us"]
+                if r.floor and r.floor.us is not None:
+                    floors[r.params["tokens_per_expert"]].append(r.floor.us)
+                if (r.reference or {}).get("llama_cpp_us") is not None:
+                    llama[r.params["tokens_per_expert"]] = r.reference["llama_cpp_us"]
             style = LINE_STYLES[(li + 1) % len(LINE_STYLES)]
             if floors:
                 xs = sorted(floors)
@@ -80,7 +80,7 @@ def plot_t2(report, out_dir: Path, plt) -> Path | None:
                         label=f"llama.cpp{suffix}")
         ax.set(title=f"E{e} M{m} K{k}", xlabel="tokens per expert N_e", ylabel="median time (µs, log)", xscale="log",
                yscale="log")  # variants differ by orders of magnitude; the floor must stay visible
-        ax.set_xticks(sorted({r["params"]["tokens_per_expert"] for _, r in mine}))
+        ax.set_xticks(sorted({r.params["tokens_per_expert"] for _, r in mine}))
         ax.get_xaxis().set_major_formatter(ScalarFormatter())
         ax.minorticks_off()
         ax.grid(alpha=0.3)
@@ -91,18 +91,18 @@ def plot_t2(report, out_dir: Path, plt) -> Path | None:
 
 
 def plot_t1(report, out_dir: Path, plt) -> Path | None:
-    rows = [(label, r) for label, r in _rows(report, "t1") if (r.get("vs_baseline") or {}).get("speedup") is not None]
+    rows = [(label, r) for label, r in _rows(report, "t1") if r.vs_baseline and r.vs_baseline.speedup is not None]
     if not rows:
         return None
     labels = list(dict.fromkeys(label for label, _ in rows))
-    variants = list(dict.fromkeys(r["variant"] for _, r in rows))
-    cases = list(dict.fromkeys(r["case"] for _, r in rows))
-    baseline = rows[0][1]["vs_baseline"].get("baseline", "baseline")
+    variants = list(dict.fromkeys(r.variant for _, r in rows))
+    cases = list(dict.fromkeys(r.case for _, r in rows))
+    baseline = rows[0][1].vs_baseline.baseline
     height = 0.8 / len(variants)
     fig, axes = plt.subplots(1, len(labels), figsize=(6 * len(labels), 1.5 + 0.3 * len(cases)), squeeze=False, sharey=True)
     for ax, label in zip(axes[0], labels):
         for vi, variant in enumerate(variants):
-            speed = {r["case"]: r["vs_baseline"]["speedup"] for lab, r in rows if lab == label and r["variant"] == variant}
+            speed = {r.case: r.vs_baseline.speedup for lab, r in rows if lab == label and r.variant == variant}
             ys = [ci + vi * height for ci, case in enumerate(cases) if case in speed]
             ax.barh(ys, [speed[c] for c in cases if c in speed], height=height, color=f"C{vi}", label=variant)
         ax.axvline(1.0, color="black", linewidth=1)

@@ -1,0 +1,122 @@
+"""Golden test: every microbench document recorded under results/ loads as MicrobenchRow rows (and
+writes back byte for byte), re-judges to its recorded decision (or, when the run never measured a
+variant today's rule names, by the rule it was recorded under) and renders the same table text as when
+the fixtures were written; ``zincbench report`` of each folder shows the same tables too.
+
+The fixtures in tests/fixtures/golden/ were generated from the code before the typed-row refactor;
+regenerate them only for an intended change of the tables: ``python3 tests/test_golden_records.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
+DOCUMENTS = sorted(p for p in (ROOT / "results").rglob("*.json")
+                   if json.loads(p.read_text()).get("kind") == "microbench")
+WIDTHS = (80, 200)
+
+
+def _stem(path: Path) -> str:
+    return "_".join(path.relative_to(ROOT / "results").with_suffix("").parts)
+
+
+def rendered(path: Path) -> dict[str, str]:
+    """The texts a recorded document renders to: the terminal table at each width, and markdown."""
+    from zincbench.show.microbench_table import microbench_markdown, print_microbench
+
+    doc = json.loads(path.read_text())
+    out = {}
+    for width in WIDTHS:
+        buffer = io.StringIO()
+        print_microbench(doc, Console(file=buffer, width=width, color_system=None, force_terminal=False))
+        out[f"{_stem(path)}.w{width}.txt"] = buffer.getvalue()
+    out[f"{_stem(path)}.md.txt"] = microbench_markdown(doc) + "\n"
+    return out
+
+
+def report_texts(folder: Path) -> dict[str, str]:
+    """``zincbench report`` of a folder's recorded microbench documents: terminal at each width, and markdown
+    (paths relative to the repository, as the CLI is run from there)."""
+    from zincbench.report import build_report, print_report, to_markdown
+
+    paths = [str(p.relative_to(ROOT)) for p in DOCUMENTS if p.parent == folder]
+    merged = build_report(paths)
+    stem = "report_" + _stem(folder / "x.json")[:-2]
+    out = {}
+    for width in WIDTHS:
+        buffer = io.StringIO()
+        print_report(merged, Console(file=buffer, width=width, color_system=None, force_terminal=False))
+        out[f"{stem}.w{width}.txt"] = buffer.getvalue()
+    out[f"{stem}.md.txt"] = to_markdown(merged) + "\n"
+    return out
+
+
+FOLDERS = sorted({p.parent for p in DOCUMENTS})
+
+
+def rejudged(path: Path) -> dict:
+    """What the gate's re-judging makes of a recorded document: status, reason and cells."""
+    from zincbench.gate import rejudge_document
+
+    judged = rejudge_document(json.loads(path.read_text()), str(path.relative_to(ROOT)), base=ROOT)
+    return {"status": judged.status.value, "reason": judged.reason, "cells": judged.details["cells"],
+            "rule": judged.details["rule"]}
+
+
+def test_every_recorded_microbench_document_is_covered():
+    assert len(DOCUMENTS) >= 10  # results/h200, h200/engine, h200/repro, h200/gguf, h200-x2
+    assert {p.parent.name for p in DOCUMENTS} >= {"h200", "engine", "repro", "h200-x2"}
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)
+def test_rows_load_and_write_back_byte_for_byte(path):
+    from zincbench.bench.rows import rows_of
+
+    doc = json.loads(path.read_text())
+    assert json.dumps([row.to_json() for row in rows_of(doc)]) == json.dumps(doc["results"])
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)
+def test_renders_the_same_tables(path):
+    for name, text in rendered(path).items():
+        assert text == (GOLDEN / name).read_text(), name
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda f: str(f.relative_to(ROOT)))
+def test_the_report_shows_the_same_tables(folder, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    for name, text in report_texts(folder).items():
+        assert text == (GOLDEN / name).read_text(), name
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)
+def test_rejudges_to_the_recorded_decision(path):
+    doc = json.loads(path.read_text())
+    judged = rejudged(path)
+    assert judged == json.loads((GOLDEN / f"{_stem(path)}.rejudged.json").read_text())
+    assert judged["reason"].split(":")[0] == doc["verdict"]["decision"]
+    # Today's rule is the recorded one, or the run never measured today's pair and was judged by its own.
+    assert judged["rule"] == doc["verdict"]["rule"]
+
+
+if __name__ == "__main__":
+    import os
+
+    os.chdir(ROOT)
+    GOLDEN.mkdir(parents=True, exist_ok=True)
+    for folder in FOLDERS:
+        for name, text in report_texts(folder).items():
+            (GOLDEN / name).write_text(text)
+    for document in DOCUMENTS:
+        for name, text in rendered(document).items():
+            (GOLDEN / name).write_text(text)
+        (GOLDEN / f"{_stem(document)}.rejudged.json").write_text(json.dumps(rejudged(document), indent=1) + "\n")
+    print(f"wrote fixtures to {GOLDEN}", file=sys.stderr)
