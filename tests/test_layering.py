@@ -26,9 +26,11 @@ LAYERS = [
     ("zincbench.measure", "zincbench.ops"),
     # families and engine adapters; llamabench reads and runs llama-bench through engines.process
     ("zincbench.bench", "zincbench.engines", "zincbench.llamabench"),
-    ("zincbench.records", "zincbench.reference_store"),
-    # run plans: microbench's runner lives beside the families it drives, but it is a run like runs.ab
-    ("zincbench.runs", "zincbench.bench.runner", "zincbench.profile", "zincbench.report", "zincbench.gate",
+    # records: documents, and the microbench row type that lives beside the families that fill it
+    ("zincbench.records", "zincbench.reference_store", "zincbench.bench.rows"),
+    # run plans: microbench's runner (and its re-judging of recorded runs) lives beside the families it
+    # drives, but it is a run like runs.ab
+    ("zincbench.runs", "zincbench.bench.runner", "zincbench.bench.rejudge", "zincbench.profile", "zincbench.report", "zincbench.gate",
      "zincbench.aa", "zincbench.testing"),
     ("zincbench.show",),
     ("zincbench.cli", "zincbench.__main__"),

@@ -20,7 +20,7 @@ from zincbench.plugins import load_plugins
 
 # The runner's own modules; every other module here is imported when the registry is read, so a family
 # module registers itself just by being here.
-RUNNER_MODULES = ("autotune", "base", "declared", "expressions", "host_steps", "runner")
+RUNNER_MODULES = ("autotune", "base", "declared", "expressions", "host_steps", "rejudge", "rows", "runner")
 
 FAMILIES: dict = {}  # name -> the family object (bench.base.Family)
 
