@@ -186,14 +186,15 @@ def quantize(x: np.ndarray) -> np.ndarray:
     return rows_of(quantize_in_chunks(x_blocks, quantize_blocks, BLOCK_BYTES), grid)
 
 
-def random_blocks(rng: np.random.Generator, rows: int, k: int) -> np.ndarray:
-    """``rows`` rows of ``k`` weights as random valid Q4_K blocks ``(rows, k/256*144)``, made as bytes.
+def random_blocks(rng: np.random.Generator, rows: int, k: int, block_bytes: int = BLOCK_BYTES) -> np.ndarray:
+    """``rows`` rows of ``k`` weights as random valid Q4_K blocks ``(rows, k/256*144)``, made as bytes
+    (Q5_K's, with its ``block_bytes``: the same header, every other byte uniform too).
 
     Distribution: every scale/min code and every quant nibble uniform over its full range (0..63,
     0..15); ``d`` log-uniform in [1e-4, 3e-2] and ``dmin = d·2^u``, u uniform in [-2, 2], both stored
     as fp16, so always finite and positive. Weights then lie within about ±30.
     """
-    blocks, grid = random_block_bytes(rng, rows, k, BLOCK_BYTES)
+    blocks, grid = random_block_bytes(rng, rows, k, block_bytes)
     d = log_uniform_fp16(rng, len(blocks), 1e-4, 3e-2)
     dmin = (d.astype(np.float64) * np.exp2(rng.uniform(-2.0, 2.0, len(blocks)))).astype(np.float16)
     blocks[:, 0:2] = fp16_bytes(d)

@@ -11,16 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from zincbench.quant.blocks import (
-    QK_K,
-    byte_blocks,
-    fp16_bytes,
-    log_uniform_fp16,
-    quantize_in_chunks,
-    random_block_bytes,
-    rows_of,
-    weight_blocks,
-)
+from zincbench.quant import q4k
+from zincbench.quant.blocks import QK_K, byte_blocks, fp16_bytes, quantize_in_chunks, rows_of, weight_blocks
 from zincbench.quant.q4k import SUB_BLOCK_WEIGHTS, SUB_BLOCKS, pack_scale_min, scaled_levels, sub_block_affine
 
 NAME = "q5_k"
@@ -60,11 +52,6 @@ def quantize(x: np.ndarray) -> np.ndarray:
 
 
 def random_blocks(rng: np.random.Generator, rows: int, k: int) -> np.ndarray:
-    """``rows`` rows of ``k`` weights as random valid Q5_K blocks (every code and bit uniform; ``d``
-    log-uniform in [1e-4, 3e-2], ``dmin = d·2^u`` with u uniform in [-2, 2], both fp16)."""
-    blocks, grid = random_block_bytes(rng, rows, k, BLOCK_BYTES)
-    d = log_uniform_fp16(rng, len(blocks), 1e-4, 3e-2)
-    dmin = (d.astype(np.float64) * np.exp2(rng.uniform(-2.0, 2.0, len(blocks)))).astype(np.float16)
-    blocks[:, 0:2] = fp16_bytes(d)
-    blocks[:, 2:4] = fp16_bytes(dmin)
-    return rows_of(blocks, grid)
+    """``rows`` rows of ``k`` weights as random valid Q5_K blocks: Q4_K's distribution (every code and
+    bit uniform; ``d`` log-uniform in [1e-4, 3e-2], ``dmin = d·2^u``), 176 bytes a block."""
+    return q4k.random_blocks(rng, rows, k, BLOCK_BYTES)
