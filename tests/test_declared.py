@@ -158,6 +158,7 @@ BAD_SPECS = {
     "push-type": ({"push": {"M": "u16 M"}}, "steps[0].push.M: unknown field type 'u16'"),
     "push-form": ({"push": {"M": "M"}}, "steps[0].push.M: expected '<type> <expression>'"),
     "expression": ({"grid": ["ceil_div(M", "64)"]}, "steps[0].grid[0]: 'ceil_div(M': does not parse"),
+    "attribute": ({"grid": ["M.real"]}, "steps[0].grid[0]: 'M.real': unsupported syntax Attribute"),
     "unknown-key": ({"threads": 64}, "steps[0]: unknown key(s) threads"),
     "source": ({"source": "nowhere"}, "steps[0].source: unknown source 'nowhere'"),
     "host-op": ({"host": "sgemm", "kernel": None}, "steps[0].host: unknown host operation 'sgemm'"),

@@ -33,13 +33,7 @@ def rendered(path: Path) -> dict[str, str]:
     from zincbench.show.microbench_table import microbench_markdown, print_microbench
 
     doc = json.loads(path.read_text())
-    out = {}
-    for width in WIDTHS:
-        buffer = io.StringIO()
-        print_microbench(doc, Console(file=buffer, width=width, color_system=None, force_terminal=False))
-        out[f"{_stem(path)}.w{width}.txt"] = buffer.getvalue()
-    out[f"{_stem(path)}.md.txt"] = microbench_markdown(doc) + "\n"
-    return out
+    return _texts(_stem(path), lambda console: print_microbench(doc, console), microbench_markdown(doc))
 
 
 def report_texts(folder: Path) -> dict[str, str]:
@@ -50,12 +44,17 @@ def report_texts(folder: Path) -> dict[str, str]:
     paths = [str(p.relative_to(ROOT)) for p in DOCUMENTS if p.parent == folder]
     merged = build_report(paths)
     stem = "report_" + _stem(folder / "x.json")[:-2]
+    return _texts(stem, lambda console: print_report(merged, console), to_markdown(merged))
+
+
+def _texts(stem: str, render, markdown: str) -> dict[str, str]:
+    """``render(console)`` captured at each terminal width, and the markdown, keyed by fixture name."""
     out = {}
     for width in WIDTHS:
         buffer = io.StringIO()
-        print_report(merged, Console(file=buffer, width=width, color_system=None, force_terminal=False))
+        render(Console(file=buffer, width=width, color_system=None, force_terminal=False))
         out[f"{stem}.w{width}.txt"] = buffer.getvalue()
-    out[f"{stem}.md.txt"] = to_markdown(merged) + "\n"
+    out[f"{stem}.md.txt"] = markdown + "\n"
     return out
 
 

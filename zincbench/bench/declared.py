@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from zincbench.bench.base import NotApplicable, Prepared, VariantInfo
-from zincbench.bench.expressions import ExpressionError, evaluate, evaluate_int
+from zincbench.bench.expressions import ExpressionError, check_syntax, evaluate, evaluate_int
 from zincbench.errors import ConfigError, InputError, KernelCompileError
 from zincbench.measure.traffic import Traffic
 
@@ -176,30 +176,12 @@ def _expr(value, where: str):
     """A number, or an expression whose syntax is checked now (names are checked per case)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ConfigError(f"{where}: expected a number or an expression")
-    if isinstance(value, str):
-        try:
-            evaluate(value, _SYNTAX_ONLY)
-        except ExpressionError as exc:
-            if "unknown name" not in str(exc) and "unknown function" not in str(exc):
-                hint = " (quote an expression that holds a comma inside [ ])" if "parse" in str(exc) else ""
-                raise ConfigError(f"{where}: {value!r}: {exc}{hint}") from None
+    try:
+        check_syntax(value)
+    except ExpressionError as exc:
+        hint = " (quote an expression that holds a comma inside [ ])" if "parse" in str(exc) else ""
+        raise ConfigError(f"{where}: {value!r}: {exc}{hint}") from None
     return value
-
-
-class _AnyName(dict):
-    """Names for a syntax check: every name resolves, so only the shape of the expression is judged."""
-
-    def __contains__(self, key):
-        return True
-
-    def __getitem__(self, key):
-        return 1
-
-    def get(self, key, default=None):
-        return 1
-
-
-_SYNTAX_ONLY = _AnyName()
 
 
 def _extent(value, where: str) -> list:

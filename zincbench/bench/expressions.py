@@ -41,19 +41,40 @@ class ExpressionError(ValueError):
     """An expression that does not parse or evaluate; the message says why in a few words."""
 
 
-def evaluate(text, names: dict):
-    """The value of ``text`` (a number passes through) with ``names`` bound."""
+def _parse(text) -> ast.AST | None:
+    """The expression's tree, or None for a plain number."""
     if isinstance(text, bool) or isinstance(text, (int, float)):
-        return text
+        return None
     if not isinstance(text, str):
         raise ExpressionError(f"expected an expression or a number, got {type(text).__name__}")
     if len(text) > MAX_LENGTH:
         raise ExpressionError(f"longer than {MAX_LENGTH} characters")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        return ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise ExpressionError(f"does not parse ({exc.msg})") from None
-    return _eval(tree.body, names)
+
+
+def evaluate(text, names: dict):
+    """The value of ``text`` (a number passes through) with ``names`` bound."""
+    tree = _parse(text)
+    return text if tree is None else _eval(tree.body, names)
+
+
+_SYNTAX = (ast.Expression, ast.Constant, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
+           ast.IfExp, ast.Tuple, ast.List, ast.Call, ast.And, ast.Or, *_BINARY, *_UNARY, *_COMPARE)
+
+
+def check_syntax(text) -> None:
+    """Refuse, before any case exists, an expression that could never evaluate (a parse error, an
+    attribute, a subscript, a keyword argument ...); names and functions are checked per case."""
+    tree = _parse(text)
+    if tree is None:
+        return
+    for node in ast.walk(tree):
+        if not isinstance(node, _SYNTAX) or (isinstance(node, ast.Call) and
+                                             (node.keywords or not isinstance(node.func, ast.Name))):
+            raise ExpressionError(f"unsupported syntax {type(node).__name__}")
 
 
 def _checked(value):
