@@ -96,16 +96,16 @@ def test_judge_aa_says_when_the_evidence_cannot_bound_the_rate():
 # --- comparisons of constructed sample sets -----------------------------------------------------------
 
 
-def test_identical_distributions_give_no_false_positives(rng):
-    samples = [timings(rng) for _ in range(8)]
+def test_identical_distributions_give_no_false_positives(sample_rng):
+    samples = [timings(sample_rng) for _ in range(8)]
     comparisons = compare_processes(samples, threshold=0.03, confidence=0.99)
     assert len(comparisons) == 28 and sum(c["independent"] for c in comparisons) == 4
     assert [(c["baseline"], c["candidate"]) for c in comparisons if c["independent"]] == [(0, 1), (2, 3), (4, 5), (6, 7)]
     assert VerdictTally.of(c["verdict"] for c in comparisons).false_positives == 0
 
 
-def test_a_10pct_shift_is_detected_in_every_comparison_with_the_shifted_process(rng):
-    samples = [timings(rng) for _ in range(5)] + [timings(rng, scale=0.9)]
+def test_a_10pct_shift_is_detected_in_every_comparison_with_the_shifted_process(sample_rng):
+    samples = [timings(sample_rng) for _ in range(5)] + [timings(sample_rng, scale=0.9)]
     comparisons = compare_processes(samples, threshold=0.03, confidence=0.99)
     shifted = [c for c in comparisons if c["candidate"] == 5]
     assert len(shifted) == 5 and all(c["verdict"] == "faster" for c in shifted)
@@ -118,15 +118,15 @@ def test_a_10pct_shift_is_detected_in_every_comparison_with_the_shifted_process(
 
 
 @pytest.mark.parametrize("higher_is_better", [False, True], ids=["times", "rates"])
-def test_change_to_call_is_exactly_where_the_verdict_flips(rng, higher_is_better):
+def test_change_to_call_is_exactly_where_the_verdict_flips(sample_rng, higher_is_better):
     """Scale the candidate just beyond (and just short of) the computed change: the verdict flips there."""
     if higher_is_better:
-        base, cand = timings(rng, 6, 2000, 0.005), timings(rng, 6, 2000, 0.005)
+        base, cand = timings(sample_rng, 6, 2000, 0.005), timings(sample_rng, 6, 2000, 0.005)
         compare = lambda scale: compare_paired(base, [scale * v for v in cand], threshold=0.02)
         faster_scale = lambda gain: 1 + gain  # rates scale with speed
         slower_scale = lambda loss: 1 - loss
     else:
-        base, cand = timings(rng), timings(rng)
+        base, cand = timings(sample_rng), timings(sample_rng)
         compare = lambda scale: compare_medians(base, [scale * v for v in cand], threshold=0.03)
         faster_scale = lambda gain: 1 / (1 + gain)  # times scale with 1/speed
         slower_scale = lambda loss: 1 / (1 - loss)
@@ -197,8 +197,8 @@ def microbench_aa(tmp_path, stub, processes=6):
     return run_microbench_aa(config, results_dir=tmp_path / "results", launch=stub, progress=False)
 
 
-def test_microbench_aa_launches_separate_processes_and_judges_every_pair(tmp_path, rng):
-    stub = StubMicrobench(rng)
+def test_microbench_aa_launches_separate_processes_and_judges_every_pair(tmp_path, sample_rng):
+    stub = StubMicrobench(sample_rng)
     out = microbench_aa(tmp_path, stub, processes=6)
     assert len(stub.calls) == 6
     argv = stub.calls[0]
@@ -218,14 +218,14 @@ def test_microbench_aa_launches_separate_processes_and_judges_every_pair(tmp_pat
     assert not list(Path(argv[argv.index("--results-dir") + 1]).parent.glob("zincbench-aa-*")), "scratch left behind"
 
 
-def test_microbench_aa_fails_when_one_process_is_10pct_off(tmp_path, rng):
-    out = microbench_aa(tmp_path, StubMicrobench(rng, scales={3: 1.1}), processes=6)
+def test_microbench_aa_fails_when_one_process_is_10pct_off(tmp_path, sample_rng):
+    out = microbench_aa(tmp_path, StubMicrobench(sample_rng, scales={3: 1.1}), processes=6)
     assert out.exit_code == ExitCode.FAIL and out.summary["outcome"] == "fail"
     assert out.summary["comparisons"]["false_positive"]["events"] == 5  # process 3 against each of the others
 
 
-def test_microbench_aa_records_crashes_and_timeouts_and_is_inconclusive(tmp_path, rng):
-    stub = StubMicrobench(rng, exit_codes={1: 139, 4: "timeout"}, stderr="CUDA error 700: illegal memory access")
+def test_microbench_aa_records_crashes_and_timeouts_and_is_inconclusive(tmp_path, sample_rng):
+    stub = StubMicrobench(sample_rng, exit_codes={1: 139, 4: "timeout"}, stderr="CUDA error 700: illegal memory access")
     out = microbench_aa(tmp_path, stub, processes=6)
     assert out.exit_code == ExitCode.INCONCLUSIVE
     assert out.summary["processes"] == {"requested": 6, "ok": 4} and out.summary["failures"] == 2
@@ -236,15 +236,15 @@ def test_microbench_aa_records_crashes_and_timeouts_and_is_inconclusive(tmp_path
 
 
 @pytest.mark.parametrize("rc, error", [(ExitCode.ENVIRONMENT, EnvironmentProblem), (ExitCode.USAGE, InputError)])
-def test_microbench_aa_stops_without_a_results_file_when_a_process_cannot_run(tmp_path, rng, rc, error):
-    stub = StubMicrobench(rng, exit_codes={0: rc}, stderr="zincbench: error: no CUDA device")
+def test_microbench_aa_stops_without_a_results_file_when_a_process_cannot_run(tmp_path, sample_rng, rc, error):
+    stub = StubMicrobench(sample_rng, exit_codes={0: rc}, stderr="zincbench: error: no CUDA device")
     with pytest.raises(error, match=r"^microbench process: no CUDA device$"):
         microbench_aa(tmp_path, stub)
     assert len(stub.calls) == 1 and not (tmp_path / "results").exists()
 
 
-def test_microbench_aa_rejects_unknown_case_and_variant_before_launching(tmp_path, rng):
-    stub = StubMicrobench(rng)
+def test_microbench_aa_rejects_unknown_case_and_variant_before_launching(tmp_path, sample_rng):
+    stub = StubMicrobench(sample_rng)
     for override, message in (({"case": "E7-M1-K256-Ne1"}, "no t2 case"), ({"variant": "cutlass"}, "no t2 variant")):
         config = load_aa_config().with_overrides("microbench", **override)
         with pytest.raises(InputError, match=message):

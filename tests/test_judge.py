@@ -12,11 +12,11 @@ from zincbench.judge import (GateDecision, Verdict, compare_medians, compare_pai
                              require_all, summarize)
 
 
-def test_quantile_ci_covers_the_true_median_at_its_confidence(rng):
+def test_quantile_ci_covers_the_true_median_at_its_confidence(sample_rng):
     """Coverage of the binomial order-statistic CI, checked by simulation on an exponential law."""
     true_median = math.log(2)
     hits = sum(lo <= true_median <= hi for lo, hi in
-               (quantile_ci(rng.exponential(size=60), 0.5, 0.95) for _ in range(400)))
+               (quantile_ci(sample_rng.exponential(size=60), 0.5, 0.95) for _ in range(400)))
     # 95% nominal (order statistics make it conservative); 400 trials: allow binomial scatter.
     assert hits / 400 >= 0.92
 
@@ -50,12 +50,14 @@ def test_decide_direction_for_throughput():
     assert decide(1.10, (1.08, 1.12), 0.03, higher_is_better=True) is Verdict.FASTER
 
 
-def test_compare_medians_detects_a_shift_and_calls_identical_same(rng):
-    base = rng.normal(100, 0.5, size=300)
-    assert compare_medians(base, rng.normal(90, 0.5, size=300)).verdict is Verdict.FASTER
-    assert compare_medians(base, rng.normal(110, 0.5, size=300)).verdict is Verdict.SLOWER
-    same = compare_medians(base, rng.normal(100, 0.5, size=300))
-    assert same.verdict is Verdict.SAME and same.ci[0] < 1 < same.ci[1]
+def test_compare_medians_detects_a_shift_and_calls_identical_same(sample_rng):
+    base = sample_rng.normal(100, 0.5, size=300)
+    assert compare_medians(base, sample_rng.normal(90, 0.5, size=300)).verdict is Verdict.FASTER
+    assert compare_medians(base, sample_rng.normal(110, 0.5, size=300)).verdict is Verdict.SLOWER
+    same = compare_medians(base, sample_rng.normal(100, 0.5, size=300))
+    # SAME because the whole interval lies inside the 3% band (not because it covers 1: a 99% interval
+    # misses the true ratio in 1% of draws, and SAME must not depend on that).
+    assert same.verdict is Verdict.SAME and 0.97 < same.ci[0] <= same.ci[1] < 1.03
     assert compare_medians([1.0], [2.0]).verdict is Verdict.INCONCLUSIVE
 
 
