@@ -2,7 +2,7 @@
 # One GPU-host session in one go (the device time is the scarce thing): set up, report the environment,
 # run the GPU tests, optional profiler captures and benchmarks, then pack every log into $OUT/session.tgz.
 #
-#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full aa profile
+#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full wheel aa profile
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -56,6 +56,10 @@ for step in "${@:-env tests}"; do
         gguf) TAIL=30 run gguf 200 bash -c "python3 -m zincbench.testing.weights_gguf /tmp/w.gguf && \
                 $ZB microbench t2 --gguf /tmp/w.gguf --quick --no-progress --markdown $LOGS/t2gguf.md; \
                 $ZB microbench t1 --gguf /tmp/w.gguf --layer 0 --quick --no-progress --markdown $LOGS/t1gguf.md" ;;
+        wheel) TAIL=30 run wheel 300 bash -c "python3 -m venv --system-site-packages /tmp/wheel-venv && \
+                /tmp/wheel-venv/bin/pip install -q --no-index --no-deps --no-build-isolation . && cd /tmp && \
+                PYTHONPATH=/tmp/site /tmp/wheel-venv/bin/zincbench microbench t2 --quick --no-progress \
+                --results-dir /tmp/wheel-results && ls /tmp/wheel-results" ;;
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
         t1full) TAIL=80 run t1full ${T1_LIMIT:-400} $ZB microbench t1 $ENGINE --no-progress --markdown "$LOGS/t1full.md" ;;
         aa) TAIL=40 run aa 300 $ZB aa microbench --markdown "$LOGS/aa.md" ;;
