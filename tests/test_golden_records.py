@@ -39,7 +39,8 @@ def rendered(path: Path) -> dict[str, str]:
 def report_texts(folder: Path) -> dict[str, str]:
     """``zincbench report`` of a folder's recorded microbench documents: terminal at each width, and markdown
     (paths relative to the repository, as the CLI is run from there)."""
-    from zincbench.report import build_report, print_report, to_markdown
+    from zincbench.report import build_report
+    from zincbench.show.report_tables import print_report, to_markdown
 
     paths = [str(p.relative_to(ROOT)) for p in DOCUMENTS if p.parent == folder]
     merged = build_report(paths)
@@ -63,7 +64,7 @@ FOLDERS = sorted({p.parent for p in DOCUMENTS})
 
 def rejudged(path: Path) -> dict:
     """What the gate's re-judging makes of a recorded document: status, reason and cells."""
-    from zincbench.gate import rejudge_document
+    from zincbench.runs.gate import rejudge_document
 
     judged = rejudge_document(json.loads(path.read_text()), str(path.relative_to(ROOT)), base=ROOT)
     return {"status": judged.status.value, "reason": judged.reason, "cells": judged.details["cells"],
