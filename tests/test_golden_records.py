@@ -1,5 +1,5 @@
-"""Golden test: every microbench document recorded under results/ loads as MicrobenchRow rows (and
-writes back byte for byte), re-judges to its recorded decision (or, when the run never measured a
+"""Golden test: the rows of every document recorded under results/ load as their typed row (MicrobenchRow,
+validate's ModelOutcome, ab's ABRun) and write back byte for byte; every microbench document re-judges to its recorded decision (or, when the run never measured a
 variant today's rule names, by the rule it was recorded under) and renders the same table text as when
 the fixtures were written; ``zincbench report`` of each folder shows the same tables too.
 
@@ -22,6 +22,16 @@ GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
 DOCUMENTS = sorted(p for p in (ROOT / "results").rglob("*.json")
                    if json.loads(p.read_text()).get("kind") == "microbench")
 WIDTHS = (80, 200)
+TYPED_KINDS = ("microbench", "validate", "ab")
+TYPED = sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") in TYPED_KINDS)
+
+
+def row_type(kind: str):
+    from zincbench.bench.rows import MicrobenchRow
+    from zincbench.runs.ab import ABRun
+    from zincbench.runs.validate import ModelOutcome
+
+    return {"microbench": MicrobenchRow, "validate": ModelOutcome, "ab": ABRun}[kind]
 
 
 def _stem(path: Path) -> str:
@@ -76,12 +86,23 @@ def test_every_recorded_microbench_document_is_covered():
     assert {p.parent.name for p in DOCUMENTS} >= {"h200", "engine", "repro", "h200-x2"}
 
 
+def test_every_typed_row_kind_has_a_recorded_document():
+    assert {json.loads(p.read_text())["kind"] for p in TYPED} == set(TYPED_KINDS)
+
+
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)
-def test_rows_load_and_write_back_byte_for_byte(path):
+def test_microbench_rows_load_through_the_schema_check(path):
     from zincbench.bench.rows import rows_of
 
     doc = json.loads(path.read_text())
     assert json.dumps([row.to_json() for row in rows_of(doc)]) == json.dumps(doc["results"])
+
+
+@pytest.mark.parametrize("path", TYPED, ids=_stem)
+def test_rows_load_and_write_back_byte_for_byte(path):
+    doc = json.loads(path.read_text())
+    loaded = [row_type(doc["kind"]).from_json(row) for row in doc["results"]]
+    assert json.dumps([row.to_json() for row in loaded]) == json.dumps(doc["results"])
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)

@@ -21,8 +21,10 @@ from typing import Iterable
 from zincbench import records
 from zincbench.bench.rows import MicrobenchRow, check_schema
 from zincbench.errors import InputError
+from zincbench.runs.validate import ModelOutcome
 
 TABULATED = ("microbench", "validate", "ab")
+ROW_TYPES = {"microbench": MicrobenchRow, "validate": ModelOutcome}  # the typed rows of each kind's results
 
 
 @dataclass
@@ -128,9 +130,10 @@ def _check_fields(obj, kind: str, where: str) -> None:
                 raise InputError(f"{place} must be {wanted}, got {value!r}"[:200])
 
 
-def _microbench_row(row: dict, where: str) -> MicrobenchRow:
+def _typed_row(row_type, row: dict, where: str):
+    """``row_type.from_json(row)``; a row of another shape is one InputError naming the place."""
     try:
-        return MicrobenchRow.from_json(row)
+        return row_type.from_json(row)
     except (TypeError, ValueError) as exc:
         raise InputError(f"{where}: {exc}"[:200]) from None
 
@@ -149,7 +152,9 @@ def check_tabulated(path: Path, doc: dict) -> dict:
             check_schema(doc)
         except ValueError as exc:
             raise InputError(f"{path}: {exc}") from None
-        doc["results"] = [_microbench_row(row, f"{path}: results[{i}]") for i, row in enumerate(doc.get("results") or [])]
+    if kind in ROW_TYPES:
+        doc["results"] = [_typed_row(ROW_TYPES[kind], row, f"{path}: results[{i}]")
+                          for i, row in enumerate(doc.get("results") or [])]
     if kind == "ab":
         arms = doc["config"].get("arms")  # arm name -> engine and env
         if not isinstance(arms, (dict, list)) or not arms or not all(isinstance(a, str) for a in arms):
@@ -221,10 +226,10 @@ def _microbench_rows(sources: list[Source]) -> list[dict]:
 def _validate_rows(sources: list[Source]) -> list[dict]:
     rows: dict[str, dict] = {}
     for s in sources:
+        r: ModelOutcome
         for r in s.doc.get("results") or []:
-            row = rows.setdefault(r["model"], {"model": r["model"], "runs": {}})
-            row["runs"][s.label] = {"status": r.get("status"), "match": r.get("match"), "n_gen": r.get("n_gen"),
-                                    "reason": r.get("reason")}
+            row = rows.setdefault(r.model, {"model": r.model, "runs": {}})
+            row["runs"][s.label] = {"status": r.status.value, "match": r.match, "n_gen": r.n_gen, "reason": r.reason}
     return list(rows.values())
 
 
