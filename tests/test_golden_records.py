@@ -1,7 +1,8 @@
 """Golden test: the rows of every document recorded under results/ load as their typed row (MicrobenchRow,
-validate's ModelOutcome, ab's ABRun) and write back byte for byte; every microbench document re-judges to its recorded decision (or, when the run never measured a
-variant today's rule names, by the rule it was recorded under) and renders the same table text as when
-the fixtures were written; ``zincbench report`` of each folder shows the same tables too.
+validate's ModelOutcome, ab's ABRun, profile.rows' one type per table) and write back byte for byte;
+every microbench document re-judges to its recorded decision (or, when the run never measured a variant
+today's rule names, by the rule it was recorded under) and renders the same table text as when the
+fixtures were written; ``zincbench report`` of each folder shows the same tables too.
 
 The fixtures in tests/fixtures/golden/ were generated from the code before the typed-row refactor;
 regenerate them only for an intended change of the tables: ``python3 tests/test_golden_records.py``.
@@ -22,16 +23,17 @@ GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
 DOCUMENTS = sorted(p for p in (ROOT / "results").rglob("*.json")
                    if json.loads(p.read_text()).get("kind") == "microbench")
 WIDTHS = (80, 200)
-TYPED_KINDS = ("microbench", "validate", "ab")
+TYPED_KINDS = ("microbench", "validate", "ab", "profile")
 TYPED = sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") in TYPED_KINDS)
 
 
 def row_type(kind: str):
     from zincbench.bench.rows import MicrobenchRow
+    from zincbench.profile.rows import ProfileRow
     from zincbench.runs.ab import ABRun
     from zincbench.runs.validate import ModelOutcome
 
-    return {"microbench": MicrobenchRow, "validate": ModelOutcome, "ab": ABRun}[kind]
+    return {"microbench": MicrobenchRow, "validate": ModelOutcome, "ab": ABRun, "profile": ProfileRow}[kind]
 
 
 def _stem(path: Path) -> str:
