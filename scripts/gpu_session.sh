@@ -68,7 +68,7 @@ for step in "${@:-env tests}"; do
         probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-                --section InstructionStats -k regex:gemm_q4k_mma python3 scripts/probe_one.py ;;
+                --section InstructionStats -k regex:gemm_q4k_mma python3 -m zincbench.testing.sanitize_driver fused --shapes gate ;;
         sass) run sass 120 bash -c 'cp kernels/q4k_fused_mma.cu /tmp/f.cu && printf "%s\n" \
                 "template __global__ void gemm_q4k_mma<2,8,4,1,3,false>(const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*, const unsigned*, const unsigned*, int, int);" \
                 "template __global__ void gemm_q4k_mma<1,2,4,1,3,true>(const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*, const unsigned*, const unsigned*, int, int);" \
