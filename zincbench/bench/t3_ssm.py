@@ -117,7 +117,7 @@ VARIANTS = {
                           "ssm_conv1d_batched / ssm_gated_norm_batched, projections = T1's engine path (Q4_K)"),
     "block": VariantInfo("block", "reference", 1e-3, "copy of ssm_delta_net, grid (dt_rank, hv), block hv"),
     "chunked": VariantInfo("chunked", "candidate", 2e-3,
-                           "chunked scan: chunk 64, WY/UT transform, tf32x3 Tensor-core K.K^T and Q.K^T"),
+                           "chunked scan: chunk 64, WY/UT transform, Tensor-core products (tf32 x3 split, fp32-level)"),
     "fla": VariantInfo("fla", "reference", 5e-3, "flash-linear-attention chunk_gated_delta_rule (anchor)"),
 }
 SCAN_ONLY = {"block", "chunked", "fla"}
