@@ -6,7 +6,6 @@ kernels/ssm_scan.cu, and the share table (arithmetic, 80 columns)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,6 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from zincbench.bench import load_family
-from zincbench.bench.base import Case
 from zincbench.bench.declared import LaunchStep, load_pack
 from zincbench.bench.rows import MicrobenchRow, Summary
 from zincbench.config import experiment_path
@@ -150,8 +148,8 @@ def test_the_bundled_experiment_sweeps_both_models():
 @pytest.mark.parametrize("edit, key", [({"stages": ["scan", "bogus"]}, "stages"),
                                        ({"variants": ["engine", "nope"]}, "variants"),
                                        ({"tokens": []}, "tokens"),
-                                       ({"gate": {"candidate": "chunked", "baseline": "engine", "when": {"weights": 1}}},
-                                        "gate.when")])
+                                       ({"gate": {"candidate": "chunked", "baseline": "engine",
+                                                  "when": {"weights": 1}}}, "gate.when")])
 def test_a_bad_experiment_is_one_config_error(tmp_path, edit, key):
     import yaml
 
@@ -185,8 +183,9 @@ def test_the_engine_pack_pushes_the_structs_of_the_kernels(variant, struct):
 def _row(model, t, stage, variant, median):
     summary = Summary(n=20, median_us=median, p90_us=median, mean_us=median, stdev_us=0.0, min_us=median,
                       max_us=median, median_ci_us=[median, median], p90_ci_us=[median, median], rel_noise=0.0)
-    return MicrobenchRow(family="t3", case=f"{model}-{stage}-T{t}", params={"model": model, "stage": stage, "tokens": t},
-                         variant=variant, role="baseline", summary=summary)
+    return MicrobenchRow(family="t3", case=f"{model}-{stage}-T{t}",
+                         params={"model": model, "stage": stage, "tokens": t}, variant=variant, role="baseline",
+                         summary=summary)
 
 
 def _document(medians: dict) -> dict:

@@ -276,12 +276,15 @@ class T3Family(FamilyBase):
         import cupy
 
         try:
+            import fla
             import torch
             from fla.ops.gated_delta_rule import chunk_gated_delta_rule
         except Exception as exc:  # ImportError, or a broken install raising anything at import
             raise NotApplicable(f"flash-linear-attention not importable ({type(exc).__name__}: {exc})") from None
         wanted = {"q", "k", "v", "g", "beta", "scale", "initial_state", "output_final_state", "use_qk_l2norm_in_kernel"}
-        missing = wanted - set(inspect.signature(chunk_gated_delta_rule).parameters)
+        params = inspect.signature(chunk_gated_delta_rule).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        missing = set() if takes_any else wanted - set(params)
         if missing:
             raise NotApplicable(f"this fla's chunk_gated_delta_rule lacks {', '.join(sorted(missing))}")
         dims, t, d = inp.dims, inp.t, inp.dev
@@ -289,8 +292,8 @@ class T3Family(FamilyBase):
         # the initial state in fla's [N][H][K][V] layout. L2 normalisation runs inside fla's kernel.
         x = torch.from_dlpack(d["conv_out"])
         groups = torch.tensor([dims.group_of(h) for h in range(dims.dt_rank)], device=x.device)
-        q = x[:, : dims.qk_dim].reshape(t, dims.n_group, dims.d_state)[:, groups].unsqueeze(0).contiguous()
-        k = x[:, dims.qk_dim: 2 * dims.qk_dim].reshape(t, dims.n_group, dims.d_state)[:, groups].unsqueeze(0).contiguous()
+        q, k = (x[:, i * dims.qk_dim: (i + 1) * dims.qk_dim].reshape(t, dims.n_group, dims.d_state)[:, groups]
+                .unsqueeze(0).contiguous() for i in (0, 1))
         v = x[:, 2 * dims.qk_dim:].reshape(1, t, dims.dt_rank, dims.head_v_dim).contiguous()
         sp = torch.nn.functional.softplus(torch.from_dlpack(d["alpha"]) + torch.from_dlpack(d["dt_bias"]))
         g = (sp * torch.from_dlpack(d["ssm_a"])).unsqueeze(0).contiguous()
@@ -308,8 +311,6 @@ class T3Family(FamilyBase):
                 state.copy_(final[0].transpose(-1, -2))
 
         cupy.cuda.Device().synchronize()  # the preparation ran on torch's stream
-        import fla
-
         return Prepared(run, d["out"], ssm.scan_traffic(dims, t), detail={"fla": getattr(fla, "__version__", "?")},
                         before_check=inp.reset)
 

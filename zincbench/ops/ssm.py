@@ -48,7 +48,8 @@ def shared_limit() -> int:
 def scan_unsupported(kind: str, dims: SsmDims) -> str | None:
     """Why a scan kernel cannot run these dimensions on this device (None: it can)."""
     if dims.d_state > dims.head_v_dim and kind == "block":
-        return f"the block scan keeps one k index per thread: needs d_state <= hv, got {dims.d_state} > {dims.head_v_dim}"
+        return (f"the block scan keeps one k index per thread: needs d_state <= hv, "
+                f"got {dims.d_state} > {dims.head_v_dim}")
     if kind == "block" and dims.head_v_dim % 32:
         return f"the block scan needs hv a multiple of 32, got {dims.head_v_dim}"
     if kind == "warp" and dims.d_state > 128:
@@ -168,7 +169,8 @@ class GatedNorm:
             check_array(arr, np.float32, (t, dims.d_inner), name)
         check_array(weight, np.float32, (dims.d_inner if norm_per_head else dims.d_state,), "weight")
         if dims.head_v_dim % 32:
-            raise InputError(f"the gated norm's block is hv threads: hv must be a multiple of 32, got {dims.head_v_dim}")
+            raise InputError(f"the gated norm's block is hv threads: hv must be a multiple of 32, "
+                             f"got {dims.head_v_dim}")
         self.dims, self.t = dims, t
         self.kernel = load_module(SOURCE).function("ssm_gated_norm_batched")
         u32 = np.uint32
