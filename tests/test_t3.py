@@ -227,3 +227,43 @@ def test_the_microbench_table_appends_the_families_view():
 
     assert family_view("t3") is t3_view
     assert family_view("t1") is None
+
+
+STAGE_TENSORS = {"scan": {"conv_out", "dt_bias", "alpha", "beta", "ssm_a", "state", "out"},
+                 "conv1d": {"x", "weight", "state", "out"}, "norm": {"o", "z", "weight", "out"}}
+
+
+def test_the_engine_packs_t3_launches_evaluate_in_every_case():
+    """Every t3 declaration applies to exactly one SSM stage, names only that stage's tensors, and its
+    grid, block, shared bytes and push fields evaluate to the engine's geometry in every bundled case."""
+    from zincbench.bench.declared import Binding, _names, expand
+    from zincbench.bench.expressions import evaluate, evaluate_int
+    from zincbench.measure.traffic import Traffic
+
+    family = load_family("t3")
+    cfg = family.load(experiment_path(family.default_experiment))
+    pack = load_pack(experiment_path("engine_zinc"))
+    for case in family.cases(cfg):
+        params = family.declared_params(cfg, case)
+        names = _names(pack, Binding({}, params, "out", Traffic(0, 0)))
+        applying = [v for v in pack.variants["t3"].values() if evaluate(v.applies, names)]
+        if case.params["stage"] not in STAGE_TENSORS:
+            assert not applying, case.key
+            continue
+        assert len(applying) == (2 if case.params["stage"] == "scan" else 1), case.key
+        for variant in applying:
+            for step, step_names in expand(variant, pack, names).steps:
+                assert set(step.buffers) <= STAGE_TENSORS[case.params["stage"]], (variant.info.name, step.buffers)
+                grid = [evaluate_int(e, step_names, minimum=1) for e in step.grid]
+                block = [evaluate_int(e, step_names, minimum=1) for e in step.block]
+                push = {f: evaluate(e, step_names) for f, _, e in step.push}
+                assert push.get("n_tok", params["T"]) == params["T"]
+                if step.kernel == "ssm_delta_net_warp":
+                    assert grid == [params["dt_rank"], 32] and block == [32, 4]
+                    assert evaluate_int(step.shared, step_names) == 2 * params["T"] * 4
+                elif step.kernel == "ssm_delta_net":
+                    assert grid == [params["dt_rank"], 128] and block == [128] and push["preprocessed"] == 0
+                elif step.kernel == "ssm_conv1d_batched":
+                    assert grid == [-(-params["conv_channels"] // 64)] and block == [64]
+                else:
+                    assert grid == [params["dt_rank"], params["T"]] and block == [128]

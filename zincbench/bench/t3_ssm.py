@@ -314,16 +314,19 @@ class T3Family(FamilyBase):
         return Prepared(run, d["out"], ssm.scan_traffic(dims, t), detail={"fla": getattr(fla, "__version__", "?")},
                         before_check=inp.reset)
 
+    def declared_params(self, cfg: T3Config, case: Case) -> dict:
+        """The names a declared variant's expressions see for this case."""
+        d = self._model(cfg, case).dims
+        return {"stage": case.params["stage"], "T": case.params["tokens"], "dt_rank": d.dt_rank, "hv": d.head_v_dim,
+                "d_state": d.d_state, "n_group": d.n_group, "d_inner": d.d_inner, "conv_channels": d.conv_channels,
+                "d_conv": d.d_conv, "norm_per_head": int(cfg.norm_per_head),
+                "state_offset": CONV_STATE_OFFSET % (d.d_conv - 1)}
+
     def declared_binding(self, cfg: T3Config, case: Case, inp):
         """Tensors and parameters declared variants (experiments/engine_zinc.yaml, family t3) can name."""
         from zincbench.bench.declared import Binding
 
-        model, stage = self._model(cfg, case), case.params["stage"]
-        d = model.dims
-        params = {"stage": stage, "T": case.params["tokens"], "dt_rank": d.dt_rank, "hv": d.head_v_dim,
-                  "d_state": d.d_state, "n_group": d.n_group, "d_inner": d.d_inner, "conv_channels": d.conv_channels,
-                  "d_conv": d.d_conv, "norm_per_head": int(cfg.norm_per_head),
-                  "state_offset": CONV_STATE_OFFSET % (d.d_conv - 1)}
+        params, stage, d = self.declared_params(cfg, case), case.params["stage"], self._model(cfg, case).dims
         if isinstance(inp, ProjectionInputs):
             return Binding({}, params, "y", Traffic(0, 0))
         inp.reset()  # the check run starts from the initial state; earlier timed runs moved it on
