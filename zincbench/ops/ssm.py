@@ -30,12 +30,14 @@ MAX_SHARED_DEFAULT = 48 * 1024
 
 
 def chunked_shared_bytes() -> int:
-    """The candidate's dynamic shared memory, read from the compiled module (one source of truth)."""
+    """The candidate's dynamic shared memory, read from the compiled module (one source of truth: the
+    kernel's shared-memory layout)."""
     import cupy
 
-    module = load_module(SOURCE).module
-    ptr = module.get_global("CHUNKED_SMEM_BYTES")
-    return int(cupy.ndarray((1,), cupy.uint32, ptr).get()[0])
+    value = np.zeros(1, np.uint32)
+    address = load_module(SOURCE).module.get_global_var("CHUNKED_SMEM_BYTES")  # a device address
+    cupy.cuda.runtime.memcpy(value.ctypes.data, int(address), value.nbytes, cupy.cuda.runtime.memcpyDeviceToHost)
+    return int(value[0])
 
 
 def shared_limit() -> int:
