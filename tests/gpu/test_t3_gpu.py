@@ -156,3 +156,22 @@ def test_the_family_runs_every_variant_and_renders_the_share(tmp_path, monkeypat
     print_microbench(records.to_jsonable(doc), console)
     text = console.export_text()
     assert "SSM layer time by stage" in text and "odd" in text
+
+
+def test_an_engine_source_without_the_ssm_kernels_reports_them_absent(tmp_path, monkeypatch):
+    monkeypatch.delenv("ZINC_SRC", raising=False)
+    tree = tmp_path / "engine"
+    (tree / "src" / "shaders" / "cuda").mkdir(parents=True)
+    (tree / "src" / "shaders" / "cuda" / "kernels.cu").write_text('extern "C" __global__ void unrelated() {}\n')
+    spec = {"description": "absent engine kernels", "tokens": [37], "stages": ["scan"],
+            "models": [{"name": "odd", "n_embd": 512, "dt_rank": 2, "head_v_dim": 128, "d_state": 128, "n_group": 1}],
+            "kernel_packs": ["engine_zinc"], "timer": QUICK_TIMER,
+            "gate": {"candidate": "chunked", "baseline": "engine", "when": {}}}
+    path = tmp_path / "t3.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    doc, _, _ = run_microbench("t3", str(path), results_dir=tmp_path, ceilings=False, progress=False, seed=3,
+                               engine_src=str(tree), variant_filter=["engine", "chunked", "engine_warp", "engine_block"])
+    rows = {r.variant: r for r in doc.results}
+    for name in ("engine_warp", "engine_block"):
+        assert rows[name].skipped.startswith("absent: no ssm_delta_net"), rows[name]
+    assert rows["engine"].passed and rows["chunked"].passed
