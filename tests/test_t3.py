@@ -267,3 +267,78 @@ def test_the_engine_packs_t3_launches_evaluate_in_every_case():
                     assert grid == [-(-params["conv_channels"] // 64)] and block == [64]
                 else:
                     assert grid == [params["dt_rank"], params["T"]] and block == [128]
+
+
+# ---- the family's inputs and check, with NumPy standing in for CuPy ----------------------------------
+class _HostArray(np.ndarray):
+    def get(self):
+        return np.asarray(self).copy()
+
+
+@pytest.fixture
+def numpy_as_cupy(monkeypatch):
+    """A CuPy look-alike over NumPy: enough for the family's input building, reset and check."""
+    import sys
+    import types
+
+    fake = types.ModuleType("cupy")
+    fake.float32 = np.float32
+    fake.asarray = lambda a: np.array(a).view(_HostArray)
+    fake.empty = lambda shape, dtype: np.empty(shape, dtype).view(_HostArray)
+    fake.isnan = np.isnan
+    fake.cuda = types.SimpleNamespace(Device=lambda: types.SimpleNamespace(synchronize=lambda: None))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+
+
+def _small_experiment(tmp_path):
+    import yaml
+
+    spec = {"description": "small", "tokens": [37], "check_heads": 3,
+            "models": [{"name": "small", "n_embd": 256, "dt_rank": 4, "head_v_dim": 8, "d_state": 8, "n_group": 2}],
+            "gate": {"candidate": "chunked", "baseline": "engine", "when": {}}}
+    path = tmp_path / "t3.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    family = load_family("t3")
+    return family, family.load(path)
+
+
+def test_the_family_checks_outputs_and_the_final_state_of_the_sampled_heads(tmp_path, numpy_as_cupy, rng):
+    family, cfg = _small_experiment(tmp_path)
+    case = next(c for c in family.cases(cfg) if c.params["stage"] == "scan")
+    inp = family.build_inputs(cfg, case, rng)
+    assert len(inp.heads) == 3
+    h = inp.host
+    out, state = ssm_ref.delta_net_block(h["conv_out"], h["alpha"], h["beta"], h["dt_bias"], h["ssm_a"], h["state"],
+                                         inp.dims)
+    inp.dev["out"][...] = out.reshape(37, -1)  # what a correct kernel leaves behind
+    inp.dev["state"][...] = state
+    rel, written = family.check(cfg, case, inp, inp.dev["out"])
+    assert written and rel < 1e-6
+    inp.dev["state"][...] = state.transpose(0, 2, 1)  # [h][k][v]: the wrong layout
+    assert family.check(cfg, case, inp, inp.dev["out"])[0] > 0.1
+    inp.reset()  # the initial state again, not a final one
+    np.testing.assert_array_equal(inp.dev["state"], h["state"])
+    assert family.check(cfg, case, inp, inp.dev["out"])[0] > 0.1
+    inp.dev["state"][...] = state
+    inp.dev["out"][5, :] = np.nan
+    rel, written = family.check(cfg, case, inp, inp.dev["out"])
+    assert not written
+
+
+@pytest.mark.parametrize("stage", ["conv1d", "norm"])
+def test_the_family_checks_conv1d_and_norm(tmp_path, numpy_as_cupy, rng, stage):
+    family, cfg = _small_experiment(tmp_path)
+    case = next(c for c in family.cases(cfg) if c.params["stage"] == stage)
+    inp = family.build_inputs(cfg, case, rng)
+    h = inp.host
+    if stage == "conv1d":
+        from zincbench.bench.t3_ssm import CONV_STATE_OFFSET
+
+        out, state = ssm_ref.conv1d_batched(h["x"], h["weight"], h["state"], CONV_STATE_OFFSET)
+        inp.dev["state"][...] = state
+    else:
+        out = ssm_ref.gated_norm(h["o"], h["z"], h["weight"], inp.dims, cfg.norm_per_head)
+    inp.dev["out"][...] = out
+    assert family.check(cfg, case, inp, inp.dev["out"])[0] < 1e-6
+    inp.dev["out"][...] = 1.01 * out
+    assert family.check(cfg, case, inp, inp.dev["out"])[0] > 5e-3

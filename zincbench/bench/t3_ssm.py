@@ -124,38 +124,36 @@ SCAN_ONLY = {"block", "chunked", "fla"}
 
 
 @dataclass
-class ScanInputs:
-    dims: SsmDims
-    t: int
-    host: dict  # float32 NumPy copies: conv_out, alpha, beta, dt_bias, ssm_a, state
-    dev: dict  # CuPy: the same, plus state0 (kept) and out
-    heads: np.ndarray  # value heads the check compares
-    expected: tuple | None = None  # (out, state) of the float64 recurrence on ``heads``
-
-    def reset(self) -> None:
-        import cupy
-
-        self.dev["state"][...] = self.dev["state0"]
-        cupy.cuda.Device().synchronize()
-
-
-@dataclass
-class StageInputs:
-    """conv1d or norm: device tensors, their host copies and the float64 reference, computed once."""
+class SsmInputs:
+    """scan, conv1d or norm: float32 NumPy inputs, their device copies (plus ``state0``, the initial state
+    kept aside, and ``out``), and the float64 reference, computed once on first check."""
 
     dims: SsmDims
     t: int
     host: dict
     dev: dict
-    output: str
-    expected: Any = None
+    heads: np.ndarray | None = None  # scan: the value heads the check compares
+    expected: tuple | None = None  # (out, final state or None)
 
     def reset(self) -> None:
+        """Put the initial state back (timed runs move it on) and wait for it: the check runs on another stream."""
         import cupy
 
         if "state0" in self.dev:
             self.dev["state"][...] = self.dev["state0"]
         cupy.cuda.Device().synchronize()
+
+    def expected_for(self, stage: str, norm_per_head: bool) -> tuple:
+        if self.expected is None:
+            h = self.host
+            if stage == "scan":
+                self.expected = ssm_ref.delta_net_block(h["conv_out"], h["alpha"], h["beta"], h["dt_bias"], h["ssm_a"],
+                                                        h["state"], self.dims, heads=self.heads)
+            elif stage == "conv1d":
+                self.expected = ssm_ref.conv1d_batched(h["x"], h["weight"], h["state"], CONV_STATE_OFFSET)
+            else:
+                self.expected = (ssm_ref.gated_norm(h["o"], h["z"], h["weight"], self.dims, norm_per_head), None)
+        return self.expected
 
 
 @dataclass
@@ -214,26 +212,24 @@ class T3Family(FamilyBase):
             host = {"x": rng.standard_normal((t, dims.conv_channels), dtype=np.float32),
                     "weight": (0.5 * rng.standard_normal((dims.conv_channels, dims.d_conv))).astype(np.float32),
                     "state": rng.standard_normal((dims.d_conv - 1, dims.conv_channels), dtype=np.float32)}
-            return self._stage_inputs(dims, t, host, "state", "out", (t, dims.conv_channels))
+            return self._device_inputs(dims, t, host, (t, dims.conv_channels))
         host = {"o": rng.standard_normal((t, dims.d_inner), dtype=np.float32),
                 "z": rng.standard_normal((t, dims.d_inner), dtype=np.float32),
                 "weight": (1.0 + 0.1 * rng.standard_normal(dims.d_inner if cfg.norm_per_head else dims.d_state)
                            ).astype(np.float32)}
-        return self._stage_inputs(dims, t, host, None, "out", (t, dims.d_inner))
+        return self._device_inputs(dims, t, host, (t, dims.d_inner))
 
     @staticmethod
-    def _stage_inputs(dims, t, host, state_key, output, shape) -> StageInputs:
+    def _device_inputs(dims: SsmDims, t: int, host: dict, out_shape: tuple, heads=None) -> SsmInputs:
         import cupy
 
         dev = {k: cupy.asarray(v) for k, v in host.items()}
-        if state_key:
-            dev["state0"] = dev[state_key].copy()
-        dev[output] = cupy.empty(shape, dtype=cupy.float32)
-        return StageInputs(dims, t, host, dev, output)
+        if "state" in dev:
+            dev["state0"] = dev["state"].copy()
+        dev["out"] = cupy.empty(out_shape, dtype=cupy.float32)
+        return SsmInputs(dims, t, host, dev, heads)
 
-    def _scan_inputs(self, cfg: T3Config, case: Case, dims: SsmDims, t: int, rng) -> ScanInputs:
-        import cupy
-
+    def _scan_inputs(self, cfg: T3Config, case: Case, dims: SsmDims, t: int, rng) -> SsmInputs:
         h = dims.dt_rank
         dt = np.exp(rng.uniform(*np.log(cfg.dt_range), size=h))
         host = {"conv_out": rng.standard_normal((t, dims.conv_channels), dtype=np.float32),
@@ -242,11 +238,8 @@ class T3Family(FamilyBase):
                 "dt_bias": np.log(np.expm1(dt)).astype(np.float32),
                 "ssm_a": (-rng.uniform(*cfg.a_range, size=h)).astype(np.float32),
                 "state": (cfg.state_std * rng.standard_normal((h, dims.head_v_dim, dims.d_state))).astype(np.float32)}
-        dev = {k: cupy.asarray(v) for k, v in host.items()}
-        dev["state0"] = dev["state"].copy()
-        dev["out"] = cupy.empty((t, dims.d_inner), dtype=cupy.float32)
         heads = np.sort(_case_rng(case).choice(h, size=min(cfg.check_heads, h), replace=False))
-        return ScanInputs(dims, t, host, dev, heads)
+        return self._device_inputs(dims, t, host, (t, dims.d_inner), heads)
 
     # ---- variants -----------------------------------------------------------------------------------
     def prepare(self, cfg: T3Config, case: Case, inp, variant: str, tuner) -> Prepared:
@@ -268,11 +261,11 @@ class T3Family(FamilyBase):
                 op = ssm.Conv1dBatched(d["x"], d["weight"], d["state"], d["out"], CONV_STATE_OFFSET)
             else:
                 op = ssm.GatedNorm(inp.dims, d["o"], d["z"], d["weight"], d["out"], norm_per_head=cfg.norm_per_head)
-        except InputError as exc:  # a shape this kernel or GPU cannot take (e.g. the chunked kernel's 144 KB)
+        except InputError as exc:  # a shape this kernel or GPU cannot take (e.g. the chunked kernel's shared memory)
             raise NotApplicable(str(exc)) from None
         return Prepared(op, d["out"], op.traffic(), before_check=inp.reset)
 
-    def _prepare_fla(self, inp: ScanInputs) -> Prepared:
+    def _prepare_fla(self, inp: SsmInputs) -> Prepared:
         import cupy
 
         try:
@@ -343,25 +336,15 @@ class T3Family(FamilyBase):
         if isinstance(inp, ProjectionInputs):
             return T1_FAMILY.check(inp.t1_config, inp.t1_case, inp.t1_inputs, output)
         written = not bool(cupy.isnan(output).any())
-        if isinstance(inp, ScanInputs):
-            if inp.expected is None:
-                h = inp.host
-                inp.expected = ssm_ref.delta_net_block(h["conv_out"], h["alpha"], h["beta"], h["dt_bias"], h["ssm_a"],
-                                                       h["state"], inp.dims, heads=inp.heads)
-            want_out, want_state = inp.expected
-            got = output.get().reshape(inp.t, inp.dims.dt_rank, inp.dims.head_v_dim)[:, inp.heads]
-            got_state = inp.dev["state"].get()[inp.heads]
-            return max(_rel(got.astype(np.float64), want_out), _rel(got_state.astype(np.float64), want_state)), written
-        h = inp.host
-        if inp.expected is None:
-            if case.params["stage"] == "conv1d":
-                inp.expected = ssm_ref.conv1d_batched(h["x"], h["weight"], h["state"], CONV_STATE_OFFSET)
-            else:
-                inp.expected = (ssm_ref.gated_norm(h["o"], h["z"], h["weight"], inp.dims, cfg.norm_per_head), None)
-        want_out, want_state = inp.expected
-        rel = _rel(output.get().astype(np.float64), want_out)
+        stage = case.params["stage"]
+        want_out, want_state = inp.expected_for(stage, cfg.norm_per_head)
+        got, got_state = output.get(), inp.dev["state"].get() if want_state is not None else None
+        if stage == "scan":  # only the sampled heads
+            got = got.reshape(inp.t, inp.dims.dt_rank, inp.dims.head_v_dim)[:, inp.heads]
+            got_state = got_state[inp.heads]
+        rel = _rel(got.astype(np.float64), want_out)
         if want_state is not None:
-            rel = max(rel, _rel(inp.dev["state"].get().astype(np.float64), want_state))
+            rel = max(rel, _rel(got_state.astype(np.float64), want_state))
         return rel, written
 
 
