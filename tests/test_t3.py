@@ -220,6 +220,9 @@ def test_the_share_table_fits_80_columns():
     assert max(len(line) for line in text.splitlines()) <= 80
     markdown = t3_view.markdown_view(_document(medians))
     assert "| qwen36-27b | 2048 | 123456 | 12345 |" in markdown
+    share = 123456 / (123456 + 1234 * 5 + 12345)
+    chunked = 12345 / (12345 + 1234 * 5 + 12345)
+    assert f"{100 * share:.0f}%→{100 * chunked:.0f}%" in text
 
 
 def test_the_microbench_table_appends_the_families_view():

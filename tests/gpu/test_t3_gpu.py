@@ -155,7 +155,7 @@ def test_the_family_runs_every_variant_and_renders_the_share(tmp_path, monkeypat
     console = Console(width=80, record=True)
     print_microbench(records.to_jsonable(doc), console)
     text = console.export_text()
-    assert "SSM layer time by stage" in text and "odd" in text
+    assert "SSM layer by stage" in text and "odd" in text
 
 
 def test_an_engine_source_without_the_ssm_kernels_reports_them_absent(tmp_path, monkeypatch):

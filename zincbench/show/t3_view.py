@@ -13,11 +13,12 @@ from zincbench.bench.rows import rows_of
 from zincbench.bench.t3_ssm import PROJECTIONS, SSM_STAGES
 from zincbench.show.fit import print_in_column_groups
 
-HEADERS = ["model", "T", "scan µs", "chunked µs", "conv1d µs", "norm µs", "proj µs", "layer µs", "scan share",
-           "share w/ chunked"]
+TITLE = "SSM layer by stage, median µs"
+HEADERS = ["model", "T", "scan", "chunked", "conv1d", "norm", "proj", "layer", "share"]
 NOTES = [
-    "layer = scan + conv1d + norm + projections as timed in this run (its rms_norm and residual add are not).",
-    "scan: the engine's default ssm_delta_net_warp; share w/ chunked: the chunked scan in its place.",
+    "layer = scan + conv1d + norm + proj as timed in this run (its rms_norm and residual add are not).",
+    "scan: the engine's default ssm_delta_net_warp. share: the scan's share of the layer, with the engine's "
+    "scan -> with the chunked scan in its place.",
     "proj = attn_qkv + attn_gate + ssm_alpha_beta + ssm_out, each timed in this run through the T1 family's "
     "engine path (dequant -> fp16, f32_to_f16, cuBLAS fp16 GEMM) on Q4_K weights of its shape; the engine's "
     "attn_qkv / ssm_out are Q5_K and alpha / beta run as F32 matvecs (dmmv_f32_batched).",
@@ -54,14 +55,14 @@ def _cells(d: dict) -> list[str]:
         return "–" if v is None else f"{100 * v:.0f}%"
 
     return [d["model"], str(d["tokens"]), us(d["scan"]), us(d["chunked"]), us(d["conv1d"]), us(d["norm"]),
-            us(d["proj"]), us(d["layer"]), pct(d["share"]), pct(d["share_chunked"])]
+            us(d["proj"]), us(d["layer"]), f"{pct(d['share'])}→{pct(d['share_chunked'])}"]
 
 
 def print_view(doc: dict, console: Console) -> None:
     rows = [_cells(d) for d in share_rows(doc)]
     if not rows:
         return
-    print_in_column_groups(console, "SSM layer time by stage (medians)", HEADERS, rows, keys=2,
+    print_in_column_groups(console, TITLE, HEADERS, rows, keys=2,
                            right=range(1, len(HEADERS)))
     for note in NOTES:
         console.print(note, markup=False, highlight=False)
@@ -73,4 +74,4 @@ def markdown_view(doc: dict) -> str:
         return ""
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(["### SSM layer time by stage", "", *lines, "", *(f"- {n}" for n in NOTES)])
+    return "\n".join([f"### {TITLE}", "", *lines, "", *(f"- {n}" for n in NOTES)])
