@@ -2,7 +2,8 @@
 # One GPU-host session in one go (the device time is the scarce thing): set up, report the environment,
 # run the GPU tests, optional profiler captures and benchmarks, then pack every log into $OUT/session.tgz.
 #
-#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full wheel aa profile
+#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full t3tests t3 wheel aa
+#                                               profile
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -62,6 +63,8 @@ for step in "${@:-env tests}"; do
                 --results-dir /tmp/wheel-results && ls /tmp/wheel-results" ;;
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
         t1full) TAIL=80 run t1full ${T1_LIMIT:-400} $ZB microbench t1 $ENGINE --no-progress --markdown "$LOGS/t1full.md" ;;
+        t3tests) TAIL=30 run t3tests 300 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_t3_gpu.py ;;
+        t3) TAIL=90 run t3 ${T3_LIMIT:-580} $ZB microbench t3 $ENGINE --no-progress --markdown "$LOGS/t3.md" ;;
         aa) TAIL=40 run aa 300 $ZB aa microbench --markdown "$LOGS/aa.md" ;;
         profile) TAIL=60 run profile 300 $ZB profile microbench --tool both t2 --quick --case E256-M512-K2048-Ne16 ;;
         gate) TAIL=40 run gate 420 $ZB gate experiments/gates.yaml --junit "$LOGS/gate.xml" --markdown "$LOGS/gate.md" ;;

@@ -127,7 +127,7 @@ def test_unjudgeable_kind_is_bad_input():
     ({"name": "x", "kind": "nope"}, "kind: must be one of"),
     ({"name": "x", "kind": "recorded"}, "missing required key 'path'"),
     ({"name": "x", "kind": "recorded", "path": "a.json", "expect": "MAYBE"}, "expect: must be one of"),
-    ({"name": "x", "kind": "microbench", "family": "t3"}, "family: must be one of"),
+    ({"name": "x", "kind": "microbench", "family": "no-such-family"}, "family: must be one of"),
     ({"name": "x", "kind": "microbench", "experiment": "missing.yaml"}, "file not found"),
     ({"name": "x", "kind": "validate", "models": ["no-such-model"]}, "unknown catalog model 'no-such-model'"),
     ({"name": "x", "kind": "ab", "a": "bin"}, "give models"),
