@@ -183,7 +183,27 @@ __device__ __forceinline__ void zb_q4k_mma_half(float (&acc)[WM][WN][4], const u
     }
 }
 
-template <int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool GROUPED>
+// Epilogues. STORE: y[out_row][m] = acc. SWIGLU_F16 / SWIGLU_F16_PERM (grouped MoE gate+up): the block's
+// first BM/2 weight rows are gate rows of `w`, the last BM/2 the same rows of `w_up`; it writes
+// h[out_row][m] = fp16(silu(gate) * up) for BM/2 output rows, in plain order or in the permuted order
+// x_f32_to_f16_q4k_perm produces (so a Q4_K down GEMM reads it as its X). COMBINE (grouped MoE down):
+// y[t][m] += w(t, slot) * acc with the routing weight from the engine's table (f32 bits after the ids),
+// by atomicAdd: a token's top_k slots sit in top_k different blocks, and a deterministic reduction would
+// need the [T][top_k][M] intermediate this epilogue exists to avoid (f32 addition order varies run to run).
+#define ZB_EPI_STORE 0
+#define ZB_EPI_SWIGLU_F16 1
+#define ZB_EPI_SWIGLU_F16_PERM 2
+#define ZB_EPI_COMBINE 3
+
+// Index (in halves) of element k of a row in the order x_f32_to_f16_q4k_perm writes (K a multiple of 256).
+__device__ __forceinline__ unsigned zb_q4k_perm_index(unsigned k) {
+    const unsigned sb = k >> 8, kk = k & 255u, j = kk >> 6, r = kk & 63u, hi = r >> 5, c_lo = (r >> 4) & 1u;
+    const unsigned i = (r >> 2) & 3u, off = r & 3u;
+    const unsigned chunk = sb * 32u + (j >> 1) * 16u + i * 4u + 2u * (j & 1u) + c_lo;
+    return chunk * 8u + 4u * hi + (((off & 1u) << 1) | (off >> 1));
+}
+
+template <int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool GROUPED, int EPI = ZB_EPI_STORE>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at w + e * expert_bytes
              const uint4* __restrict__ xp,             // permuted fp16 activations, K/8 chunks per row
@@ -193,7 +213,13 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
              const unsigned* __restrict__ tiles,       // grouped: (expert << 16 | tile) or ZB_INVALID
              const unsigned* __restrict__ offsets,     // grouped: [E + 1] bucket starts
              const unsigned* __restrict__ sorted_ids,  // grouped: token-slot ids t * top_k + slot
-             int top_k, int x_per_slot) {
+             int top_k, int x_per_slot,
+             const unsigned char* __restrict__ w_up,   // SWIGLU: the up rows (same layout as w)
+             const unsigned* __restrict__ routing,     // COMBINE: [T][routing_stride], weights at +top_k
+             int routing_stride) {
+    constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16 || EPI == ZB_EPI_SWIGLU_F16_PERM;
+    static_assert(!SWIGLU || (WM * WARPS_M) % 2 == 0, "SwiGLU splits the block's rows into gate and up halves");
+    static_assert(!SWIGLU || GROUPED, "the SwiGLU epilogue is for grouped MoE gate+up");
     using Tile = ZbTile<WM, WN, WARPS_M, WARPS_N>;
     constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS;
     constexpr int X_CHUNKS = BN * 16, Q_CHUNKS = BM * 4;
@@ -206,7 +232,7 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
     const int lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
     const int g = lane >> 2, c = lane & 3;
-    const int row0 = blockIdx.x * BM;
+    const int row0 = blockIdx.x * (SWIGLU ? BM / 2 : BM);  // first output row of the block
 
     unsigned long long w_base = 0;
     if (GROUPED) {
@@ -236,17 +262,22 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
     const unsigned smem_base = zb_smem_addr(smem);
 
     // Per-thread copy assignments, fixed for the whole K loop (no index math inside it).
+    // Weight row of the block's local row r (rows past M load a valid row; never stored).
+    auto w_row = [&](int r) -> const unsigned char* {
+        const bool up = SWIGLU && r >= BM / 2;
+        const int row = min(row0 + (up ? r - BM / 2 : r), M - 1);
+        return (up ? w_up : w) + w_base + (unsigned long long)row * row_bytes;
+    };
     const unsigned char* q_src[Q_ITERS];
     unsigned q_dst[Q_ITERS];
 #pragma unroll
     for (int it = 0; it < Q_ITERS; ++it) {
         const int idx = min(tid + it * THREADS, Q_CHUNKS - 1);  // surplus threads repeat the last chunk
         const int r = idx >> 2, q = idx & 3;
-        const int row = min(row0 + r, M - 1);  // rows past M load a valid row; never stored
-        q_src[it] = w + w_base + (unsigned long long)row * row_bytes + 16 + q * 16;
+        q_src[it] = w_row(r) + 16 + q * 16;
         q_dst[it] = Tile::X_BYTES + r * 64 + q * 16;
     }
-    const unsigned char* h_src = w + w_base + (unsigned long long)min(row0 + min(tid, BM - 1), M - 1) * row_bytes;
+    const unsigned char* h_src = w_row(min(tid, BM - 1));
 
     // Stage s holds half superblock `step` (= 2 * sb + h) and the superblock's 16-byte headers.
     // X copies: thread tid moves chunk q = tid % 16 of rows tid / 16 + it * THREADS / 16; the row
@@ -332,28 +363,66 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
     zb_cp_async_wait<0>();
 
     // C fragment: c0,c1 = (row g, tokens 2c, 2c+1); c2,c3 = (row g+8, tokens 2c, 2c+1).
+    if constexpr (SWIGLU) {
+        // Gate and up rows of one output row sit in different warps: meet in shared memory (the pipeline's).
+        constexpr int CS = BN + 1;  // padded row stride
+        static_assert(BM * CS * 4 <= STAGES * Tile::STAGE_BYTES, "SwiGLU staging must fit the pipeline's shared memory");
+        float* cs = reinterpret_cast<float*>(smem);
+        __syncthreads();  // every warp is done with the last stage
 #pragma unroll
-    for (int mt = 0; mt < WM; ++mt) {
-        const int r_lo = row0 + wm * 16 * WM + mt * 16 + g;
+        for (int mt = 0; mt < WM; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < WN; ++nt) {
+            for (int nt = 0; nt < WN; ++nt)
 #pragma unroll
-            for (int v = 0; v < 4; ++v) {
-                const int row = r_lo + (v >> 1) * 8;
-                const int orow = s_orow[wn * 8 * WN + nt * 8 + 2 * c + (v & 1)];
-                if (row < M && orow >= 0) y[(long long)orow * M + row] = acc[mt][nt][v];
+                for (int v = 0; v < 4; ++v)
+                    cs[(wm * 16 * WM + mt * 16 + g + (v >> 1) * 8) * CS + wn * 8 * WN + nt * 8 + 2 * c + (v & 1)] =
+                        acc[mt][nt][v];
+        __syncthreads();
+        unsigned short* h = reinterpret_cast<unsigned short*>(y);
+        for (int idx = tid; idx < (BM / 2) * BN; idx += THREADS) {
+            const int n = idx / (BM / 2), o = idx - n * (BM / 2), row = row0 + o, orow = s_orow[n];
+            if (row >= M || orow < 0) continue;
+            const float gate = cs[o * CS + n], up = cs[(o + BM / 2) * CS + n];
+            const float value = gate / (1.0f + expf(-gate)) * up;
+            unsigned short bits;
+            asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+            const unsigned col = EPI == ZB_EPI_SWIGLU_F16_PERM ? zb_q4k_perm_index((unsigned)row) : (unsigned)row;
+            h[(long long)orow * M + col] = bits;
+        }
+    } else {
+#pragma unroll
+        for (int mt = 0; mt < WM; ++mt) {
+            const int r_lo = row0 + wm * 16 * WM + mt * 16 + g;
+#pragma unroll
+            for (int nt = 0; nt < WN; ++nt) {
+#pragma unroll
+                for (int v = 0; v < 4; ++v) {
+                    const int row = r_lo + (v >> 1) * 8;
+                    const int orow = s_orow[wn * 8 * WN + nt * 8 + 2 * c + (v & 1)];
+                    if (row >= M || orow < 0) continue;
+                    if constexpr (EPI == ZB_EPI_COMBINE) {
+                        const int t = orow / top_k, slot = orow - t * top_k;
+                        const float weight = __uint_as_float(routing[(long long)t * routing_stride + top_k + slot]);
+                        atomicAdd(y + (long long)t * M + row, weight * acc[mt][nt][v]);
+                    } else {
+                        y[(long long)orow * M + row] = acc[mt][nt][v];
+                    }
+                }
             }
         }
     }
 }
 
 #ifdef ZINCBENCH_COMPILE_CHECK
-// Ahead-of-time compile checks (nvcc, no GPU) instantiate representative tile shapes; at run time
-// NVRTC instantiates the shapes an experiment declares through name expressions.
-template __global__ void gemm_q4k_mma<1, 2, 4, 1, 3, 1, true>(const unsigned char*, const uint4*, float*, int, int, int,
-                                                          unsigned long long, const unsigned*, const unsigned*,
-                                                          const unsigned*, int, int);
-template __global__ void gemm_q4k_mma<2, 8, 4, 2, 2, 1, false>(const unsigned char*, const uint4*, float*, int, int, int,
-                                                           unsigned long long, const unsigned*, const unsigned*,
-                                                           const unsigned*, int, int);
+// Ahead-of-time compile checks (nvcc, no GPU) instantiate representative tile shapes and every epilogue;
+// at run time NVRTC instantiates the shapes an experiment declares through name expressions.
+#define ZB_INSTANTIATE(WM, WN, WARPS_M, WARPS_N, STAGES, GROUPED, EPI)                                           \
+    template __global__ void gemm_q4k_mma<WM, WN, WARPS_M, WARPS_N, STAGES, 1, GROUPED, EPI>(                     \
+        const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,           \
+        const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int);
+ZB_INSTANTIATE(1, 2, 4, 1, 3, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(2, 8, 4, 2, 2, false, ZB_EPI_STORE)
+ZB_INSTANTIATE(1, 2, 4, 1, 3, true, ZB_EPI_SWIGLU_F16)
+ZB_INSTANTIATE(1, 8, 8, 1, 2, true, ZB_EPI_SWIGLU_F16_PERM)
+ZB_INSTANTIATE(1, 2, 4, 1, 3, true, ZB_EPI_COMBINE)
 #endif

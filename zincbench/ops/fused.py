@@ -19,6 +19,8 @@ from zincbench.quant import check_row_length
 SOURCE = "q4k_fused_mma.cu"
 Q4K_BLOCK_BYTES = 144
 PERMUTE_THREADS = 256
+# The kernel's epilogues (ZB_EPI_* in the source): what a block does with its accumulators.
+EPILOGUE_STORE, EPILOGUE_SWIGLU_F16, EPILOGUE_SWIGLU_F16_PERM, EPILOGUE_COMBINE = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -54,10 +56,11 @@ class MmaTile:
         occupancy = f"/b{self.min_blocks}" if self.min_blocks > 1 else ""
         return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}"
 
-    def expression(self, grouped: bool) -> str:
+    def expression(self, grouped: bool, epilogue: int = 0) -> str:
         g = "true" if grouped else "false"
+        epi = f",{epilogue}" if epilogue else ""  # the template's default: EPILOGUE_STORE
         return (f"gemm_q4k_mma<{self.wm},{self.wn},{self.warps_m},{self.warps_n},{self.stages},{self.min_blocks},"
-                f"{g}>")
+                f"{g}{epi}>")
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
@@ -84,14 +87,15 @@ def permute_activations(x, xp) -> None:
 
 
 class FusedQ4KGemm:
-    """Y = X W^T with W in Q4_K, for one tile shape, dense or grouped."""
+    """Y = X W^T with W in Q4_K, for one tile shape, dense or grouped, and one epilogue (EPILOGUE_*)."""
 
-    def __init__(self, tile: MmaTile, grouped: bool):
+    def __init__(self, tile: MmaTile, grouped: bool, epilogue: int = EPILOGUE_STORE):
         import cupy
 
         self.tile = tile
         self.grouped = grouped
-        expr = tile.expression(grouped)
+        self.epilogue = epilogue
+        expr = tile.expression(grouped, epilogue)
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,))
         set_dynamic_shared(self.kernel, tile.smem_bytes)
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
@@ -101,18 +105,27 @@ class FusedQ4KGemm:
         grid = ((m + self.tile.bm - 1) // self.tile.bm, (t + self.tile.bn - 1) // self.tile.bn)
         d = self._dummy
         self.kernel(grid, (self.tile.threads,),
-                    (w, xp, y, np.int32(m), np.int32(k), np.int32(t), np.uint64(0), d, d, d, np.int32(1), np.int32(0)),
+                    (w, xp, y, np.int32(m), np.int32(k), np.int32(t), np.uint64(0), d, d, d, np.int32(1), np.int32(0),
+                     d, d, np.int32(0)),
                     shared_mem=self.tile.smem_bytes)
 
     def grouped_call(self, w, xp, y, m: int, k: int, tiles, offsets, sorted_ids, top_k: int,
-                     x_per_slot: bool = False) -> None:
+                     x_per_slot: bool = False, *, w_up=None, routing=None) -> None:
         """w uint8 [E][M][row bytes]; tiles/offsets/sorted_ids from the routing kernels with BN = tile.bn;
-        y f32 [T][top_k][M]; xp rows are tokens (or token-slots when x_per_slot)."""
+        xp rows are tokens (or token-slots when x_per_slot). y by epilogue: STORE f32 [T][top_k][M];
+        SWIGLU_* fp16 [T][top_k][M] from gate rows ``w`` and up rows ``w_up`` (same shape); COMBINE f32
+        [T][M] += routing weight x result, ``routing`` the engine's u32 table [T][2*top_k]."""
+        swiglu = self.epilogue in (EPILOGUE_SWIGLU_F16, EPILOGUE_SWIGLU_F16_PERM)
+        if swiglu != (w_up is not None) or (self.epilogue == EPILOGUE_COMBINE) != (routing is not None):
+            raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")
         expert_bytes = w.shape[1] * w.shape[2]
-        grid = ((m + self.tile.bm - 1) // self.tile.bm, int(tiles.size))
+        rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm
+        grid = ((m + rows_per_block - 1) // rows_per_block, int(tiles.size))
+        d = self._dummy
         self.kernel(grid, (self.tile.threads,),
                     (w, xp, y, np.int32(m), np.int32(k), np.int32(0), np.uint64(expert_bytes), tiles, offsets,
-                     sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0)),
+                     sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0), d if w_up is None else w_up,
+                     d if routing is None else routing, np.int32(0 if routing is None else routing.shape[1])),
                     shared_mem=self.tile.smem_bytes)
 
 
