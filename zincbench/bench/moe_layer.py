@@ -51,10 +51,12 @@ class LayerShape:
     def check(self) -> None:
         if not 1 <= self.top_k <= min(self.experts, 32) or self.experts > 256:
             raise ValueError(f"{self.name}: need 1 <= top_k <= min(E, 32) and E <= 256 (the top-k kernel's limits)")
-        check_row_length(self.n_embd)
-        check_row_length(self.expert_width)  # the down projection's K
-        if self.shared_width:
-            check_row_length(self.shared_width)
+        for what, k in (("n_embd", self.n_embd), ("expert_width", self.expert_width),
+                        ("shared_width", self.shared_width or 256)):
+            try:
+                check_row_length(k)  # each is some projection's K
+            except InputError as exc:
+                raise ValueError(f"{self.name}: {what}: {exc}") from None
         bad = set(self.down_types) - set(DOWN_TYPES) or set(self.moe_layers) - set(self.down_types)
         if not self.down_types or bad:
             raise ValueError(f"{self.name}: down_types must be among {', '.join(DOWN_TYPES)} and cover moe_layers")

@@ -1,0 +1,200 @@
+"""The `layer` family without a GPU: its float64 reference (top-k tie rule, the block), its config, the
+engine block declared in engine_zinc.yaml, and the --gguf path on a tiny weights-only GGUF."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from zincbench.bench import declared, load_family
+from zincbench.bench.moe_layer import TOPK_BLOCK, engine_topk, reference_block, silu
+from zincbench.config import experiment_path
+from zincbench.errors import ConfigError, InputError
+from zincbench.quant import get_format
+from zincbench.testing.weights_gguf import write_weights_gguf
+
+
+def kernel_topk_ids(logits: np.ndarray, k: int) -> list[int]:
+    """softmax_topk_batched's selection, step by step: each of 64 threads scans its indices i = tid,
+    tid + 64, ... keeping the first strictly larger value; thread 0 then scans the threads in order
+    keeping the first strictly larger; the winner is taken out (-inf) for the next round."""
+    values = logits.astype(np.float64).copy()
+    chosen = []
+    for _ in range(k):
+        best = []
+        for tid in range(TOPK_BLOCK):
+            v, at = -np.inf, None
+            for i in range(tid, len(values), TOPK_BLOCK):
+                if values[i] > v:
+                    v, at = values[i], i
+            best.append((v, at))
+        bv, bi = -np.inf, None
+        for v, at in best:
+            if v > bv:
+                bv, bi = v, at
+        chosen.append(bi)
+        values[bi] = -np.inf
+    return chosen
+
+
+@settings(max_examples=60)
+@given(st.integers(8, 256).flatmap(lambda e: st.tuples(
+    arrays(np.float32, e, elements=st.integers(-3, 3).map(float)),  # small integers: many exact ties
+    st.integers(1, min(e, 8)))))
+@example((np.zeros(130, dtype=np.float32), 8))  # all tied: thread order, then index within a thread
+def test_reference_topk_follows_the_kernels_tie_rule(case):
+    logits, k = case
+    ids, weights = engine_topk(logits[None, :], k)
+    assert list(ids[0]) == kernel_topk_ids(logits, k)
+    chosen = logits[ids[0]].astype(np.float64)
+    expected = np.exp(chosen - chosen.max()) / np.exp(chosen - chosen.max()).sum()
+    np.testing.assert_allclose(weights[0], expected, rtol=1e-12)
+
+
+def test_ties_prefer_the_lower_thread_over_the_lower_index():
+    logits = np.full(128, -1.0, dtype=np.float32)
+    logits[[2, 65]] = 5.0  # index 65 is thread 1, index 2 thread 2
+    ids, _ = engine_topk(logits[None, :], 2)
+    assert list(ids[0]) == [65, 2]
+
+
+def test_reference_block_is_the_per_token_formula(rng):
+    t, n, ef, e, k, efs = 5, 16, 8, 6, 3, 4
+    x, residual = rng.standard_normal((t, n)), rng.standard_normal((t, n))
+    experts = [(rng.standard_normal((ef, n)), rng.standard_normal((ef, n)), rng.standard_normal((n, ef)))
+               for _ in range(e)]
+    shared = (rng.standard_normal((efs, n)), rng.standard_normal((efs, n)), rng.standard_normal((n, efs)),
+              rng.standard_normal(n))
+    ids = np.stack([rng.choice(e, k, replace=False) for _ in range(t)])
+    weights = rng.random((t, k))
+    got = reference_block(x, residual, ids, weights, lambda i: experts[i], shared)
+    for tok in range(t):
+        want = residual[tok].copy()
+        for j in range(k):
+            g, u, d = experts[ids[tok, j]]
+            want += weights[tok, j] * (d @ (silu(g @ x[tok]) * (u @ x[tok])))
+        g, u, d, gate_inp = shared
+        want += (d @ (silu(g @ x[tok]) * (u @ x[tok]))) / (1 + np.exp(-(gate_inp @ x[tok])))
+        np.testing.assert_allclose(got[tok], want, rtol=1e-10, atol=1e-10)
+
+
+# ---- config ---------------------------------------------------------------------------------------------
+def test_bundled_experiment_sweeps_both_down_types_routings_and_lengths():
+    family = load_family("layer")
+    cfg = family.load(experiment_path("moe_layer"))
+    cases = family.cases(cfg)
+    assert len(cases) == 2 * 2 * 4
+    assert {c.params["down_type"] for c in cases} == {"q5_k", "q6_k"}
+    assert {c.params["moe_layers"] for c in cases} == {36, 4}
+    assert all(family.gate_applies(cfg, c) == (c.params["tokens"] >= 256) for c in cases)
+    assert family.gate_rule(cfg).baseline == "engine" and family.gate_rule(cfg).candidate == "fused_block"
+
+
+def _experiment(tmp_path, **shape_changes):
+    data = yaml.safe_load(experiment_path("moe_layer").read_text())
+    data["shapes"][0].update(shape_changes)
+    path = tmp_path / "layer.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"top_k": 300}, "top_k"),
+    ({"experts": 512}, "E <= 256"),
+    ({"down_types": ["q8_0"]}, "down_types"),
+    ({"moe_layers": {"q4_k": 3}}, "moe_layers"),
+    ({"expert_width": 704}, "256"),
+])
+def test_bad_shapes_are_config_errors(tmp_path, change, words):
+    with pytest.raises(ConfigError, match=words):
+        load_family("layer").load(_experiment(tmp_path, **change))
+
+
+# ---- the engine's block as declared --------------------------------------------------------------------
+def _plan(t: int, down_qtype: str = "q5k", ef_sh: int = 512):
+    pack = declared.load_pack(experiment_path("engine_zinc"))
+    params = {"T": t, "E": 256, "top_k": 8, "n_embd": 2048, "ef": 512, "ef_sh": ef_sh, "down_qtype": down_qtype,
+              "shared_qtype": "q6k", "gate_slice": 1, "down_slice": 1}
+    names = declared._names(pack, declared.Binding({}, params, "hidden", None))
+    return declared.expand(pack.variant("layer", "engine"), pack, names)
+
+
+def _launched(plan) -> list[str]:
+    return [getattr(step, "kernel", None) or step.op for step, _, _ in plan.steps]
+
+
+def test_engine_block_switches_paths_at_moe_tc_min_t():
+    below, at = _launched(_plan(63)), _launched(_plan(64))
+    assert below.count("dmmv_q4k_experts_batched") == 2 and "dmmv_{down_qtype}_experts_batched" in below
+    assert "gemm_q4k_experts_grouped_tc" not in below
+    assert at.count("gemm_q4k_experts_grouped_tc") == 2 and "gemm_{down_qtype}_experts_grouped_tc" in at
+    assert "build_expert_order_padded" in at and "dmmv_q4k_experts_batched" not in at
+    for path in (below, at):  # the same router, combine and shared expert on both paths
+        assert path[:3] == ["copy", "dmmv_f32_batched", "softmax_topk_batched"]
+        assert "moe_weighted_acc_batched" in path and path[-1] == "sigmoid_scale_acc_batched"
+
+
+def test_engine_block_down_on_q4k_layers_is_the_matvec():
+    at = _launched(_plan(512, down_qtype="q4k"))
+    assert "gemm_{down_qtype}_experts_grouped_tc" not in at and "dmmv_{down_qtype}_experts_batched" in at
+
+
+def test_engine_block_stages_and_no_shared_expert():
+    plan = _plan(512)
+    stages = list(dict.fromkeys(stage for _, _, stage in plan.steps))
+    assert stages == ["residual", "router+top-k", "routing build", "gate+up", "swiglu", "down", "combine",
+                      "shared expert"]
+    assert "shared expert" not in {stage for _, _, stage in _plan(512, ef_sh=0).steps}
+
+
+# ---- --gguf ---------------------------------------------------------------------------------------------
+E, N, EF, EFS = 8, 256, 256, 256
+
+
+def _layer_gguf(path, layer=3, down="q5_k", skip=(), gate="q4_k"):
+    tensors = {"ffn_gate_inp": ("f32", (E, N)), "ffn_gate_exps": (gate, (E, EF, N)), "ffn_up_exps": ("q4_k", (E, EF, N)),
+               "ffn_down_exps": (down, (E, N, EF)), "ffn_gate_shexp": ("q6_k", (EFS, N)),
+               "ffn_up_shexp": ("q6_k", (EFS, N)), "ffn_down_shexp": ("q6_k", (N, EFS)),
+               "ffn_gate_inp_shexp": ("f32", (N,))}
+    return write_weights_gguf(path, {f"blk.{layer}.{role}.weight": spec for role, spec in tensors.items()
+                                     if role not in skip})
+
+
+def test_gguf_layer_gives_the_shape_types_and_weights(tmp_path):
+    path = tmp_path / "layer.gguf"
+    written = _layer_gguf(path)
+    family = load_family("layer")
+    cfg = family.load(experiment_path("moe_layer"), gguf=str(path), layer=3)
+    (shape,) = cfg.shapes
+    assert (shape.experts, shape.n_embd, shape.expert_width, shape.down_types) == (E, N, EF, ["q5_k"])
+    assert (shape.shared_width, shape.shared_type, shape.top_k, shape.moe_layers) == (EFS, "q6_k", 8, {"q5_k": 36})
+    host, types = family._build_weights(cfg, shape, "q5_k", np.random.default_rng(0))
+    np.testing.assert_array_equal(host["down"], written["blk.3.ffn_down_exps.weight"])
+    np.testing.assert_array_equal(host["router"], written["blk.3.ffn_gate_inp.weight"])
+    assert types["down"] == "q5_k" and host["shared_gate_inp"].shape == (N,)
+    # the blocks read back dequantize to what was written
+    np.testing.assert_array_equal(get_format("q5_k").dequantize(host["down"][1]),
+                                  get_format("q5_k").dequantize(written["blk.3.ffn_down_exps.weight"][1]))
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"skip": ("ffn_gate_inp",)}, "ffn_gate_inp"),
+    ({"skip": ("ffn_up_shexp",)}, "part of the shared expert"),
+    ({"gate": "q6_k"}, "read q4_k"),
+])
+def test_gguf_layers_the_block_cannot_run_are_input_errors(tmp_path, kwargs, words):
+    path = tmp_path / "layer.gguf"
+    _layer_gguf(path, **kwargs)
+    with pytest.raises(InputError, match=words):
+        load_family("layer").load(experiment_path("moe_layer"), gguf=str(path), layer=3)
+
+
+def test_gguf_layer_without_experts_is_an_input_error(tmp_path):
+    path = tmp_path / "layer.gguf"
+    _layer_gguf(path)
+    with pytest.raises(InputError, match="layer 5"):
+        load_family("layer").load(experiment_path("moe_layer"), gguf=str(path), layer=5)
