@@ -198,3 +198,59 @@ def test_gguf_layer_without_experts_is_an_input_error(tmp_path):
     _layer_gguf(path)
     with pytest.raises(InputError, match="layer 5"):
         load_family("layer").load(experiment_path("moe_layer"), gguf=str(path), layer=5)
+
+
+# ---- the per-stage table and the projection --------------------------------------------------------------
+def _layer_document(rng) -> tuple[dict, dict]:
+    results, block = [], {}
+    for down, layers in (("q5_k", 36), ("q6_k", 4)):
+        for t in (256, 2048):
+            case = f"qwen36-35b-a3b-{down.replace('_', '')}-T{t}-uniform"
+            for variant, stages in (("engine", ["residual", "router+top-k", "gate+up", "swiglu", "down", "combine"]),
+                                    ("fused_block", ["residual", "router+top-k", "gate+up+swiglu", "down+combine"])):
+                times = rng.uniform(5, 500, len(stages))
+                block[(down, t, variant)] = float(times.sum())
+                results.append({"case": case, "variant": variant, "role": "x",
+                                "params": {"shape": "qwen36-35b-a3b", "routing": "uniform", "tokens": t,
+                                           "down_type": down, "moe_layers": layers},
+                                "summary": {"median_us": float(times.sum())}, "floor": {"pct_of_floor": 42.0},
+                                "detail": {"stages_us": [{"stage": s, "median_us": float(v)} for s, v in zip(stages, times)]}})
+    doc = {"results": results, "verdict": {"rule": {"baseline": "engine", "candidate": "fused_block"}},
+           "environment": {"gpu": {"name": "NVIDIA H200"}},
+           "config": {"settings": {"llama_cpp_pp_tps": {"H200": {"2048": 5000.0}}}}}
+    return doc, block
+
+
+def test_projection_is_tokens_over_the_moe_layers_time(rng):
+    from zincbench.show.stage_table import projection
+
+    doc, block = _layer_document(rng)
+    headers, rows = projection(doc)
+    by_t = {int(r[1]): dict(zip(headers, r)) for r in rows}
+    for t in (256, 2048):
+        before = 36 * block[("q5_k", t, "engine")] + 4 * block[("q6_k", t, "engine")]
+        after = 36 * block[("q5_k", t, "fused_block")] + 4 * block[("q6_k", t, "fused_block")]
+        assert by_t[t]["layers"] == "40"
+        assert by_t[t]["eng tok/s"] == f"{t / (before * 1e-6):.0f}" and by_t[t]["ours tok/s"] == f"{t / (after * 1e-6):.0f}"
+        assert by_t[t]["saved ms"] == f"{(before - after) / 1e3:.2f}"
+    assert by_t[2048]["llama.cpp pp tok/s"] == "5000" and by_t[256]["llama.cpp pp tok/s"] == "–"
+
+
+def test_stage_tables_fit_80_columns_and_keep_every_stage(rng):
+    from rich.console import Console
+
+    from zincbench.show.stage_table import print_stage_tables, stage_markdown, stage_tables
+
+    doc, _ = _layer_document(rng)
+    tables = stage_tables(doc)
+    assert len(tables) == 2  # one per down type: the T columns side by side
+    title, headers, rows = tables[0]
+    assert headers == ["stage (µs)", "T256 eng", "T256 ours", "T2048 eng", "T2048 ours"]
+    assert [r[0] for r in rows] == ["residual", "router+top-k", "gate+up", "swiglu", "down", "combine",
+                                    "gate+up+swiglu", "down+combine", "block", "% of floor"]
+    console = Console(width=80, record=True, force_terminal=False)
+    print_stage_tables(doc, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "down+combine" in text and "saved" in text  # the projection follows the stage tables
+    assert "| gate+up+swiglu |" in stage_markdown(doc)

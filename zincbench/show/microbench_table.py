@@ -11,6 +11,7 @@ from rich.text import Text
 
 from zincbench.bench.rows import MicrobenchRow, rows_of
 from zincbench.show.fit import fits
+from zincbench.show.stage_table import print_stage_tables, stage_markdown
 
 ROLE_STYLE = {"baseline": "cyan", "candidate": "bold", "ceiling": "dim", "reference": "dim"}
 VERDICT_STYLE = {"faster": "green", "slower": "red", "same": "yellow", "inconclusive": "magenta"}
@@ -178,6 +179,7 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
                           markup=False, highlight=False)
     for note in source_notes(doc):
         console.print(note, markup=False, highlight=False)
+    print_stage_tables(doc, console)
 
 
 def microbench_markdown(doc: dict) -> str:
@@ -188,4 +190,5 @@ def microbench_markdown(doc: dict) -> str:
     lines.append("")
     lines.append(f"**{verdict.get('decision', 'INCOMPLETE')}**: {rule_in_words(verdict.get('rule') or {})}")
     lines += [""] + [f"- {note}" for note in source_notes(doc)] if source_notes(doc) else []
-    return "\n".join(lines)
+    stages = stage_markdown(doc)
+    return "\n".join(lines) + (f"\n\n{stages}" if stages else "")
