@@ -2,7 +2,7 @@
 # One GPU-host session in one go (the device time is the scarce thing): set up, report the environment,
 # run the GPU tests, optional profiler captures and benchmarks, then pack every log into $OUT/session.tgz.
 #
-#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full aa profile
+#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full aa profile layer layerfull layergguf
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -57,6 +57,11 @@ for step in "${@:-env tests}"; do
                 $ZB microbench t2 --gguf /tmp/w.gguf --quick --no-progress --markdown $LOGS/t2gguf.md; \
                 $ZB microbench t1 --gguf /tmp/w.gguf --layer 0 --quick --no-progress --markdown $LOGS/t1gguf.md" ;;
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
+        layer) TAIL=60 run layer 600 $ZB microbench layer $ENGINE --quick --no-progress --markdown "$LOGS/layer.md" ;;
+        layerfull) TAIL=80 run layerfull 600 $ZB microbench layer $ENGINE --variant engine --variant fused_block \
+                --no-progress --markdown "$LOGS/layerfull.md" ;;
+        layergguf) TAIL=40 run layergguf 400 bash -c "python3 -m zincbench.testing.weights_gguf /tmp/w.gguf && \
+                $ZB microbench layer --gguf /tmp/w.gguf --layer 0 --case T512 --quick --no-progress --markdown $LOGS/layergguf.md" ;;
         t1full) TAIL=80 run t1full ${T1_LIMIT:-400} $ZB microbench t1 $ENGINE --no-progress --markdown "$LOGS/t1full.md" ;;
         aa) TAIL=40 run aa 300 $ZB aa microbench --markdown "$LOGS/aa.md" ;;
         profile) TAIL=60 run profile 300 $ZB profile microbench --tool both t2 --quick --case E256-M512-K2048-Ne16 ;;

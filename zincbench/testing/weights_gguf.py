@@ -46,4 +46,12 @@ if __name__ == "__main__":  # python -m zincbench.testing.weights_gguf OUT.gguf:
         "blk.0.ffn_gate_exps.weight": ("q4_k", (256, 512, 2048)),
         "blk.0.attn_output.weight": ("q4_k", (2048, 4096)),
         "blk.0.ffn_down.weight": ("q6_k", (2048, 512)),
+        # the rest of the MoE block (`microbench layer --gguf`); the real shared expert is Q8_0
+        "blk.0.ffn_gate_inp.weight": ("f32", (256, 2048)),
+        "blk.0.ffn_up_exps.weight": ("q4_k", (256, 512, 2048)),
+        "blk.0.ffn_down_exps.weight": ("q5_k", (256, 2048, 512)),
+        "blk.0.ffn_gate_shexp.weight": ("q6_k", (512, 2048)),
+        "blk.0.ffn_up_shexp.weight": ("q6_k", (512, 2048)),
+        "blk.0.ffn_down_shexp.weight": ("q6_k", (2048, 512)),
+        "blk.0.ffn_gate_inp_shexp.weight": ("f32", (2048,)),
     })
