@@ -68,8 +68,8 @@ extern "C" __global__ void softmax_topk_batched(const float* logits, unsigned* t
             unsigned bi = 0xFFFFFFFFu;
             for (unsigned j = 0; j < blockDim.x; j++)
                 if (best_v[j] > bv) { bv = best_v[j]; bi = best_i[j]; }
-            chosen[round] = bi;
-            values[bi] = ZL_NEG_INF;  // out of later rounds
+            chosen[round] = bi;  // 0xFFFFFFFF only if fewer than k finite logits: an id the routing build rejects
+            if (bi != 0xFFFFFFFFu) values[bi] = ZL_NEG_INF;  // out of later rounds
         }
         __syncthreads();
     }

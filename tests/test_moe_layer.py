@@ -254,3 +254,24 @@ def test_stage_tables_fit_80_columns_and_keep_every_stage(rng):
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "down+combine" in text and "saved" in text  # the projection follows the stage tables
     assert "| gate+up+swiglu |" in stage_markdown(doc)
+
+
+def test_cli_refuses_a_layer_it_cannot_run_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def microbench(*args):
+        env = {**os.environ, "ZINCBENCH_RESULTS": str(tmp_path / "results"), "COLUMNS": "250"}
+        return subprocess.run([sys.executable, "-m", "zincbench", "microbench", "layer", *map(str, args)],
+                              capture_output=True, text=True, env=env, timeout=300,
+                              cwd=Path(__file__).resolve().parent.parent)  # this checkout's zincbench
+
+    _layer_gguf(tmp_path / "bad.gguf", down="q4_k", gate="q6_k")
+    for args, words in (((f"--gguf={tmp_path / 'bad.gguf'}", "--layer=3"), "ffn_gate_exps is q6_k"),
+                        ((f"--gguf={tmp_path / 'missing.gguf'}",), "missing.gguf")):
+        result = microbench(*args)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert len(result.stderr.splitlines()) == 1 and words in result.stderr, result.stderr
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
