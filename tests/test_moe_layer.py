@@ -275,3 +275,47 @@ def test_cli_refuses_a_layer_it_cannot_run_in_one_line(tmp_path):
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         assert len(result.stderr.splitlines()) == 1 and words in result.stderr, result.stderr
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def _recorded_layer_document(tmp_path):
+    """A runner-shaped `layer` document (tests/documents.py) with stage times on the gate's pair."""
+    from documents import microbench_document
+
+    from zincbench import records
+
+    doc = microbench_document("layer")
+    for row in doc.results:
+        if row.variant in ("engine", "fused_block"):
+            share = [0.05, 0.1, 0.5, 0.35] if row.variant == "fused_block" else [0.05, 0.1, 0.3, 0.1, 0.3, 0.15]
+            names = (["residual", "router+top-k", "gate+up+swiglu", "down+combine"] if row.variant == "fused_block"
+                     else ["residual", "router+top-k", "gate+up", "swiglu", "down", "combine"])
+            row.detail = {**(row.detail or {}),
+                          "stages_us": [{"stage": n, "median_us": f * row.summary.median_us} for n, f in zip(names, share)]}
+    return records.write(doc, tmp_path / "layer.json")
+
+
+def test_recorded_layer_document_renders_stage_tables_and_projection(tmp_path):
+    import json
+
+    from rich.console import Console
+
+    from zincbench.show.microbench_table import microbench_markdown, print_microbench
+
+    doc = json.loads(_recorded_layer_document(tmp_path).read_text())
+    console = Console(width=80, record=True, force_terminal=False)
+    print_microbench(doc, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert text.count("stages: qwen36-35b-a3b") == 4  # two down types x two routings
+    markdown = microbench_markdown(doc)
+    assert "| gate+up+swiglu |" in markdown and "MoE part of one prefill" in markdown
+
+
+def test_layer_stage_plot_is_written(tmp_path):
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed (pip install -e '.[plot]')")
+    from zincbench.report import build_report
+    from zincbench.show.plots import plot_report
+
+    written = plot_report(build_report([_recorded_layer_document(tmp_path)]), tmp_path / "plots")
+    assert [p.name for p in written] == ["layer_stages.png"]
+    assert (tmp_path / "plots" / "layer_stages.png").read_bytes().startswith(b"\x89PNG")
