@@ -91,8 +91,13 @@ VARIANTS = {
     "fused_block": VariantInfo(
         "fused_block", "candidate", 5e-3,
         "routing once; gate+up one grouped fused-dequant Q4_K GEMM, SwiGLU in its epilogue (fp16); down fused "
-        "with the weighted combine (Q4_K) or the grouped TC down over fp16 (Q5_K/Q6_K); shared expert dense"),
+        "with the weighted combine (Q4_K, Q5_K) or the grouped TC down over fp16 (Q6_K); shared expert dense"),
+    "fused_block_tc_down": VariantInfo(
+        "fused_block_tc_down", "reference", 5e-3,
+        "fused_block with the grouped TC down over fp16 + the engine's combine on Q5_K too: what the fused "
+        "down is worth (and the fallback candidate)"),
 }
+DOWN_OF_VARIANT = {"fused_block": "fused", "fused_block_tc_down": "tc"}
 
 
 # ---- the float64 reference ---------------------------------------------------------------------------
@@ -268,14 +273,17 @@ class LayerFamily(FamilyBase):
         from zincbench.ops.fused import MmaTile
         from zincbench.ops.moe_layer import candidate_stages
 
-        if variant != "fused_block":
+        if variant not in DOWN_OF_VARIANT:
             raise ValueError(variant)
         if inp.weights.types["gate"] != "q4_k" or inp.weights.types["up"] != "q4_k":
             raise NotApplicable("the fused gate/up kernel reads Q4_K")
+        if variant == "fused_block_tc_down" and inp.down_type != "q5_k":
+            raise NotApplicable("the same block as fused_block on this down type")
         shared = inp.shape.shared_width > 0
 
         def make_run(tile_text: str):
-            stages = candidate_stages(inp.buffers, MmaTile.parse(tile_text), shared=shared)
+            stages = candidate_stages(inp.buffers, MmaTile.parse(tile_text), shared=shared,
+                                      down=DOWN_OF_VARIANT[variant])
 
             def run() -> None:
                 for _, stage in stages:
@@ -283,7 +291,7 @@ class LayerFamily(FamilyBase):
             run.stages = stages
             return run
 
-        tuning = tuner(f"layer/fused_block/{case.key}", cfg.fused_tiles, make_run)
+        tuning = tuner(f"layer/{variant}/{case.key}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
         return Prepared(run, inp.buffers.hidden, self.block_traffic(inp), stages=run.stages,
                         detail={"tile": MmaTile.parse(tuning.choice).label, "tile_spec": tuning.choice,

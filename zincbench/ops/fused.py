@@ -1,8 +1,10 @@
 """Launchers of the fused-dequant Q4_K Tensor-core GEMM (kernels/q4k_fused_mma.cu).
 
-One kernel serves both gates: dense (T1: one weight matrix, tokens tiled by BN) and grouped (T2:
-one expert per work tile, token buckets built on the GPU by the routing kernels). The tile shape is
-a template; experiments declare candidate shapes and the autotuner picks per GPU.
+One kernel serves the gates: dense (T1: one weight matrix, tokens tiled by BN) and grouped (T2 and the
+layer block: one expert per work tile, token buckets built on the GPU by the routing kernels). The tile
+shape is a template; experiments declare candidate shapes and the autotuner picks per GPU. Template
+options: the epilogue (store, SwiGLU of gate+up rows to fp16, routing-weighted combine into hidden) and
+the weight type (Q4_K, or Q5_K: Q4_K's block plus the fifth bits).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ Q4K_BLOCK_BYTES = 144
 PERMUTE_THREADS = 256
 # The kernel's epilogues (ZB_EPI_* in the source): what a block does with its accumulators.
 EPILOGUE_STORE, EPILOGUE_SWIGLU_F16, EPILOGUE_SWIGLU_F16_PERM, EPILOGUE_COMBINE = 0, 1, 2, 3
+# Weight types the kernel reads (ZB_Q4K / ZB_Q5K): template value and extra shared bytes per row and stage.
+WEIGHT_TYPES = {"q4_k": (0, 0), "q5_k": (1, 32)}
 
 
 @dataclass(frozen=True)
@@ -47,20 +51,22 @@ class MmaTile:
     def threads(self) -> int:
         return 32 * self.warps_m * self.warps_n
 
-    @property
-    def smem_bytes(self) -> int:
-        return self.stages * (self.bn * 256 + self.bm * 80)
+    def smem_for(self, qtype: str) -> int:
+        """Dynamic shared memory of the kernel on ``qtype`` weights (Q5_K adds each row's qh)."""
+        return self.stages * (self.bn * 256 + self.bm * (80 + WEIGHT_TYPES[qtype][1]))
 
     @property
     def label(self) -> str:
         occupancy = f"/b{self.min_blocks}" if self.min_blocks > 1 else ""
         return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}"
 
-    def expression(self, grouped: bool, epilogue: int = 0) -> str:
+    def expression(self, grouped: bool, epilogue: int = 0, qtype: str = "q4_k") -> str:
         g = "true" if grouped else "false"
-        epi = f",{epilogue}" if epilogue else ""  # the template's default: EPILOGUE_STORE
+        qt = WEIGHT_TYPES[qtype][0]
+        # trailing template arguments left at their defaults (EPILOGUE_STORE, Q4_K) are omitted
+        tail = f",{epilogue},{qt}" if qt else f",{epilogue}" if epilogue else ""
         return (f"gemm_q4k_mma<{self.wm},{self.wn},{self.warps_m},{self.warps_n},{self.stages},{self.min_blocks},"
-                f"{g}{epi}>")
+                f"{g}{tail}>")
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
@@ -87,17 +93,18 @@ def permute_activations(x, xp) -> None:
 
 
 class FusedQ4KGemm:
-    """Y = X W^T with W in Q4_K, for one tile shape, dense or grouped, and one epilogue (EPILOGUE_*)."""
+    """Y = X W^T with W in Q4_K (or Q5_K), for one tile shape, dense or grouped, and one epilogue (EPILOGUE_*)."""
 
-    def __init__(self, tile: MmaTile, grouped: bool, epilogue: int = EPILOGUE_STORE):
+    def __init__(self, tile: MmaTile, grouped: bool, epilogue: int = EPILOGUE_STORE, qtype: str = "q4_k"):
         import cupy
 
         self.tile = tile
         self.grouped = grouped
         self.epilogue = epilogue
-        expr = tile.expression(grouped, epilogue)
+        self.smem_bytes = tile.smem_for(qtype)
+        expr = tile.expression(grouped, epilogue, qtype)
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,))
-        set_dynamic_shared(self.kernel, tile.smem_bytes)
+        set_dynamic_shared(self.kernel, self.smem_bytes)
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
 
     def dense(self, w, xp, y, m: int, k: int, t: int) -> None:
@@ -107,7 +114,7 @@ class FusedQ4KGemm:
         self.kernel(grid, (self.tile.threads,),
                     (w, xp, y, np.int32(m), np.int32(k), np.int32(t), np.uint64(0), d, d, d, np.int32(1), np.int32(0),
                      d, d, np.int32(0)),
-                    shared_mem=self.tile.smem_bytes)
+                    shared_mem=self.smem_bytes)
 
     def grouped_call(self, w, xp, y, m: int, k: int, tiles, offsets, sorted_ids, top_k: int,
                      x_per_slot: bool = False, *, w_up=None, routing=None) -> None:
@@ -126,7 +133,7 @@ class FusedQ4KGemm:
                     (w, xp, y, np.int32(m), np.int32(k), np.int32(0), np.uint64(expert_bytes), tiles, offsets,
                      sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0), d if w_up is None else w_up,
                      d if routing is None else routing, np.int32(0 if routing is None else routing.shape[1])),
-                    shared_mem=self.tile.smem_bytes)
+                    shared_mem=self.smem_bytes)
 
 
 def dense_traffic(m: int, k: int, t: int, tile: MmaTile) -> Traffic:

@@ -7,7 +7,8 @@ weights (gate/up [E][ef][row bytes], down [E][n_embd][row bytes]) and the shared
 
 ``candidate_stages`` builds the candidate block as named stages (each enqueues only): routing built
 once on the GPU, gate and up as ONE grouped fused-dequant Q4_K GEMM with SwiGLU in its epilogue (fp16
-intermediate), the down projection by the entry of ``DOWN_PATHS`` for its type, the shared expert on
+intermediate), the down projection by the entry of ``DOWN_PATHS`` for its type (fused with the weighted
+combine on Q4_K and Q5_K), the shared expert on
 the engine's dense path (dequant + cuBLAS fp16).
 """
 
@@ -147,14 +148,14 @@ def shared_expert_stages(b: LayerBuffers) -> list[Stage]:
 
 
 # ---- the candidate's down projection: one entry per weight type ----------------------------------------
-class FusedQ4KDownCombine:
-    """Q4_K down as a grouped fused-dequant GEMM whose epilogue adds w(t, slot) * result into hidden
-    (atomicAdd; see the kernel). Reads the SwiGLU output in the Q4_K-permuted fp16 order."""
+class FusedDownCombine:
+    """Q4_K / Q5_K down as a grouped fused-dequant GEMM whose epilogue adds w(t, slot) * result into
+    hidden (atomicAdd; see the kernel). Reads the SwiGLU output in the permuted fp16 order."""
 
     intermediate = EPILOGUE_SWIGLU_F16_PERM
 
     def __init__(self, b: LayerBuffers, tile: MmaTile, ws: RoutingWorkspace, h16):
-        self.gemm = FusedQ4KGemm(tile, grouped=True, epilogue=EPILOGUE_COMBINE)
+        self.gemm = FusedQ4KGemm(tile, grouped=True, epilogue=EPILOGUE_COMBINE, qtype=b.down_type)
         self.b, self.ws, self.xp = b, ws, h16.view(np.uint32).reshape(b.t * b.top_k, b.ef // 8, 4)
 
     def stages(self) -> list[Stage]:
@@ -167,9 +168,9 @@ class FusedQ4KDownCombine:
 
 
 class GroupedTcDownF16:
-    """Q5_K / Q6_K down until a fused kernel exists for the type: the engine's grouped TC down algorithm
-    over the fp16 SwiGLU output (64-position padded order, built here from the same routing table), then
-    the engine's weighted combine. A fused Q5_K/Q6_K down kernel replaces this as its own DOWN_PATHS entry."""
+    """Q5_K / Q6_K down by the engine's grouped TC down algorithm over the fp16 SwiGLU output (64-position
+    padded order, built here from the same routing table), then the engine's weighted combine: for Q6_K
+    until a fused Q6_K kernel plugs in as its DOWN_PATHS["fused"] entry."""
 
     intermediate = EPILOGUE_SWIGLU_F16
     KERNELS = {"q5_k": "zb_q5k_experts_grouped_tc_f16a", "q6_k": "zb_q6k_experts_grouped_tc_f16a"}
@@ -198,11 +199,14 @@ class GroupedTcDownF16:
         return [("down", down), ("combine", self.combine)]
 
 
-DOWN_PATHS = {"q4_k": FusedQ4KDownCombine, "q5_k": GroupedTcDownF16, "q6_k": GroupedTcDownF16}
+# The candidate's down projection by weight type: "fused" where a fused kernel reads the type, "tc" the
+# grouped TC algorithm wherever it can (how much the fused down is worth, and a fallback).
+DOWN_PATHS = {"fused": {"q4_k": FusedDownCombine, "q5_k": FusedDownCombine, "q6_k": GroupedTcDownF16},
+              "tc": {"q4_k": FusedDownCombine, "q5_k": GroupedTcDownF16, "q6_k": GroupedTcDownF16}}
 
 
-def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool) -> list[Stage]:
-    """The candidate block as named stages, in launch order."""
+def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str = "fused") -> list[Stage]:
+    """The candidate block as named stages, in launch order; ``down`` picks the DOWN_PATHS family."""
     import cupy
 
     if b.gate.dtype != np.uint8 or b.ef % 256:
@@ -210,8 +214,8 @@ def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool) -> list[St
     ws = RoutingWorkspace(b.t, b.top_k, b.experts, tile.bn)
     xp = permuted_activations(cupy, b.t, b.n_embd)
     h16 = cupy.empty((b.t, b.top_k, b.ef), dtype=cupy.float16)
-    down = DOWN_PATHS[b.down_type](b, tile, ws, h16)
-    gate_up = FusedQ4KGemm(tile, grouped=True, epilogue=down.intermediate)
+    down_path = DOWN_PATHS[down][b.down_type](b, tile, ws, h16)
+    gate_up = FusedQ4KGemm(tile, grouped=True, epilogue=down_path.intermediate)
     route_x = (router(b), topk(b))
 
     def route() -> None:
@@ -226,5 +230,5 @@ def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool) -> list[St
         gate_up.grouped_call(b.gate, xp, h16, b.ef, b.n_embd, ws.tiles, ws.offsets, ws.sorted_ids, b.top_k,
                              w_up=b.up)
     stages = [("residual", residual_copy(b)), ("router+top-k", route), ("routing build", build),
-              ("gate+up+swiglu", gate_up_swiglu), *down.stages()]
+              ("gate+up+swiglu", gate_up_swiglu), *down_path.stages()]
     return stages + (shared_expert_stages(b) if shared else [])
