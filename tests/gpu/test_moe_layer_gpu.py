@@ -125,3 +125,24 @@ def _ran(cupy, prepared):
     prepared.run()
     cupy.cuda.Device().synchronize()
     return prepared.output
+
+
+@pytest.mark.parametrize("tile", TILES + ["2,8,4,2,2"])
+@pytest.mark.parametrize("m,k,t", [(197, 256, 1), (300, 512, 130)])
+def test_fused_gemm_on_q5k_weights(cupy, rng, tile, m, k, t):
+    """The fused GEMM's Q5_K instance on its own (dense, plain store), odd M and T, vs float64: isolates
+    the fifth-bit dequant from the block."""
+    from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+    from zincbench.quant import get_format
+
+    q5k = get_format("q5_k")
+    w_host = q5k.random_blocks(rng, m, k)
+    x_host = rng.standard_normal((t, k), dtype=np.float32)
+    xp = permuted_activations(cupy, t, k)
+    y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
+    permute_activations(cupy.asarray(x_host), xp)
+    FusedQ4KGemm(MmaTile.parse(tile), grouped=False, qtype="q5_k").dense(cupy.asarray(w_host), xp, y, m, k, t)
+    got = y.get()
+    assert not np.isnan(got).any(), "unwritten outputs"
+    ref = x_host.astype(np.float64) @ q5k.dequantize(w_host).astype(np.float64).T
+    assert float(np.linalg.norm(got - ref) / np.linalg.norm(ref)) < 2e-3

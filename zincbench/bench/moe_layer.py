@@ -247,9 +247,9 @@ class LayerFamily(FamilyBase):
             # Skewed popularity through the router itself: x[:, 0] = 1 and router column 0 = log popularity,
             # so logit = log p_e + noise of about unit scale (the other columns).
             x[:, 0] = 1.0
-            router = w.host["router"].copy()
-            router[:, 0] = zipf_router_column(rng, s.experts, cfg.zipf_s)
-            w = LayerWeights({**w.host, "router": router}, {**w.device, "router": cupy.asarray(router)}, w.types)
+            skewed = w.host["router"].copy()
+            skewed[:, 0] = zipf_router_column(rng, s.experts, cfg.zipf_s)
+            w = LayerWeights({**w.host, "router": skewed}, {**w.device, "router": cupy.asarray(skewed)}, w.types)
         residual = rng.standard_normal((t, n), dtype=np.float32)
         d = w.device
         shared = s.shared_width > 0
