@@ -69,7 +69,7 @@ class LayerConfig(ExperimentConfig):
     routing: list[Literal["uniform", "zipf"]] = field(default_factory=lambda: ["uniform"])
     zipf_s: float = 1.0
     fused_tiles: list[str] = field(default_factory=lambda: ["1,8,8,1,2", "1,4,4,1,4"])
-    correctness_tokens: int = 24  # tokens checked against float64 (all when T is at most this)
+    correctness_tokens: int = 12  # tokens checked against float64 (all when T is at most this)
     gate: GateRule = field(default_factory=lambda: GateRule("fused_block", "engine", when={"min_tokens": 256}))
     # llama.cpp prefill (pp) tokens/s of the whole model, device -> prompt length -> tok/s: shown beside
     # the projected MoE-part tokens/s, never judged.
