@@ -319,3 +319,14 @@ def test_layer_stage_plot_is_written(tmp_path):
     written = plot_report(build_report([_recorded_layer_document(tmp_path)]), tmp_path / "plots")
     assert [p.name for p in written] == ["layer_stages.png"]
     assert (tmp_path / "plots" / "layer_stages.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_llama_cpp_pp_numbers_are_keyed_by_prompt_length(tmp_path):
+    data = yaml.safe_load(experiment_path("moe_layer").read_text())
+    data["llama_cpp_pp_tps"] = {"H200": {512: 1234.5}}
+    (tmp_path / "ok.yaml").write_text(yaml.safe_dump(data))
+    assert load_family("layer").load(tmp_path / "ok.yaml").llama_cpp_pp_tps == {"H200": {"512": 1234.5}}
+    data["llama_cpp_pp_tps"] = {"H200": {"pp512": 1234.5}}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match="llama_cpp_pp_tps.H200"):
+        load_family("layer").load(tmp_path / "bad.yaml")

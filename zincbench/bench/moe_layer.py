@@ -73,7 +73,7 @@ class LayerConfig(ExperimentConfig):
     gate: GateRule = field(default_factory=lambda: GateRule("fused_block", "engine", when={"min_tokens": 256}))
     # llama.cpp prefill (pp) tokens/s of the whole model, device -> prompt length -> tok/s: shown beside
     # the projected MoE-part tokens/s, never judged.
-    llama_cpp_pp_tps: dict[str, dict[int, float]] = field(default_factory=dict)
+    llama_cpp_pp_tps: dict[str, dict[str, float]] = field(default_factory=dict)
     llama_cpp_pp_source: str = ""
     gguf_layer: Optional[int] = None
 
@@ -85,6 +85,9 @@ class LayerConfig(ExperimentConfig):
         if any(t < 1 or t >= 65536 for t in self.tokens):
             raise ValueError("tokens must be in 1..65535 (the engine's order packs t in 16 bits)")
         self.gate.check_when({"min_tokens"})
+        for device, table in self.llama_cpp_pp_tps.items():
+            if not all(str(t).isdigit() for t in table):
+                raise ValueError(f"llama_cpp_pp_tps.{device}: keys are prompt lengths (whole numbers), got {sorted(table)}")
 
 
 VARIANTS = {
