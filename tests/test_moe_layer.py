@@ -330,3 +330,19 @@ def test_llama_cpp_pp_numbers_are_keyed_by_prompt_length(tmp_path):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match="llama_cpp_pp_tps.H200"):
         load_family("layer").load(tmp_path / "bad.yaml")
+
+
+def test_gpu_orchestration_dry_run(tmp_path):
+    """Both blocks built, run and checked with CuPy stood in by NumPy and every launch checked against the
+    kernel's parameter list (tests/fixtures/layer_dryrun.py): Python and launch-ABI errors in GPU-only code
+    show up here. In a subprocess: the stand-in `cupy` must never be seen by other tests."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "tests" / "fixtures" / "fakecupy"), str(root)])}
+    result = subprocess.run([sys.executable, str(root / "tests" / "fixtures" / "layer_dryrun.py"), str(tmp_path)],
+                            capture_output=True, text=True, env=env, timeout=600, cwd=root)
+    assert result.returncode == 0 and result.stdout.strip().endswith("dry run ok"), result.stderr[-3000:]
