@@ -2,7 +2,7 @@
 # One GPU-host session in one go (the device time is the scarce thing): set up, report the environment,
 # run the GPU tests, optional profiler captures and benchmarks, then pack every log into $OUT/session.tgz.
 #
-#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full aa profile layer layerfull layergguf
+#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full wheel aa profile layer layerfull layergguf
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -56,6 +56,10 @@ for step in "${@:-env tests}"; do
         gguf) TAIL=30 run gguf 200 bash -c "python3 -m zincbench.testing.weights_gguf /tmp/w.gguf && \
                 $ZB microbench t2 --gguf /tmp/w.gguf --quick --no-progress --markdown $LOGS/t2gguf.md; \
                 $ZB microbench t1 --gguf /tmp/w.gguf --layer 0 --quick --no-progress --markdown $LOGS/t1gguf.md" ;;
+        wheel) TAIL=30 run wheel 300 bash -c "python3 -m venv --system-site-packages /tmp/wheel-venv && \
+                /tmp/wheel-venv/bin/pip install -q --no-index --no-deps --no-build-isolation . && cd /tmp && \
+                PYTHONPATH=/tmp/site /tmp/wheel-venv/bin/zincbench microbench t2 --quick --no-progress \
+                --results-dir /tmp/wheel-results && ls /tmp/wheel-results" ;;
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
         layer) TAIL=60 run layer 600 $ZB microbench layer $ENGINE --quick --no-progress --markdown "$LOGS/layer.md" ;;
         layerfull) TAIL=80 run layerfull 600 $ZB microbench layer $ENGINE --variant engine --variant fused_block \
@@ -70,7 +74,7 @@ for step in "${@:-env tests}"; do
         probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-                --section InstructionStats -k regex:gemm_q4k_mma python3 scripts/probe_one.py ;;
+                --section InstructionStats -k regex:gemm_q4k_mma python3 -m zincbench.testing.sanitize_driver fused --shapes gate ;;
         sass) run sass 120 bash -c 'cp kernels/q4k_fused_mma.cu /tmp/f.cu && printf "%s\n" \
                 "template __global__ void gemm_q4k_mma<2,8,4,1,3,false>(const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*, const unsigned*, const unsigned*, int, int);" \
                 "template __global__ void gemm_q4k_mma<1,2,4,1,3,true>(const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*, const unsigned*, const unsigned*, int, int);" \

@@ -19,7 +19,7 @@ from zincbench import records
 from zincbench.cli import main
 from zincbench.config import EXPERIMENTS_DIR
 from zincbench.errors import ConfigError, ExitCode, InputError
-from zincbench.gate import Status, load_gates, rejudge_document, run_gates
+from zincbench.runs.gate import Status, load_gates, rejudge_document, run_gates
 from zincbench.show.gate_summary import append_step_summary, to_markdown
 from zincbench.show.junit import junit_xml, xml_text
 
