@@ -118,3 +118,27 @@ extern "C" __global__ void sigmoid_scale_acc_batched(float* a, const float* b, c
     const size_t at = (size_t)t * N + i;
     a[at] += b[at] / (1.0f + expf(-c[t]));
 }
+
+// zincbench's combine for a down projection computed in padded expert-grouped rows [E][capacity][N] (a
+// batched GEMM's output), deterministic: position[t*top_k + slot] = the item's place in sorted order
+// (moe_item_positions, grid ceil(P/256), block 256), then per token the engine's sum over slots in order,
+// added once (moe_weighted_acc_grouped, grid (ceil(N/64), T), block 64).
+extern "C" __global__ void moe_item_positions(const unsigned* sorted_ids, const unsigned* offsets, unsigned* position,
+                                              unsigned n_experts) {
+    const unsigned p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p < offsets[n_experts]) position[sorted_ids[p]] = p;
+}
+
+extern "C" __global__ void moe_weighted_acc_grouped(float* hidden, const float* y, const unsigned* routing,
+                                                    const unsigned* position, const unsigned* offsets, unsigned N,
+                                                    unsigned top_k, unsigned routing_stride, unsigned capacity) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (i >= N) return;
+    const unsigned* ids = routing + (size_t)t * routing_stride;
+    float acc = 0.0f;
+    for (unsigned j = 0; j < top_k; j++) {
+        const unsigned e = ids[j], place = position[t * top_k + j] - offsets[e];
+        acc += __uint_as_float(ids[top_k + j]) * y[((size_t)e * capacity + place) * N + i];
+    }
+    hidden[(size_t)t * N + i] += acc;
+}

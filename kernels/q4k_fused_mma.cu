@@ -212,15 +212,17 @@ __device__ __forceinline__ void zb_q4k_mma_half(float (&acc)[WM][WN][4], const u
     }
 }
 
-// Epilogues. STORE: y[out_row][m] = acc. SWIGLU_F16 / SWIGLU_F16_PERM (grouped MoE gate+up): the block's
-// first BM/2 weight rows are gate rows of `w`, the last BM/2 the same rows of `w_up`; it writes
-// h[out_row][m] = fp16(silu(gate) * up) for BM/2 output rows, in plain order or in the permuted order
-// x_f32_to_f16_q4k_perm produces (so a Q4_K down GEMM reads it as its X). COMBINE (grouped MoE down):
+// Epilogues. STORE: y[out_row][m] = acc. SWIGLU_F16_PERM / SWIGLU_F16_GROUPED (grouped MoE gate+up): the
+// block's first BM/2 weight rows are gate rows of `w`, the last BM/2 the same rows of `w_up`; it writes
+// fp16(silu(gate) * up) for BM/2 output rows: PERM at h[out_row] in the permuted order
+// x_f32_to_f16_q4k_perm produces (so a fused down GEMM reads it as its X); GROUPED in plain order at row
+// expert*capacity + (the token's place in its expert's bucket) of [E][capacity][M] (a batched GEMM's
+// padded input; capacity in n_rows, places past it dropped). COMBINE (grouped MoE down):
 // y[t][m] += w(t, slot) * acc with the routing weight from the engine's table (f32 bits after the ids),
 // by atomicAdd: a token's top_k slots sit in top_k different blocks, and a deterministic reduction would
 // need the [T][top_k][M] intermediate this epilogue exists to avoid (f32 addition order varies run to run).
 #define ZB_EPI_STORE 0
-#define ZB_EPI_SWIGLU_F16 1
+#define ZB_EPI_SWIGLU_F16_GROUPED 1
 #define ZB_EPI_SWIGLU_F16_PERM 2
 #define ZB_EPI_COMBINE 3
 
@@ -247,7 +249,7 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
              const unsigned char* __restrict__ w_up,   // SWIGLU: the up rows (same layout as w)
              const unsigned* __restrict__ routing,     // COMBINE: [T][routing_stride], weights at +top_k
              int routing_stride) {
-    constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16 || EPI == ZB_EPI_SWIGLU_F16_PERM;
+    constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
     static_assert(!SWIGLU || (WM * WARPS_M) % 2 == 0, "SwiGLU splits the block's rows into gate and up halves");
     static_assert(!SWIGLU || GROUPED, "the SwiGLU epilogue is for grouped MoE gate+up");
     using Tile = ZbTile<WM, WN, WARPS_M, WARPS_N, QT>;
@@ -266,11 +268,14 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
     const int row0 = blockIdx.x * (SWIGLU ? BM / 2 : BM);  // first output row of the block
 
     unsigned long long w_base = 0;
+    unsigned bucket_row0 = 0, place0 = 0;  // SWIGLU_F16_GROUPED: expert*capacity; the tile's first place
     if (GROUPED) {
         const unsigned tile = tiles[blockIdx.y];
         if (tile == ZB_INVALID) return;
         const unsigned expert = tile >> 16;
         const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
+        bucket_row0 = expert * (unsigned)n_rows;
+        place0 = (tile & 0xFFFFu) * BN;
         const unsigned end = offsets[expert + 1];
         w_base = expert * expert_bytes;
         for (int r = tid; r < BN; r += THREADS) {
@@ -431,7 +436,12 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
             unsigned short bits;
             asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
             const unsigned col = EPI == ZB_EPI_SWIGLU_F16_PERM ? zb_q4k_perm_index((unsigned)row) : (unsigned)row;
-            h[(long long)orow * M + col] = bits;
+            if constexpr (EPI == ZB_EPI_SWIGLU_F16_GROUPED) {
+                if (place0 + n >= (unsigned)n_rows) continue;  // past the capacity: dropped (the host sizes it)
+                h[(long long)(bucket_row0 + place0 + n) * M + col] = bits;
+            } else {
+                h[(long long)orow * M + col] = bits;
+            }
         }
     } else {
 #pragma unroll
@@ -466,7 +476,7 @@ gemm_q4k_mma(const unsigned char* __restrict__ w,      // Q4_K rows; expert e at
         const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int);
 ZB_INSTANTIATE(1, 2, 4, 1, 3, true, ZB_EPI_STORE, ZB_Q4K)
 ZB_INSTANTIATE(2, 8, 4, 2, 2, false, ZB_EPI_STORE, ZB_Q4K)
-ZB_INSTANTIATE(1, 2, 4, 1, 3, true, ZB_EPI_SWIGLU_F16, ZB_Q4K)
+ZB_INSTANTIATE(1, 4, 4, 1, 4, true, ZB_EPI_SWIGLU_F16_GROUPED, ZB_Q4K)
 ZB_INSTANTIATE(1, 8, 8, 1, 2, true, ZB_EPI_SWIGLU_F16_PERM, ZB_Q4K)
 ZB_INSTANTIATE(1, 2, 4, 1, 3, true, ZB_EPI_COMBINE, ZB_Q4K)
 ZB_INSTANTIATE(1, 8, 8, 1, 2, true, ZB_EPI_COMBINE, ZB_Q5K)

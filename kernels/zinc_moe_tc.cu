@@ -116,13 +116,10 @@ struct ZincQ6K {  // ql[128], qh[64] @128, int8 scales[16] @192, f16 d @208
     }
 };
 
-__device__ __forceinline__ float zinc_to_float(float v) { return v; }
-__device__ __forceinline__ float zinc_to_float(__half v) { return __half2float(v); }
-
 // One 64-row x 64-position tile of one expert (the body of every grouped TC kernel here). The activation
 // row of item (t, slot) is t (gate/up form, a_slots == 0) or t*a_slots + slot (down form).
-template <class Q, class AT>
-__device__ __forceinline__ void zinc_grouped_tc_tile(const unsigned char* w_expert, const AT* A, const unsigned* order,
+template <class Q>
+__device__ __forceinline__ void zinc_grouped_tc_tile(const unsigned char* w_expert, const float* A, const unsigned* order,
                                                      float* dst, unsigned M, unsigned K, unsigned a_slots,
                                                      unsigned dst_tok_stride) {
     constexpr unsigned BM = 64u, BT = 64u, BK = 32u;
@@ -152,7 +149,7 @@ __device__ __forceinline__ void zinc_grouped_tc_tile(const unsigned char* w_expe
             const unsigned idx = tid + u * 256u, pos = idx >> 5, l = idx & 31u;
             const unsigned item = order[pos0 + pos];
             const unsigned a_row = a_slots ? (item >> 16) * a_slots + (item & 0xFFFFu) : item >> 16;
-            const float v = item == ZINC_INV ? 0.0f : zinc_to_float(A[(size_t)a_row * K + c * BK + l]);
+            const float v = item == ZINC_INV ? 0.0f : A[(size_t)a_row * K + c * BK + l];
             As[l * BT + pos] = __float2half_rn(v);
         }
         __syncthreads();
@@ -187,7 +184,7 @@ extern "C" __global__ void gemm_q4k_experts_grouped_tc(const unsigned char* a, c
                                                        const unsigned* tile_expert, float* dst, GroupedTCPush p) {
     const unsigned expert = tile_expert[blockIdx.y];
     if (expert == ZINC_INV) return;
-    zinc_grouped_tc_tile<ZincQ4K, float>(a + (size_t)expert * p.gu_full + p.base, A, order, dst, p.M, p.K, 0u,
+    zinc_grouped_tc_tile<ZincQ4K>(a + (size_t)expert * p.gu_full + p.base, A, order, dst, p.M, p.K, 0u,
                                          p.dst_tok_stride);
 }
 
@@ -196,33 +193,21 @@ struct GroupedTCDownPush {
     unsigned M, K, slice, n_used, dst_tok_stride;
 };
 
-template <class Q, class AT>
-__device__ __forceinline__ void zinc_grouped_tc_down(const unsigned char* a, const AT* A, const unsigned* order,
+template <class Q>
+__device__ __forceinline__ void zinc_grouped_tc_down(const unsigned char* a, const float* A, const unsigned* order,
                                                      const unsigned* tile_expert, float* dst,
                                                      const GroupedTCDownPush& p) {
     const unsigned expert = tile_expert[blockIdx.y];
     if (expert == ZINC_INV) return;
-    zinc_grouped_tc_tile<Q, AT>(a + (size_t)expert * p.slice, A, order, dst, p.M, p.K, p.n_used, p.dst_tok_stride);
+    zinc_grouped_tc_tile<Q>(a + (size_t)expert * p.slice, A, order, dst, p.M, p.K, p.n_used, p.dst_tok_stride);
 }
 
 extern "C" __global__ void gemm_q5k_experts_grouped_tc(const unsigned char* a, const float* A, const unsigned* order,
                                                        const unsigned* tile_expert, float* dst, GroupedTCDownPush p) {
-    zinc_grouped_tc_down<ZincQ5K, float>(a, A, order, tile_expert, dst, p);
+    zinc_grouped_tc_down<ZincQ5K>(a, A, order, tile_expert, dst, p);
 }
 
 extern "C" __global__ void gemm_q6k_experts_grouped_tc(const unsigned char* a, const float* A, const unsigned* order,
                                                        const unsigned* tile_expert, float* dst, GroupedTCDownPush p) {
-    zinc_grouped_tc_down<ZincQ6K, float>(a, A, order, tile_expert, dst, p);
-}
-
-// zincbench's own instances of the down form over an fp16 A (the layer candidate's SwiGLU output): the
-// engine's algorithm with half the activation bytes, used where no fused down kernel exists for the type.
-extern "C" __global__ void zb_q5k_experts_grouped_tc_f16a(const unsigned char* a, const __half* A, const unsigned* order,
-                                                          const unsigned* tile_expert, float* dst, GroupedTCDownPush p) {
-    zinc_grouped_tc_down<ZincQ5K, __half>(a, A, order, tile_expert, dst, p);
-}
-
-extern "C" __global__ void zb_q6k_experts_grouped_tc_f16a(const unsigned char* a, const __half* A, const unsigned* order,
-                                                          const unsigned* tile_expert, float* dst, GroupedTCDownPush p) {
-    zinc_grouped_tc_down<ZincQ6K, __half>(a, A, order, tile_expert, dst, p);
+    zinc_grouped_tc_down<ZincQ6K>(a, A, order, tile_expert, dst, p);
 }

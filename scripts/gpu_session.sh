@@ -63,7 +63,7 @@ for step in "${@:-env tests}"; do
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
         layer) TAIL=60 run layer 600 $ZB microbench layer $ENGINE --quick --no-progress --markdown "$LOGS/layer.md" ;;
         layerfull) TAIL=80 run layerfull 600 $ZB microbench layer $ENGINE --variant engine --variant fused_block \
-                --variant fused_block_tc_down \
+                --variant fused_block_cublas_down \
                 --no-progress --markdown "$LOGS/layerfull.md" ;;
         layergguf) TAIL=40 run layergguf 400 bash -c "python3 -m zincbench.testing.weights_gguf /tmp/w.gguf && \
                 $ZB microbench layer --gguf /tmp/w.gguf --layer 0 --case T512 --quick --no-progress --markdown $LOGS/layergguf.md" ;;

@@ -1,5 +1,5 @@
 """The whole MoE FFN block on the GPU against float64 NumPy: the candidate (every down type, every
-epilogue, the fused Q5_K down and its TC fallback) and the engine's block as declared in engine_zinc.yaml (matvec path below moe_tc_min_t, the
+epilogue, the fused Q5_K down and the dequant + cuBLAS down) and the engine's block as declared in engine_zinc.yaml (matvec path below moe_tc_min_t, the
 grouped-TC path from it), at odd token counts, uniform and Zipf routing, every token checked.
 
 Tolerance (the variants' own, 5e-3 relative Frobenius error of the block's contribution): the TC paths
@@ -58,7 +58,7 @@ def run_cases(cupy, rng, path, variants, tile=TILES[0]):
     for case in family.cases(cfg):
         inputs = family.build_inputs(cfg, case, rng)
         for name in variants:
-            if name == "fused_block_tc_down" and case.params["down_type"] != "q5_k":
+            if name == "fused_block_cublas_down" and case.params["down_type"] == "q6_k":
                 continue  # NotApplicable: the same block as fused_block
             if name in declared.variants:
                 prepared = declared.prepare(name, family.declared_binding(cfg, case, inputs))
@@ -73,9 +73,10 @@ def run_cases(cupy, rng, path, variants, tile=TILES[0]):
 @pytest.mark.parametrize("routing", ["uniform", "zipf"])
 def test_candidate_block_matches_float64(cupy, rng, tmp_path, tile, routing):
     path = small_experiment(tmp_path, tokens=[77, 5], routing=[routing])
-    checked = run_cases(cupy, rng, path, ["fused_block", "fused_block_tc_down"], tile)
+    checked = run_cases(cupy, rng, path, ["fused_block", "fused_block_cublas_down"], tile)
     assert {key.split("-")[1] for key, _, _ in checked} == {"q4k", "q5k", "q6k"}
-    assert {(key.split("-")[1], name) for key, name, _ in checked} >= {("q5k", "fused_block_tc_down")}
+    assert {(key.split("-")[1], name) for key, name, _ in checked} >= {("q4k", "fused_block_cublas_down"),
+                                                                        ("q5k", "fused_block_cublas_down")}
 
 
 @pytest.mark.parametrize("t", [33, 77])  # below and above moe_tc_min_t = 64

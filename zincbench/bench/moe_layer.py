@@ -94,13 +94,13 @@ VARIANTS = {
     "fused_block": VariantInfo(
         "fused_block", "candidate", 5e-3,
         "routing once; gate+up one grouped fused-dequant Q4_K GEMM, SwiGLU in its epilogue (fp16); down fused "
-        "with the weighted combine (Q4_K, Q5_K) or the grouped TC down over fp16 (Q6_K); shared expert dense"),
-    "fused_block_tc_down": VariantInfo(
-        "fused_block_tc_down", "reference", 5e-3,
-        "fused_block with the grouped TC down over fp16 + the engine's combine on Q5_K too: what the fused "
-        "down is worth (and the fallback candidate)"),
+        "with the weighted combine (Q4_K, Q5_K) or dequant + batched cuBLAS (Q6_K); shared expert dense"),
+    "fused_block_cublas_down": VariantInfo(
+        "fused_block_cublas_down", "reference", 5e-3,
+        "fused_block with the down by dequant + batched cuBLAS on every type: what the fused down is worth "
+        "(and the fallback candidate)"),
 }
-DOWN_OF_VARIANT = {"fused_block": "fused", "fused_block_tc_down": "tc"}
+DOWN_OF_VARIANT = {"fused_block": "fused", "fused_block_cublas_down": "cublas"}
 
 
 # ---- the float64 reference ---------------------------------------------------------------------------
@@ -280,13 +280,16 @@ class LayerFamily(FamilyBase):
             raise ValueError(variant)
         if inp.weights.types["gate"] != "q4_k" or inp.weights.types["up"] != "q4_k":
             raise NotApplicable("the fused gate/up kernel reads Q4_K")
-        if variant == "fused_block_tc_down" and inp.down_type != "q5_k":
+        if variant == "fused_block_cublas_down" and inp.down_type == "q6_k":
             raise NotApplicable("the same block as fused_block on this down type")
         shared = inp.shape.shared_width > 0
+        # The padded down path's rows per expert: this case's largest bucket (the routing is fixed per case),
+        # rounded up to 8; the epilogue drops what does not fit, so a wrong size fails the check.
+        capacity = int(-(-max(int(inp.counts.max()), 1) // 8) * 8)
 
         def make_run(tile_text: str):
             stages = candidate_stages(inp.buffers, MmaTile.parse(tile_text), shared=shared,
-                                      down=DOWN_OF_VARIANT[variant])
+                                      down=DOWN_OF_VARIANT[variant], capacity=capacity)
 
             def run() -> None:
                 for _, stage in stages:
@@ -297,7 +300,7 @@ class LayerFamily(FamilyBase):
         tuning = tuner(f"layer/{variant}/{case.key}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
         return Prepared(run, inp.buffers.hidden, self.block_traffic(inp), stages=run.stages,
-                        detail={"tile": MmaTile.parse(tuning.choice).label, "tile_spec": tuning.choice,
+                        detail={"tile": MmaTile.parse(tuning.choice).label, "tile_spec": tuning.choice, "capacity": capacity,
                                 "autotune": autotune.record(tuning)})
 
     def block_traffic(self, inp: LayerInputs) -> Traffic:

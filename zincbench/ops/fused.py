@@ -22,7 +22,8 @@ SOURCE = "q4k_fused_mma.cu"
 Q4K_BLOCK_BYTES = 144
 PERMUTE_THREADS = 256
 # The kernel's epilogues (ZB_EPI_* in the source): what a block does with its accumulators.
-EPILOGUE_STORE, EPILOGUE_SWIGLU_F16, EPILOGUE_SWIGLU_F16_PERM, EPILOGUE_COMBINE = 0, 1, 2, 3
+EPILOGUE_STORE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM, EPILOGUE_COMBINE = 0, 1, 2, 3
+SWIGLU_EPILOGUES = (EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM)
 # Weight types the kernel reads (ZB_Q4K / ZB_Q5K): template value and extra shared bytes per row and stage.
 WEIGHT_TYPES = {"q4_k": (0, 0), "q5_k": (1, 32)}
 
@@ -117,20 +118,23 @@ class FusedQ4KGemm:
                     shared_mem=self.smem_bytes)
 
     def grouped_call(self, w, xp, y, m: int, k: int, tiles, offsets, sorted_ids, top_k: int,
-                     x_per_slot: bool = False, *, w_up=None, routing=None) -> None:
+                     x_per_slot: bool = False, *, w_up=None, routing=None, capacity: int = 0) -> None:
         """w uint8 [E][M][row bytes]; tiles/offsets/sorted_ids from the routing kernels with BN = tile.bn;
         xp rows are tokens (or token-slots when x_per_slot). y by epilogue: STORE f32 [T][top_k][M];
-        SWIGLU_* fp16 [T][top_k][M] from gate rows ``w`` and up rows ``w_up`` (same shape); COMBINE f32
-        [T][M] += routing weight x result, ``routing`` the engine's u32 table [T][2*top_k]."""
-        swiglu = self.epilogue in (EPILOGUE_SWIGLU_F16, EPILOGUE_SWIGLU_F16_PERM)
+        SWIGLU_F16_PERM fp16 [T][top_k][M] (permuted order), SWIGLU_F16_GROUPED fp16 [E][capacity][M], from
+        gate rows ``w`` and up rows ``w_up`` (same shape); COMBINE f32 [T][M] += routing weight x result, ``routing`` the
+        engine's u32 table [T][2*top_k]."""
+        swiglu = self.epilogue in SWIGLU_EPILOGUES
         if swiglu != (w_up is not None) or (self.epilogue == EPILOGUE_COMBINE) != (routing is not None):
             raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")
+        if (self.epilogue == EPILOGUE_SWIGLU_F16_GROUPED) != (capacity > 0):
+            raise ValueError("capacity goes with the SWIGLU_F16_GROUPED epilogue")
         expert_bytes = w.shape[1] * w.shape[2]
         rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm
         grid = ((m + rows_per_block - 1) // rows_per_block, int(tiles.size))
         d = self._dummy
         self.kernel(grid, (self.tile.threads,),
-                    (w, xp, y, np.int32(m), np.int32(k), np.int32(0), np.uint64(expert_bytes), tiles, offsets,
+                    (w, xp, y, np.int32(m), np.int32(k), np.int32(capacity), np.uint64(expert_bytes), tiles, offsets,
                      sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0), d if w_up is None else w_up,
                      d if routing is None else routing, np.int32(0 if routing is None else routing.shape[1])),
                     shared_mem=self.smem_bytes)

@@ -8,7 +8,7 @@ weights (gate/up [E][ef][row bytes], down [E][n_embd][row bytes]) and the shared
 ``candidate_stages`` builds the candidate block as named stages (each enqueues only): routing built
 once on the GPU, gate and up as ONE grouped fused-dequant Q4_K GEMM with SwiGLU in its epilogue (fp16
 intermediate), the down projection by the entry of ``DOWN_PATHS`` for its type (fused with the weighted
-combine on Q4_K and Q5_K), the shared expert on
+combine on Q4_K and Q5_K, dequant + batched cuBLAS on Q6_K), the shared expert on
 the engine's dense path (dequant + cuBLAS fp16).
 """
 
@@ -21,13 +21,13 @@ from typing import Callable
 import numpy as np
 
 from zincbench.gpu.runtime import get_kernel
-from zincbench.ops.fused import (EPILOGUE_COMBINE, EPILOGUE_SWIGLU_F16, EPILOGUE_SWIGLU_F16_PERM, FusedQ4KGemm,
+from zincbench.ops.dequant import DequantToF16
+from zincbench.ops.fused import (EPILOGUE_COMBINE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM, FusedQ4KGemm,
                                  MmaTile, permute_activations, permuted_activations)
-from zincbench.ops.moe_cublas import DenseDequantCublas
+from zincbench.ops.moe_cublas import CublasGemmF16, DenseDequantCublas
 from zincbench.ops.routing import RoutingWorkspace, build_routing
 
 SOURCE = "moe_layer.cu"
-POS_TILE = 64  # the engine's padded-order tile (build_expert_order_padded)
 u32 = np.uint32
 
 
@@ -148,15 +148,21 @@ def shared_expert_stages(b: LayerBuffers) -> list[Stage]:
 
 
 # ---- the candidate's down projection: one entry per weight type ----------------------------------------
+# Each entry owns the fp16 SwiGLU output in the layout it reads (``h``), names the gate+up epilogue that
+# writes it (``intermediate``, with ``capacity`` for a padded one) and gives its stages.
 class FusedDownCombine:
     """Q4_K / Q5_K down as a grouped fused-dequant GEMM whose epilogue adds w(t, slot) * result into
-    hidden (atomicAdd; see the kernel). Reads the SwiGLU output in the permuted fp16 order."""
+    hidden (atomicAdd; see the kernel). Reads the SwiGLU output [T][top_k][ef] in the permuted fp16 order."""
 
     intermediate = EPILOGUE_SWIGLU_F16_PERM
+    capacity = 0
 
-    def __init__(self, b: LayerBuffers, tile: MmaTile, ws: RoutingWorkspace, h16):
+    def __init__(self, b: LayerBuffers, ws: RoutingWorkspace, tile: MmaTile, capacity: int):
+        import cupy
+
+        self.h = cupy.empty((b.t, b.top_k, b.ef), dtype=cupy.float16)
         self.gemm = FusedQ4KGemm(tile, grouped=True, epilogue=EPILOGUE_COMBINE, qtype=b.down_type)
-        self.b, self.ws, self.xp = b, ws, h16.view(np.uint32).reshape(b.t * b.top_k, b.ef // 8, 4)
+        self.b, self.ws, self.xp = b, ws, self.h.view(np.uint32).reshape(b.t * b.top_k, b.ef // 8, 4)
 
     def stages(self) -> list[Stage]:
         b, ws = self.b, self.ws
@@ -167,54 +173,60 @@ class FusedDownCombine:
         return [("down+combine", run)]
 
 
-class GroupedTcDownF16:
-    """Q5_K / Q6_K down by the engine's grouped TC down algorithm over the fp16 SwiGLU output (64-position
-    padded order, built here from the same routing table), then the engine's weighted combine: for Q6_K
-    until a fused Q6_K kernel plugs in as its DOWN_PATHS["fused"] entry."""
+class DequantCublasDown:
+    """Down by dequant-once + ONE batched cuBLAS fp16 GEMM over the experts (the best existing path for a
+    type without a fused kernel: 2.5-3.6x faster than the engine's grouped TC down on the H200's T2 down
+    run). The SwiGLU epilogue writes its input straight into the padded [E][capacity][ef] rows (no gather);
+    the combine reads the [E][capacity][n_embd] result per token, slots in order (deterministic)."""
 
-    intermediate = EPILOGUE_SWIGLU_F16
-    KERNELS = {"q5_k": "zb_q5k_experts_grouped_tc_f16a", "q6_k": "zb_q6k_experts_grouped_tc_f16a"}
+    intermediate = EPILOGUE_SWIGLU_F16_GROUPED
 
-    def __init__(self, b: LayerBuffers, tile: MmaTile, ws: RoutingWorkspace, h16):
+    def __init__(self, b: LayerBuffers, ws: RoutingWorkspace, tile: MmaTile, capacity: int):
         import cupy
 
-        max_pos = b.t * b.top_k + POS_TILE * b.experts
-        order = cupy.empty(max_pos, dtype=cupy.uint32)
-        tile_expert = cupy.empty(max_pos // POS_TILE, dtype=cupy.uint32)
-        self.down_e = cupy.empty((b.t, b.top_k, b.n_embd), dtype=cupy.float32)
-        row_bytes = b.down.shape[2]
-        self.order_build = packed_launch("zinc_moe_tc.cu", "build_expert_order_padded", (1,), (256,),
-                                         (b.table, order, tile_expert),
-                                         (b.t, b.top_k, b.experts, 2 * b.top_k, max_pos))
-        self.gemm = packed_launch("zinc_moe_tc.cu", self.KERNELS[b.down_type],
-                                  (_ceil(b.n_embd, 64), max_pos // POS_TILE), (256,),
-                                  (b.down, h16, order, tile_expert, self.down_e),
-                                  (b.n_embd, b.ef, b.n_embd * row_bytes, b.top_k, b.top_k * b.n_embd))
-        self.combine = weighted_acc(b, self.down_e)
+        e = b.experts
+        self.capacity = capacity
+        self.h = cupy.zeros((e, capacity, b.ef), dtype=cupy.float16)  # padding rows stay finite zeros
+        w16 = cupy.empty((e, b.n_embd, b.ef), dtype=cupy.float16)
+        self.y = cupy.empty((e, capacity, b.n_embd), dtype=cupy.float32)
+        self.position = cupy.empty(b.t * b.top_k, dtype=cupy.uint32)
+        self.dequant = DequantToF16(b.down_type, b.down, w16)
+        self.gemm = CublasGemmF16(w16, self.h, self.y)
+        places = get_kernel(SOURCE, "moe_item_positions")
+        acc = get_kernel(SOURCE, "moe_weighted_acc_grouped")
+        items = b.t * b.top_k
+
+        def combine() -> None:
+            places((_ceil(items, 256),), (256,), (ws.sorted_ids, ws.offsets, self.position, u32(e)))
+            acc((_ceil(b.n_embd, 64), b.t), (64,), (b.hidden, self.y, b.table, self.position, ws.offsets,
+                                                     u32(b.n_embd), u32(b.top_k), u32(2 * b.top_k), u32(capacity)))
+        self.combine = combine
 
     def stages(self) -> list[Stage]:
         def down() -> None:
-            self.order_build()
+            self.dequant()
             self.gemm()
         return [("down", down), ("combine", self.combine)]
 
 
-# The candidate's down projection by weight type: "fused" where a fused kernel reads the type, "tc" the
-# grouped TC algorithm wherever it can (how much the fused down is worth, and a fallback).
-DOWN_PATHS = {"fused": {"q4_k": FusedDownCombine, "q5_k": FusedDownCombine, "q6_k": GroupedTcDownF16},
-              "tc": {"q4_k": FusedDownCombine, "q5_k": GroupedTcDownF16, "q6_k": GroupedTcDownF16}}
+# The candidate's down projection by weight type: "fused" where a fused kernel reads the type (a fused
+# Q6_K kernel plugs in here), "cublas" the dequant + cuBLAS path wherever it can (how much the fused
+# down is worth, and a fallback).
+DOWN_PATHS = {"fused": {"q4_k": FusedDownCombine, "q5_k": FusedDownCombine, "q6_k": DequantCublasDown},
+              "cublas": {"q4_k": DequantCublasDown, "q5_k": DequantCublasDown, "q6_k": DequantCublasDown}}
 
 
-def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str = "fused") -> list[Stage]:
-    """The candidate block as named stages, in launch order; ``down`` picks the DOWN_PATHS family."""
+def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str = "fused",
+                     capacity: int = 0) -> list[Stage]:
+    """The candidate block as named stages, in launch order; ``down`` picks the DOWN_PATHS family,
+    ``capacity`` (tokens per expert, at least the largest bucket) sizes a padded down path."""
     import cupy
 
     if b.gate.dtype != np.uint8 or b.ef % 256:
         raise ValueError("the fused gate/up kernel reads Q4_K rows of a multiple of 256 weights")
     ws = RoutingWorkspace(b.t, b.top_k, b.experts, tile.bn)
     xp = permuted_activations(cupy, b.t, b.n_embd)
-    h16 = cupy.empty((b.t, b.top_k, b.ef), dtype=cupy.float16)
-    down_path = DOWN_PATHS[down][b.down_type](b, tile, ws, h16)
+    down_path = DOWN_PATHS[down][b.down_type](b, ws, tile, capacity)
     gate_up = FusedQ4KGemm(tile, grouped=True, epilogue=down_path.intermediate)
     route_x = (router(b), topk(b))
 
@@ -227,8 +239,8 @@ def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str 
         permute_activations(b.x, xp)
 
     def gate_up_swiglu() -> None:
-        gate_up.grouped_call(b.gate, xp, h16, b.ef, b.n_embd, ws.tiles, ws.offsets, ws.sorted_ids, b.top_k,
-                             w_up=b.up)
+        gate_up.grouped_call(b.gate, xp, down_path.h, b.ef, b.n_embd, ws.tiles, ws.offsets, ws.sorted_ids, b.top_k,
+                             w_up=b.up, capacity=down_path.capacity)
     stages = [("residual", residual_copy(b)), ("router+top-k", route), ("routing build", build),
               ("gate+up+swiglu", gate_up_swiglu), *down_path.stages()]
     return stages + (shared_expert_stages(b) if shared else [])

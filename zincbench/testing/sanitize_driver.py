@@ -227,7 +227,7 @@ def run_layer(cupy, rng) -> None:
         inputs = family.build_inputs(cfg, case, rng)
         runs = [declared.prepare(name, family.declared_binding(cfg, case, inputs)).run
                 for name in ("engine_block_matvec", "engine_block_tc")]
-        for variant in ("fused_block", "fused_block_tc_down"):
+        for variant in ("fused_block", "fused_block_cublas_down"):
             for tile in cfg.fused_tiles:
                 try:
                     runs.append(family.prepare(cfg, case, inputs, variant,
