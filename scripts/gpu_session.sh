@@ -3,7 +3,7 @@
 # run the GPU tests, optional profiler captures and benchmarks, then pack every log into $OUT/session.tgz.
 #
 #   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full t3tests t3 wheel aa
-#                                               profile
+#                                               profile layer layerfull layergguf
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -62,6 +62,12 @@ for step in "${@:-env tests}"; do
                 PYTHONPATH=/tmp/site /tmp/wheel-venv/bin/zincbench microbench t2 --quick --no-progress \
                 --results-dir /tmp/wheel-results && ls /tmp/wheel-results" ;;
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
+        layer) TAIL=60 run layer 600 $ZB microbench layer $ENGINE --quick --no-progress --markdown "$LOGS/layer.md" ;;
+        layerfull) TAIL=80 run layerfull 600 $ZB microbench layer $ENGINE --variant engine --variant fused_block \
+                --variant fused_block_cublas_down \
+                --no-progress --markdown "$LOGS/layerfull.md" ;;
+        layergguf) TAIL=40 run layergguf 400 bash -c "python3 -m zincbench.testing.weights_gguf /tmp/w.gguf && \
+                $ZB microbench layer --gguf /tmp/w.gguf --layer 0 --case T512 --quick --no-progress --markdown $LOGS/layergguf.md" ;;
         t1full) TAIL=80 run t1full ${T1_LIMIT:-400} $ZB microbench t1 $ENGINE --no-progress --markdown "$LOGS/t1full.md" ;;
         t3tests) TAIL=30 run t3tests 300 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_t3_gpu.py ;;
         t3) TAIL=90 run t3 ${T3_LIMIT:-580} $ZB microbench t3 $ENGINE --no-progress --markdown "$LOGS/t3.md" ;;

@@ -1,8 +1,10 @@
 """Launchers of the fused-dequant Q4_K Tensor-core GEMM (kernels/q4k_fused_mma.cu).
 
-One kernel serves both gates: dense (T1: one weight matrix, tokens tiled by BN) and grouped (T2:
-one expert per work tile, token buckets built on the GPU by the routing kernels). The tile shape is
-a template; experiments declare candidate shapes and the autotuner picks per GPU.
+One kernel serves the gates: dense (T1: one weight matrix, tokens tiled by BN) and grouped (T2 and the
+layer block: one expert per work tile, token buckets built on the GPU by the routing kernels). The tile
+shape is a template; experiments declare candidate shapes and the autotuner picks per GPU. Template
+options: the epilogue (store, SwiGLU of gate+up rows to fp16, routing-weighted combine into hidden) and
+the weight type (Q4_K, or Q5_K: Q4_K's block plus the fifth bits).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from zincbench.quant import check_row_length
 SOURCE = "q4k_fused_mma.cu"
 Q4K_BLOCK_BYTES = 144
 PERMUTE_THREADS = 256
+# The kernel's epilogues (ZB_EPI_* in the source): what a block does with its accumulators.
+EPILOGUE_STORE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM, EPILOGUE_COMBINE = 0, 1, 2, 3
+SWIGLU_EPILOGUES = (EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM)
+# Weight types the kernel reads (ZB_Q4K / ZB_Q5K): template value and extra shared bytes per row and stage.
+WEIGHT_TYPES = {"q4_k": (0, 0), "q5_k": (1, 32)}
 
 
 @dataclass(frozen=True)
@@ -45,19 +52,22 @@ class MmaTile:
     def threads(self) -> int:
         return 32 * self.warps_m * self.warps_n
 
-    @property
-    def smem_bytes(self) -> int:
-        return self.stages * (self.bn * 256 + self.bm * 80)
+    def smem_for(self, qtype: str) -> int:
+        """Dynamic shared memory of the kernel on ``qtype`` weights (Q5_K adds each row's qh)."""
+        return self.stages * (self.bn * 256 + self.bm * (80 + WEIGHT_TYPES[qtype][1]))
 
     @property
     def label(self) -> str:
         occupancy = f"/b{self.min_blocks}" if self.min_blocks > 1 else ""
         return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}"
 
-    def expression(self, grouped: bool) -> str:
+    def expression(self, grouped: bool, epilogue: int = 0, qtype: str = "q4_k") -> str:
         g = "true" if grouped else "false"
+        qt = WEIGHT_TYPES[qtype][0]
+        # trailing template arguments left at their defaults (EPILOGUE_STORE, Q4_K) are omitted
+        tail = f",{epilogue},{qt}" if qt else f",{epilogue}" if epilogue else ""
         return (f"gemm_q4k_mma<{self.wm},{self.wn},{self.warps_m},{self.warps_n},{self.stages},{self.min_blocks},"
-                f"{g}>")
+                f"{g}{tail}>")
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
@@ -84,16 +94,18 @@ def permute_activations(x, xp) -> None:
 
 
 class FusedQ4KGemm:
-    """Y = X W^T with W in Q4_K, for one tile shape, dense or grouped."""
+    """Y = X W^T with W in Q4_K (or Q5_K), for one tile shape, dense or grouped, and one epilogue (EPILOGUE_*)."""
 
-    def __init__(self, tile: MmaTile, grouped: bool):
+    def __init__(self, tile: MmaTile, grouped: bool, epilogue: int = EPILOGUE_STORE, qtype: str = "q4_k"):
         import cupy
 
         self.tile = tile
         self.grouped = grouped
-        expr = tile.expression(grouped)
+        self.epilogue = epilogue
+        self.smem_bytes = tile.smem_for(qtype)
+        expr = tile.expression(grouped, epilogue, qtype)
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,))
-        set_dynamic_shared(self.kernel, tile.smem_bytes)
+        set_dynamic_shared(self.kernel, self.smem_bytes)
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
 
     def dense(self, w, xp, y, m: int, k: int, t: int) -> None:
@@ -101,19 +113,31 @@ class FusedQ4KGemm:
         grid = ((m + self.tile.bm - 1) // self.tile.bm, (t + self.tile.bn - 1) // self.tile.bn)
         d = self._dummy
         self.kernel(grid, (self.tile.threads,),
-                    (w, xp, y, np.int32(m), np.int32(k), np.int32(t), np.uint64(0), d, d, d, np.int32(1), np.int32(0)),
-                    shared_mem=self.tile.smem_bytes)
+                    (w, xp, y, np.int32(m), np.int32(k), np.int32(t), np.uint64(0), d, d, d, np.int32(1), np.int32(0),
+                     d, d, np.int32(0)),
+                    shared_mem=self.smem_bytes)
 
     def grouped_call(self, w, xp, y, m: int, k: int, tiles, offsets, sorted_ids, top_k: int,
-                     x_per_slot: bool = False) -> None:
+                     x_per_slot: bool = False, *, w_up=None, routing=None, capacity: int = 0) -> None:
         """w uint8 [E][M][row bytes]; tiles/offsets/sorted_ids from the routing kernels with BN = tile.bn;
-        y f32 [T][top_k][M]; xp rows are tokens (or token-slots when x_per_slot)."""
+        xp rows are tokens (or token-slots when x_per_slot). y by epilogue: STORE f32 [T][top_k][M];
+        SWIGLU_F16_PERM fp16 [T][top_k][M] (permuted order), SWIGLU_F16_GROUPED fp16 [E][capacity][M], from
+        gate rows ``w`` and up rows ``w_up`` (same shape); COMBINE f32 [T][M] += routing weight x result, ``routing`` the
+        engine's u32 table [T][2*top_k]."""
+        swiglu = self.epilogue in SWIGLU_EPILOGUES
+        if swiglu != (w_up is not None) or (self.epilogue == EPILOGUE_COMBINE) != (routing is not None):
+            raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")
+        if (self.epilogue == EPILOGUE_SWIGLU_F16_GROUPED) != (capacity > 0):
+            raise ValueError("capacity goes with the SWIGLU_F16_GROUPED epilogue")
         expert_bytes = w.shape[1] * w.shape[2]
-        grid = ((m + self.tile.bm - 1) // self.tile.bm, int(tiles.size))
+        rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm
+        grid = ((m + rows_per_block - 1) // rows_per_block, int(tiles.size))
+        d = self._dummy
         self.kernel(grid, (self.tile.threads,),
-                    (w, xp, y, np.int32(m), np.int32(k), np.int32(0), np.uint64(expert_bytes), tiles, offsets,
-                     sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0)),
-                    shared_mem=self.tile.smem_bytes)
+                    (w, xp, y, np.int32(m), np.int32(k), np.int32(capacity), np.uint64(expert_bytes), tiles, offsets,
+                     sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0), d if w_up is None else w_up,
+                     d if routing is None else routing, np.int32(0 if routing is None else routing.shape[1])),
+                    shared_mem=self.smem_bytes)
 
 
 def dense_traffic(m: int, k: int, t: int, tile: MmaTile) -> Traffic:

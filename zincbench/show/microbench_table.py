@@ -14,6 +14,7 @@ from rich.text import Text
 
 from zincbench.bench.rows import MicrobenchRow, rows_of
 from zincbench.show.fit import fits
+from zincbench.show.stage_table import print_stage_tables, stage_markdown
 
 ROLE_STYLE = {"baseline": "cyan", "candidate": "bold", "ceiling": "dim", "reference": "dim"}
 VERDICT_STYLE = {"faster": "green", "slower": "red", "same": "yellow", "inconclusive": "magenta"}
@@ -197,6 +198,7 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
     view = family_view(cfg["family"])
     if view is not None:
         view.print_view(doc, console)
+    print_stage_tables(doc, console)
 
 
 def microbench_markdown(doc: dict) -> str:
@@ -208,5 +210,5 @@ def microbench_markdown(doc: dict) -> str:
     lines.append(f"**{verdict.get('decision', 'INCOMPLETE')}**: {rule_in_words(verdict.get('rule') or {})}")
     lines += [""] + [f"- {note}" for note in source_notes(doc)] if source_notes(doc) else []
     view = family_view(doc["config"]["family"])
-    extra = view.markdown_view(doc) if view is not None else ""
-    return "\n".join(lines + (["", extra] if extra else []))
+    extras = [view.markdown_view(doc) if view is not None else "", stage_markdown(doc)]
+    return "\n\n".join(["\n".join(lines), *filter(None, extras)])

@@ -204,6 +204,40 @@ def run_fused(cupy, rng) -> None:
                                   ws.sorted_ids, top_k, x_per_slot=per_slot)
 
 
+def run_layer(cupy, rng) -> None:
+    """The MoE block (`layer` family) at edge shapes: every down type, T = 1 (most experts empty), T = 23
+    (the engine's matvec path), T = 77 (its TC path, tiles cut); our blocks in every tile the experiment
+    tunes over, the engine's declared blocks with the stand-in kernels."""
+    from zincbench.bench import load_family
+    from zincbench.bench.autotune import Tuning
+    from zincbench.bench.base import NotApplicable
+    from zincbench.bench.declared import declared_for
+    from zincbench.bench.moe_layer import LayerShape
+    from zincbench.config import experiment_path
+
+    family = load_family("layer")
+    path = experiment_path(family.default_experiment)
+    cfg = family.load(path)
+    cfg.shapes = [LayerShape("edge", experts=12, top_k=3, n_embd=256, expert_width=256,
+                             down_types=["q4_k", "q5_k", "q6_k"], shared_width=256, shared_type="q6_k")]
+    cfg.shapes[0].check()
+    cfg.tokens, cfg.routing = [1, 23, 77], ["uniform"]
+    declared = declared_for("layer", path, cfg)
+    for case in family.cases(cfg):
+        inputs = family.build_inputs(cfg, case, rng)
+        runs = [declared.prepare(name, family.declared_binding(cfg, case, inputs)).run
+                for name in ("engine_block_matvec", "engine_block_tc")]
+        for variant in ("fused_block", "fused_block_cublas_down"):
+            for tile in cfg.fused_tiles:
+                try:
+                    runs.append(family.prepare(cfg, case, inputs, variant,
+                                               lambda key, tiles, make_run, tile=tile: Tuning(tile, {tile: 0.0})).run)
+                except NotApplicable:
+                    pass
+        for run in runs:
+            run()
+
+
 # The gates' shapes (ncu wants the kernel as the gate runs it): T1's dense prefill GEMM and T2's expert
 # GEMM at N_e = 8, each with its gate's first tile.
 T1_SHAPE = {"m": 4096, "k": 4096, "t": 2048}
@@ -229,7 +263,7 @@ def run_fused_at_gate_shapes(cupy, rng) -> None:
 
 GROUPS: dict[str, Callable[[object, np.random.Generator], None]] = {
     "matvec": run_matvec, "dequant": run_dequant, "routing": run_routing, "gemm_tc": run_gemm_tc,
-    "moe_cublas": run_moe_cublas, "fused": run_fused,
+    "moe_cublas": run_moe_cublas, "fused": run_fused, "layer": run_layer,
 }
 GATE_SHAPES: dict[str, Callable[[object, np.random.Generator], None]] = {"fused": run_fused_at_gate_shapes}
 
