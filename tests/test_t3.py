@@ -255,7 +255,7 @@ def test_the_engine_packs_t3_launches_evaluate_in_every_case():
             continue
         assert len(applying) == (2 if case.params["stage"] == "scan" else 1), case.key
         for variant in applying:
-            for step, step_names in expand(variant, pack, names).steps:
+            for step, step_names, _stage in expand(variant, pack, names).steps:
                 assert set(step.buffers) <= STAGE_TENSORS[case.params["stage"]], (variant.info.name, step.buffers)
                 grid = [evaluate_int(e, step_names, minimum=1) for e in step.grid]
                 block = [evaluate_int(e, step_names, minimum=1) for e in step.block]
