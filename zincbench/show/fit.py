@@ -88,3 +88,16 @@ def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Se
         body = table(header=False)
         body.add_row(*(row[i] for i in others))
         console.print(body)
+
+
+def print_blocks(console: Console, title: str, blocks: Sequence[tuple[str, str, str]]) -> None:
+    """The narrow form of a table whose rows are a status, a head line (a name and short fields) and
+    prose: one block per row, the status in a column of its own, the prose wrapped under the head.
+    Cells are rich markup (escape what is not)."""
+    console.print(title, highlight=False, markup=False)
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for status, head, prose in blocks:
+        grid.add_row(status, f"{head}\n{prose}" if prose else head)
+    console.print(grid)
