@@ -200,3 +200,13 @@ def test_a_validate_table_that_fits_stays_one_table():
     lines = render(lambda console: print_report(_validate_report(VALIDATE[0], long_names=False), console))
     assert any(line.split() == ["┃", "model", "┃", "status", "┃", "match", "┃", "tf", "┃", "diverges", "┃", "margin",
                                 "┃", "note", "┃"] for line in lines)
+
+
+def test_a_narrow_table_does_not_fold_a_long_name_in_its_title():
+    """A table's title wraps at the table's width: a two-column group would cut a binary's name in two."""
+    from zincbench.show.fit import print_in_column_groups
+
+    title = f"A=/opt/builds/{LONG_NAME} vs B=/opt/builds/{LONG_NAME}-next · NVIDIA H200"
+    lines = render(lambda console: print_in_column_groups(console, title, ["model", "verdict"], [["tiny", "same"]],
+                                                          keys=1))
+    assert_readable(lines, {f"A=/opt/builds/{LONG_NAME}", f"B=/opt/builds/{LONG_NAME}-next", "tiny", "same"})

@@ -63,7 +63,10 @@ def print_in_column_groups(console: Console, title: str | None, headers: Sequenc
             groups[-1] = trial
     for n, group in enumerate(groups, 1):
         shown = title if len(groups) == 1 or not title else f"{title} ({n}/{len(groups)})"
-        console.print(_table(shown, headers, rows, key_columns + group, keys, right))
+        table = _table(shown, headers, rows, key_columns + group, keys, right)
+        # a title wraps at its table's width: a narrow group would fold a long binary or model name in it
+        table.min_width = min(cell_len(shown or ""), console.width)
+        console.print(table)
 
 
 def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
