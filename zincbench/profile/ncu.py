@@ -80,7 +80,7 @@ def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = 
         result = run_process(argv_full, env=env, timeout_s=timeout_s)
     except EngineFailure as exc:
         raise EnvironmentProblem(str(exc)) from None
-    log.write_text(f"$ {' '.join(argv_full)}\n{result.stdout}{result.stderr}\n")
+    log.write_text(f"$ {' '.join(argv_full)}\n{result.stdout}{result.stderr}\n", encoding="utf-8")
     tool_text = "\n".join([*_tool_messages(csv_path), result.stdout, result.stderr])
     if "ERR_NVGPUCTRPERM" in tool_text:
         raise EnvironmentProblem("ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run as root, or "

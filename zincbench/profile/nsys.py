@@ -90,7 +90,7 @@ def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = 
     log = out / f"{name}.log"
     report = base.with_suffix(".nsys-rep")
     report.unlink(missing_ok=True)
-    log.write_text("")
+    log.write_text("", encoding="utf-8")
     run = _run(log, [nsys, "profile", *PROFILE_OPTIONS, "-o", str(base), *argv], timeout_s, env)
     if not report.exists():
         problem = nsys_importer_problem(nsys) if list(out.glob("*.qdstrm")) else None
@@ -118,7 +118,7 @@ def _run(log: Path, argv: list[str], timeout_s: float, env: dict[str, str] | Non
         result = run_process(argv, env=env, timeout_s=timeout_s)
     except EngineFailure as exc:
         raise EnvironmentProblem(str(exc)) from None
-    with log.open("a") as fh:
+    with log.open("a", encoding="utf-8") as fh:
         fh.write(f"$ {' '.join(argv)}\n{result.stdout}{result.stderr}\n")
     if result.timed_out:
         raise EnvironmentProblem(f"{Path(argv[0]).name} {argv[1]} timed out after {timeout_s:.0f} s; see {log}")
