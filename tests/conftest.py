@@ -12,6 +12,9 @@
 - hypothesis profiles: ``ci`` (chosen when CI is set) is derandomized, the same examples on every run,
   so CI cannot turn red on an old bug found by chance (failing examples found locally are kept as
   explicit ``@example`` cases); ``dev`` explores new examples each run. HYPOTHESIS_PROFILE overrides.
+- Every test runs in CI's conditions whatever shell starts it (a developer's terminal, FORCE_COLOR,
+  zincbench's own variables): see ``_ci_environment``. Subprocesses running ``python -m zincbench``
+  import this checkout's zincbench, not whichever one is installed.
 """
 
 from __future__ import annotations
@@ -27,6 +30,25 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from zincbench.errors import EnvironmentProblem
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Children started with `python -m zincbench` (and the fake engines' launchers) get this checkout's code
+# first on sys.path: without it they run the installed zincbench, or none (an editable install of another
+# worktree), and test that instead.
+os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])
+
+# Variables CI does not set that change what a run prints or does; a test that needs one sets it itself.
+_NOT_IN_CI = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "GITHUB_STEP_SUMMARY", "ZINCBENCH_RESULTS",
+              "ZINCBENCH_PLUGINS", "ZINCBENCH_LAUNCH_HIDING")
+
+
+@pytest.fixture(autouse=True)
+def _ci_environment(monkeypatch):
+    """CI's conditions: none of _NOT_IN_CI, and 80 columns. (rich reads a terminal's width from stdin, so
+    a test run from a wide terminal would lay tables out for it, and its children too; CI has no terminal.)"""
+    for name in _NOT_IN_CI:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
 
 _HYPOTHESIS_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "print_blob": True}
 settings.register_profile("ci", derandomize=True, database=None, **_HYPOTHESIS_COMMON)

@@ -345,6 +345,32 @@ def test_an_unexpected_exception_is_exit_5_with_its_traceback_saved(tmp_path, mo
     assert log.startswith("zincbench ") and "Traceback" in log and "broken_report" in log
 
 
+def _without_package(tmp_path: Path, package: str, *args) -> subprocess.CompletedProcess:
+    """``python -m zincbench ARGS`` in an installation where importing ``package`` fails."""
+    code = (f"import runpy, sys; sys.modules[{package!r}] = None; sys.argv = ['zincbench', *{[str(a) for a in args]!r}]; "
+            "runpy.run_module('zincbench', run_name='__main__', alter_sys=True)")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "ZINCBENCH_RESULTS": str(tmp_path / "results")})
+
+
+RECORDED_VALIDATE = Path(__file__).resolve().parents[1] / "results" / "cpu" / "validate-20261129T142543-1082a4e4.json"
+
+
+@pytest.mark.parametrize("package", ["click", "rich", "numpy"])
+def test_a_missing_dependency_is_exit_4_not_a_traceback(tmp_path, package):
+    """A broken installation is the environment (4), whether the package is imported at start (click,
+    rich) or by the command that needs it (numpy); Python's own answer was a traceback and exit 1."""
+    result = _without_package(tmp_path, package, "report", RECORDED_VALIDATE)
+    assert_one_line_error(result, 4, "a Python package zincbench needs cannot be imported")
+    assert package in result.stderr
+
+
+def test_a_failed_import_of_zincbench_itself_is_an_internal_error(tmp_path):
+    result = _without_package(tmp_path, "zincbench.records", "report", RECORDED_VALIDATE)
+    assert result.returncode == 5 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("zincbench: internal error: ModuleNotFoundError")
+
+
 def _closed_pipe_run(tmp_path, *args) -> subprocess.CompletedProcess:
     """The command with its stdout a pipe whose reader is already gone (`zincbench ... | head -0`)."""
     read_end, write_end = os.pipe()

@@ -20,7 +20,7 @@ ROOT = TESTS.parent
 
 def zincbench(*args, plugins: bool = True, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """``python -m zincbench ARGS`` from the worktree (its zincbench first on sys.path), with the toys as plugins."""
-    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)])}
     env.pop("ZINCBENCH_PLUGINS", None)
     if plugins:
         env["ZINCBENCH_PLUGINS"] = "toy_family,toy_engine"
@@ -55,7 +55,7 @@ def _toy_document(path: Path) -> Path:
     """A recorded toy microbench document, shaped like the runner's (tests/documents.py)."""
     script = ("import sys; from documents import microbench_document; from zincbench import records; "
               "records.write(microbench_document('toy', candidate_factor=1.0, decision='GO'), sys.argv[1])")
-    env = {**os.environ, "PYTHONPATH": str(TESTS), "ZINCBENCH_PLUGINS": "toy_family"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)]), "ZINCBENCH_PLUGINS": "toy_family"}
     subprocess.run([sys.executable, "-c", script, str(path)], cwd=ROOT, env=env, check=True, timeout=600)
     return path
 

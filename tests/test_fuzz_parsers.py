@@ -177,6 +177,11 @@ _KERN_SUM_ROW = "23.5,10080,3,3360.0,3360.0,3328,3392,32.0,nvjet_sm90_hsh_64x8_6
                '"Block Size","Grid Size","Device","C\n"0","7001","python3.12","127.0.0.1","dequant_q4k_to_f16","1","7",'
                '"(256, 1, 1)","(512, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","us",'
                '"4.58"\n'))
+# Details pages found by a differential run of the streaming reader against the old one: no Metric Unit
+# column (KeyError), and a metric named like a key column (pandas: "cannot insert ID, already exists").
+@example(case=("edge_ncu_details.csv", '"ID","Kernel Name","Metric Name","Metric Value"\n"0","k","gpu__time_duration.sum",'
+               '"4.58"\n'))
+@example(case=("edge_ncu_details.csv", '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n"0","k","ID","","1"\n'))
 def test_profile_text_parsers(scratch, case):
     """parse_file detects nsys stats CSV / ncu CSV from content; the file keeps its fixture's name so
     name-based report detection is exercised too. Parsed tables hold finite, non-negative numbers."""

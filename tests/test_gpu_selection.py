@@ -39,3 +39,16 @@ def test_run_per_gpu_returns_the_worst_code(monkeypatch):
     monkeypatch.setattr(selection.subprocess, "run", fake_run)
     assert selection.run_per_gpu(["GPU-a", "GPU-b"], ["microbench", "--gpu", "all"]) == 1
     assert [c[-1] for c in calls] == ["GPU-a", "GPU-b"]
+
+
+@pytest.mark.parametrize("died, says", [(-11, "killed by signal 11"), (120, "exit code 120")])
+def test_a_run_that_dies_on_one_gpu_is_an_internal_error_not_a_verdict(monkeypatch, capsys, died, says):
+    class Done:
+        def __init__(self, code):
+            self.returncode = code
+
+    monkeypatch.setattr(selection.subprocess, "run",
+                        lambda argv: Done({"GPU-a": 0, "GPU-b": died}[argv[argv.index("--gpu") + 1]]))
+    assert selection.run_per_gpu(["GPU-a", "GPU-b"], ["microbench", "--gpu", "all"]) == 5
+    (line,) = capsys.readouterr().err.splitlines()[-1:]
+    assert line.startswith("zincbench: error: the run on GPU-b ") and says in line

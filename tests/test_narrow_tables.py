@@ -127,3 +127,87 @@ def test_ab_scoreboard_in_a_report_at_80_columns(ab_document):
     verdicts = {m["verdict"] for run in report.ab for m in run["models"]}
     deltas = {f"{(m['prefill']['ratio'] - 1) * 100:+.1f}%" for run in report.ab for m in run["models"]}
     assert_readable(lines, models | verdicts | deltas)
+
+
+AA = sorted((H200.parent).glob("*/aa-*.json"))
+VALIDATE = sorted((H200.parent).glob("*/validate-*.json"))
+LONG_NAME = "Qwen3-Coder-30B-A3B-Instruct-UD-Q4_K_XL-imatrix-2026-11-30"  # whole on a line, not in a cell
+
+
+def test_the_recorded_aa_and_validate_documents_are_there():
+    assert AA and VALIDATE
+
+
+@pytest.mark.parametrize("path", AA, ids=lambda p: p.name)
+@pytest.mark.parametrize("long_names", [False, True], ids=["recorded", "long-names"])
+def test_aa_summary_at_80_columns(path, long_names):
+    from zincbench.show import aa_table
+
+    doc = records.read(path)
+    names = set()
+    if long_names:
+        settings, engine = doc["config"]["settings"], doc["config"].get("engine")
+        if "variant" in settings:
+            settings["variant"] = f"fused_grouped_{LONG_NAME}"
+            names.add(settings["variant"])
+        if engine:
+            engine["bin"] = engine["binary"] = f"/opt/builds/{LONG_NAME}"
+            names.add(LONG_NAME)
+    lines = render(lambda console: aa_table.render(doc, console, path=path))
+    labels = {label.strip() for label, _ in aa_table.rows(doc)}
+    assert_readable(lines, labels | names | {aa_table.verdict_line(doc)})
+    notes = (doc["verdict"].get("notes") or []) + (doc.get("notes") or [])
+    text = " ".join(" ".join(lines).split())
+    assert all(" ".join(note.split()) in text for note in notes)  # wrapped, never cut
+
+
+def _validate_report(path: Path, long_names: bool):
+    import dataclasses
+
+    from zincbench.runs.validate import ModelOutcome, Status, ValidateReport
+
+    doc = records.read(path)
+    fields = {f.name for f in dataclasses.fields(ModelOutcome)}
+    outcomes = [ModelOutcome(**{k: v for k, v in row.items() if k in fields} | {"status": Status(row["status"])})
+                for row in doc["results"]]
+    if long_names:  # a model name as long as catalogs have them, a failure with a long note, a forgiven flip
+        failed = dataclasses.replace(outcomes[0], model=LONG_NAME, status=Status.FAIL, match=5, first_divergence=5,
+                                     margin=3.141, reason="diverges at 5 (margin 3.141 ≥ near-tie 0.5): "
+                                     "engine output shorter than n_gen (8 of 12 ids); see the stderr tail")
+        forgiven = dataclasses.replace(outcomes[0], model=LONG_NAME + "-b", first_divergence=9, margin=0.012,
+                                       forgiven=[{"position": 9, "margin": 0.012, "why": "near-tie: margin 0.012 < 0.5"}])
+        outcomes += [failed, forgiven]
+    return ValidateReport(outcomes, outcomes[0].mode, False, path)
+
+
+@pytest.mark.parametrize("path", VALIDATE, ids=lambda p: p.name)
+@pytest.mark.parametrize("long_names", [False, True], ids=["recorded", "long-names"])
+def test_validate_table_at_80_columns(path, long_names):
+    from zincbench.show.validate_table import print_report, verdict_line
+
+    report = _validate_report(path, long_names)
+    lines = render(lambda console: print_report(report, console))
+    matches = {f"{o.match}/{o.n_gen}" for o in report.outcomes}
+    assert_readable(lines, {o.model for o in report.outcomes} | {o.status.value for o in report.outcomes} | matches
+                    | {verdict_line(report)})
+    text = " ".join(" ".join(lines).split())
+    assert all(" ".join(o.reason.split()) in text for o in report.outcomes)  # the notes wrap, never cut
+    assert "forgave 9 (near-tie: margin 0.012 < 0.5)" in text or not long_names
+
+
+def test_a_validate_table_that_fits_stays_one_table():
+    from zincbench.show.validate_table import print_report
+
+    lines = render(lambda console: print_report(_validate_report(VALIDATE[0], long_names=False), console))
+    assert any(line.split() == ["┃", "model", "┃", "status", "┃", "match", "┃", "tf", "┃", "diverges", "┃", "margin",
+                                "┃", "note", "┃"] for line in lines)
+
+
+def test_a_narrow_table_does_not_fold_a_long_name_in_its_title():
+    """A table's title wraps at the table's width: a two-column group would cut a binary's name in two."""
+    from zincbench.show.fit import print_in_column_groups
+
+    title = f"A=/opt/builds/{LONG_NAME} vs B=/opt/builds/{LONG_NAME}-next · NVIDIA H200"
+    lines = render(lambda console: print_in_column_groups(console, title, ["model", "verdict"], [["tiny", "same"]],
+                                                          keys=1))
+    assert_readable(lines, {f"A=/opt/builds/{LONG_NAME}", f"B=/opt/builds/{LONG_NAME}-next", "tiny", "same"})

@@ -17,7 +17,7 @@ import pytest
 
 from zincbench.cli import main
 from zincbench.errors import EnvironmentProblem
-from zincbench.profile import choose_tools, microbench_argv, newest_document, nsys
+from zincbench.profile import choose_tools, microbench_argv, ncu, newest_document, nsys
 from zincbench.profile.parse import parse_file
 from zincbench.records import Document, write
 
@@ -78,9 +78,9 @@ def tools(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin")
     monkeypatch.setattr("zincbench.gpu.tools._EXTRA_LOCATIONS", {})
 
-    def add(name: str, report_suffix: str = ".nsys-rep") -> Path:
+    def add(name: str, report_suffix: str = ".nsys-rep", ncu_log: Path = FIXTURES / "ncu_raw_nvtx.csv") -> Path:
         if name == "ncu":
-            return install(bin_dir, "ncu", FAKE_NCU.format(fixture=str(FIXTURES / "ncu_raw_nvtx.csv")))
+            return install(bin_dir, "ncu", FAKE_NCU.format(fixture=str(ncu_log)))
         return install(bin_dir, "nsys", FAKE_NSYS.format(fixtures=str(FIXTURES), report_suffix=report_suffix))
     return add
 
@@ -156,6 +156,17 @@ def test_qdstrm_only_capture_is_an_environment_problem(tools, tmp_path, monkeypa
     monkeypatch.setattr(nsys, "nsys_importer_problem", lambda path: "QdstrmImporter cannot load libdw.so.1")
     with pytest.raises(EnvironmentProblem, match="only a .qdstrm.*libdw.so.1"):
         nsys.profile_command(["true"], tmp_path)
+
+
+def test_ncu_without_counter_permission_is_an_environment_problem(tools, tmp_path):
+    """ncu writes its refusal into the log file (found line by line there), not as a CSV."""
+    log = tmp_path / "denied.csv"
+    log.write_text("==PROF== Connected to process 4242 (/usr/bin/python3)\n"
+                   "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
+                   "Counters on the target device 0.\n==PROF== Disconnected from process 4242\n")
+    tools("ncu", ncu_log=log)
+    with pytest.raises(EnvironmentProblem, match="NVreg_RestrictProfilingToAdminUsers=0"):
+        ncu.profile_command(["true"], tmp_path / "out")
 
 
 def test_failing_command_exits_1(tools, tmp_path, capsys):

@@ -116,6 +116,62 @@ def test_ncu_log_without_kernels(rules):
     assert "ncu profiled no kernels" in tables.notes[0]
 
 
+def _wide_raw_export(path: Path, copies: int, extra_columns: int) -> None:
+    """edge_ncu_raw.csv's launches ``copies`` times over (fresh IDs), each row widened by ``extra_columns``
+    metrics nobody reads, as ``ncu --set full`` writes them."""
+    import csv
+    import io
+
+    lines = (FIXTURES / "edge_ncu_raw.csv").read_text().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if '"Kernel Name"' in line)
+    header, units, *launches = csv.reader(lines[start:])
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    writer.writerow(header + [f"sm__extra_{k}.sum" for k in range(extra_columns)])
+    writer.writerow(units + ["byte"] * extra_columns)
+    with path.open("w") as fh:
+        fh.write("".join(lines[:start]) + out.getvalue())
+        for copy in range(copies):
+            out = io.StringIO()
+            writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+            for row in launches:
+                writer.writerow([str(copy * len(launches) + int(row[0])), *row[1:], *["1,234,567"] * extra_columns])
+            fh.write(out.getvalue())
+
+
+def test_ncu_csv_is_read_row_by_row_keeping_only_the_columns_used(tmp_path, rules):
+    """A wide export is parsed in memory for its launches, not its text: the old read-it-whole parser
+    peaked at several times the file's size here."""
+    import tracemalloc
+
+    copies = 400
+    path = tmp_path / "wide.csv"
+    _wide_raw_export(path, copies, extra_columns=300)
+    tracemalloc.start()
+    try:
+        launches, notes = ncu.read_csv(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < path.stat().st_size / 2
+    one = parse_file(FIXTURES / "edge_ncu_raw.csv", rules).kernels.set_index("name")
+    many = parse_file(path, rules).kernels.set_index("name")
+    assert (many["calls"] == one["calls"] * copies).all()
+    assert many["total_ns"].to_numpy() == pytest.approx(one["total_ns"].to_numpy() * copies)
+    assert len(launches) == len(ncu.read_csv(FIXTURES / "edge_ncu_raw.csv")[0]) * copies and not notes
+
+
+def test_a_line_past_the_bound_is_an_input_error_not_a_held_string(tmp_path):
+    from zincbench.inputs import read_lines
+
+    path = tmp_path / "one_line.csv"
+    path.write_text("short\r\n" + "x" * 10 + "\n" + "x" * 11 + "\n")
+    lines = read_lines(path, "ncu CSV", max_line_chars=10)
+    assert next(lines) == "short" and next(lines) == "x" * 10  # a line at the bound comes whole, without its end
+    with pytest.raises(InputError, match="longer than 10 characters"):
+        next(lines)
+
+
 @pytest.mark.parametrize("cell, start_end, expected", [
     ('6393  "<default domain>:step:Int64:0:RGB:0xff0000:REGISTERED:step" ', False, "step"),
     ('6393  "<default domain>:a:none:none:none:none:REGISTERED:a" "dom:b:none:none:none:none:REGISTERED:b"',

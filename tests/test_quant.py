@@ -65,9 +65,11 @@ ROUND_TRIP_BOUNDS = {"q4_k": (0.075, 0.10), "q5_k": (0.038, 0.05), "q6_k": (0.01
 
 @pytest.mark.parametrize("sigma", [0.02, 1.0])
 @pytest.mark.parametrize("name", FORMATS)
-def test_round_trip_error_is_bounded(name, sigma, rng):
+def test_round_trip_error_is_bounded(name, sigma, sample_rng):
+    """A statistical claim (the worst of 2048 Gaussian blocks stays under the worst of 20,000 measured,
+    with margin): pinned data, so a change of the code, not of the draw, is what can turn it red."""
     fmt = FORMATS[name]
-    x = (rng.standard_normal((2048, 256)) * sigma).astype(np.float32)
+    x = (sample_rng.standard_normal((2048, 256)) * sigma).astype(np.float32)
     err = fmt.dequantize(fmt.quantize(x)) - x
     overall = np.sqrt((err**2).mean() / (x**2).mean())
     per_block = np.sqrt((err**2).mean(axis=1) / (x**2).mean(axis=1))

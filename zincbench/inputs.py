@@ -1,11 +1,13 @@
 """Opening outside files with bounds: every input zincbench reads goes through ``regular_file`` (and
-``read_text`` for text), so a missing file, a folder, ``/dev/zero``, a FIFO, an unreadable or oversized
-file is one InputError naming it, never a hang, a gigabyte string or a traceback."""
+``read_text`` for text, ``read_lines`` for tool outputs that can be gigabytes), so a missing file, a folder,
+``/dev/zero``, a FIFO, an unreadable or oversized file is one InputError naming it, never a hang, a gigabyte
+string or a traceback."""
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from zincbench.errors import InputError
@@ -13,6 +15,9 @@ from zincbench.errors import InputError
 # Far above any real input (a results document of a long A/B is a few MB; a YAML file a few KB), far below
 # what a machine cannot hold: text inputs past it are refused instead of read whole.
 MAX_TEXT_BYTES = 256 * 2**20
+# Profiler exports are read line by line, whatever their size; a "line" past this is not text a tool wrote
+# (an ncu raw row of every metric is a few hundred KB) and is refused instead of held whole.
+MAX_LINE_CHARS = 16 * 2**20
 
 
 def regular_file(path: str | os.PathLike, what: str = "file") -> Path:
@@ -51,5 +56,28 @@ def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_
         raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
     try:
         return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not a text file (not UTF-8), expected a {what}") from None
+
+
+def read_lines(path: str | os.PathLike, what: str = "file", max_line_chars: int = MAX_LINE_CHARS,
+               errors: str = "strict") -> Iterator[str]:
+    """The lines of a regular file's UTF-8 text, without their line ends (\\n, \\r\\n or \\r), read one at a
+    time: memory stays bounded by ``max_line_chars`` whatever the file's size. The file is checked now; read
+    errors and an over-long line are InputErrors raised while iterating."""
+    return _lines(regular_file(path, what), what, max_line_chars, errors)
+
+
+def _lines(p: Path, what: str, max_line_chars: int, errors: str) -> Iterator[str]:
+    try:
+        with p.open(encoding="utf-8", errors=errors, newline="") as fh:
+            # two more characters than allowed: a line at the limit comes whole with its \r\n
+            while chunk := fh.readline(max_line_chars + 2):
+                line = chunk.rstrip("\r\n")
+                if len(line) > max_line_chars:
+                    raise InputError(f"{p}: a line longer than {max_line_chars} characters; not a {what}")
+                yield line
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise InputError(f"{p}: not a text file (not UTF-8), expected a {what}") from None

@@ -411,7 +411,7 @@ def kernel_function(source: KernelSource, entry: str, where: str, optional: bool
     options = tuple(source.options) if source.options is not None else engine_options(arch)
     for path in files:
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{source.where}: cannot read {path} ({exc})") from None
         try:

@@ -13,10 +13,25 @@ import sys
 import tempfile
 import traceback
 
-import click
-
 from zincbench import __version__
 from zincbench.errors import ExitCode, ZincbenchError
+
+
+def _missing_package_line(exc: ImportError) -> str:
+    return (f"a Python package zincbench needs cannot be imported ({exc}); reinstall zincbench with its "
+            f"dependencies")
+
+
+def _is_ours(exc: ImportError) -> bool:
+    """An import of zincbench's own code failed (a bug), not of a package it depends on (the installation)."""
+    return (exc.name or "").partition(".")[0] == "zincbench"
+
+
+try:
+    import click
+except ImportError as _exc:  # a broken installation is exit 4 and one line, not a traceback and exit 1
+    print(f"zincbench: error: {_missing_package_line(_exc)}", file=sys.stderr)
+    raise SystemExit(int(ExitCode.ENVIRONMENT)) from None
 
 _HELP = """Benchmark and gating harness for GPU inference kernels.
 
@@ -24,7 +39,7 @@ _HELP = """Benchmark and gating harness for GPU inference kernels.
 Exit codes (a contract for CI):
   0  pass / GO           1  regression / NO-GO / validation failure
   2  bad input/usage     3  inconclusive
-  4  environment error (no GPU, missing tool, NVML absent, unwritable output)
+  4  environment error (no GPU, missing tool or package, NVML absent, unwritable output)
   5  internal error (a zincbench bug; its traceback is saved to a log file)
 """
 
@@ -78,6 +93,13 @@ def _save_traceback(exc: BaseException) -> str:
         return f"nowhere: {type(log_exc).__name__}"
 
 
+def _internal_error(exc: BaseException) -> None:
+    log = _save_traceback(exc)
+    message = " ".join(str(exc).split())[:300]
+    click.echo(f"zincbench: internal error: {type(exc).__name__}: {message} (traceback saved to {log})", err=True)
+    sys.exit(int(ExitCode.INTERNAL))
+
+
 def _os_error_line(exc: OSError) -> str:
     """'cannot write results/x.json: No space left on device' from an OSError the code did not wrap."""
     names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
@@ -125,11 +147,11 @@ def _flush_stdout() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point and the one error boundary: every anticipated failure is one clear line and a documented
     exit code (2 input, 4 environment); anything else is exit 5 with its traceback saved to a log file."""
-    from rich.console import Console
-
-    Console.on_broken_pipe = _raise_broken_pipe
     _safe_streams()
     try:
+        from rich.console import Console
+
+        Console.on_broken_pipe = _raise_broken_pipe
         rv = cli.main(args=argv, prog_name="zincbench", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
         click.echo(exc.ctx.get_help())
@@ -152,10 +174,11 @@ def main(argv: list[str] | None = None) -> None:
         _quiet_broken_pipe()
     except OSError as exc:  # the OS refused a file or folder that no check named
         _fail(_os_error_line(exc), ExitCode.ENVIRONMENT)
+    except ImportError as exc:  # imported lazily, by the command that needs it
+        if not _is_ours(exc):
+            _fail(_missing_package_line(exc), ExitCode.ENVIRONMENT)
+        _internal_error(exc)
     except Exception as exc:  # noqa: BLE001 - the boundary: a bug must not read as a verdict
-        log = _save_traceback(exc)
-        message = " ".join(str(exc).split())[:300]
-        click.echo(f"zincbench: internal error: {type(exc).__name__}: {message} (traceback saved to {log})", err=True)
-        sys.exit(int(ExitCode.INTERNAL))
+        _internal_error(exc)
     _flush_stdout()
     sys.exit(int(rv or 0))

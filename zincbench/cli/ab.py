@@ -132,8 +132,9 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
     else:
         console = Console()
         scoreboard.render(outcome.models, names, console, title=title)
-        console.print(f"verdict: {outcome.overall} (exit {int(outcome.exit_code)}) · results: {outcome.path} · {outcome.csv_path.name}",
-                      soft_wrap=True)
+        console.print(f"verdict: {outcome.overall} (exit {int(outcome.exit_code)})", highlight=False)
+        console.print(f"results: {outcome.path} · {outcome.csv_path.name}", highlight=False, markup=False,
+                      overflow="fold")
     # After the verdict is shown: a failed write (exit 4) cannot hide it.
     if markdown_path:
         write_output(markdown_path, scoreboard.to_markdown(outcome.models, names, title=title), "--markdown")

@@ -49,7 +49,8 @@ def _finish(console: Console, runs: list[prof.ToolRun], reason: str, argv: list[
     for run in runs:
         run_traffic = traffic if run.tool == "ncu" else None
         show.write_csvs(run.tables, out, run.tool, run_traffic)
-        (out / f"{run.tool}_tables.md").write_text(show.to_markdown(run.tables, top=top, traffic=run_traffic))
+        (out / f"{run.tool}_tables.md").write_text(show.to_markdown(run.tables, top=top, traffic=run_traffic),
+                                                   encoding="utf-8")
         try:
             run.artifacts["chart"] = str(show.write_category_chart(run.tables, out / f"{run.tool}_categories.png"))
         except EnvironmentProblem as exc:
@@ -164,7 +165,7 @@ def parse_command(categories_file, top, out_dir, as_json, file) -> None:
     if out_dir:
         stem = Path(file).stem
         show.write_csvs(tables, out_dir, stem)
-        (Path(out_dir) / f"{stem}_tables.md").write_text(show.to_markdown(tables, top=top))
+        (Path(out_dir) / f"{stem}_tables.md").write_text(show.to_markdown(tables, top=top), encoding="utf-8")
         try:
             show.write_category_chart(tables, Path(out_dir) / f"{stem}_categories.png")
         except EnvironmentProblem as exc:

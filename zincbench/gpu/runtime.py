@@ -27,7 +27,7 @@ ARCHES_CHECKED = ("sm_89", "sm_90", "sm_120")
 def kernel_source(name: str) -> str:
     path = KERNELS_DIR / name
     try:
-        return path.read_text()
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise EnvironmentProblem(f"bundled kernel source missing: {path}") from None
 

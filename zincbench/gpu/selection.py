@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from zincbench.errors import EnvironmentProblem, InputError, worst
+from zincbench.errors import EnvironmentProblem, ExitCode, InputError, worst
 
 
 def _nvml_uuids() -> list[str]:
@@ -75,7 +75,12 @@ def run_per_gpu(gpus: list[str], argv: list[str] | None = None) -> int:
     codes = []
     for uuid in gpus:
         print(f"=== {uuid}", file=sys.stderr, flush=True)
-        codes.append(subprocess.run([sys.executable, "-m", "zincbench", *argv_for_gpu(argv, uuid)]).returncode)
+        code = subprocess.run([sys.executable, "-m", "zincbench", *argv_for_gpu(argv, uuid)]).returncode
+        if code not in {int(c) for c in ExitCode}:  # killed by a signal, or a code zincbench never gives: not a verdict
+            died = f"was killed by signal {-code}" if code < 0 else f"ended with exit code {code}"
+            print(f"zincbench: error: the run on {uuid} {died}", file=sys.stderr, flush=True)
+            code = ExitCode.INTERNAL
+        codes.append(code)
     return int(worst(codes))
 
 

@@ -22,7 +22,7 @@ from zincbench.engines.base import EngineFailure
 from zincbench.engines.process import run_process
 from zincbench.errors import EnvironmentProblem, InputError
 from zincbench.gpu.tools import find_tool, tool_version
-from zincbench.inputs import read_text
+from zincbench.inputs import read_lines
 from zincbench.profile.nsys import MAX_FIELD_BYTES
 
 INSTALL_HINT = ("install NVIDIA Nsight Compute (https://developer.nvidia.com/nsight-compute; the CUDA toolkit "
@@ -80,8 +80,8 @@ def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = 
         result = run_process(argv_full, env=env, timeout_s=timeout_s)
     except EngineFailure as exc:
         raise EnvironmentProblem(str(exc)) from None
-    log.write_text(f"$ {' '.join(argv_full)}\n{result.stdout}{result.stderr}\n")
-    tool_text = (csv_path.read_text(errors="replace") if csv_path.exists() else "") + result.stdout + result.stderr
+    log.write_text(f"$ {' '.join(argv_full)}\n{result.stdout}{result.stderr}\n", encoding="utf-8")
+    tool_text = "\n".join([*_tool_messages(csv_path), result.stdout, result.stderr])
     if "ERR_NVGPUCTRPERM" in tool_text:
         raise EnvironmentProblem("ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run as root, or "
                                  "set the driver option NVreg_RestrictProfilingToAdminUsers=0")
@@ -93,6 +93,14 @@ def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = 
         raise EnvironmentProblem(f"ncu wrote no output (exit {result.returncode}); see {log}: {result.tail(1)}")
     notes = [] if result.returncode == 0 else [f"ncu exited with code {result.returncode} (see {log})"]
     return NcuRun(csv_path, result.returncode, ncu, tool_version(ncu), log, notes)
+
+
+def _tool_messages(csv_path: Path) -> list[str]:
+    """The log's lines that hold ncu's failure codes, read line by line (the log can be a large CSV)."""
+    if not csv_path.exists():
+        return []
+    return [line for line in read_lines(csv_path, "ncu log", errors="replace")
+            if "ERR_NVGPUCTRPERM" in line or "LibraryNotLoaded" in line]
 
 
 def number(text: str) -> float:
@@ -131,43 +139,77 @@ def range_from_nvtx_cell(cell: str, start_end: bool = False) -> str | None:
 
 
 def read_csv(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
-    """Per-launch rows (``LAUNCH_COLUMNS``; ``start_ns`` is the launch ID, ncu has no timestamps) and notes."""
+    """Per-launch rows (``LAUNCH_COLUMNS``; ``start_ns`` is the launch ID, ncu has no timestamps) and notes.
+
+    The file is read once, row by row, keeping only the columns used: a large export (``--set full`` has
+    hundreds of columns per launch) takes memory for its launches, not for its text.
+    """
     p = Path(path)
-    text = read_text(p, "ncu CSV", errors="replace")
+    lines = _ToolLines(read_lines(p, "ncu CSV", errors="replace"))
     previous_limit = csv.field_size_limit(MAX_FIELD_BYTES)
     try:
-        rows = list(csv.reader(line for line in text.splitlines() if not line.startswith("==")))
+        rows = csv.reader(lines)
+        header = next((r for r in rows if "Kernel Name" in r and "ID" in r), None)
+        if header is None:
+            if lines.profiler_output:
+                return pd.DataFrame(columns=LAUNCH_COLUMNS), [f"{p.name}: ncu profiled no kernels"]
+            raise InputError(f"{p}: not an ncu CSV (no header with 'ID' and 'Kernel Name')")
+        repeated = sorted({c for c in header if header.count(c) > 1})
+        if repeated:
+            raise InputError(f"{p}: column {repeated[0]!r} appears more than once in the header")
+        body = (r for r in rows if len(r) == len(header))  # rows of another width are console lines
+        if "Metric Name" in header and "Metric Value" in header:
+            return _checked(_from_details(header, body), p), []
+        return _from_raw(header, body, p)
     except csv.Error as exc:
         raise InputError(f"{p}: malformed CSV: {exc}") from None
     finally:
         csv.field_size_limit(previous_limit)
-    start = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "ID" in r), None)
-    if start is None:
-        if "No kernels were profiled" in text or "==PROF==" in text:
-            return pd.DataFrame(columns=LAUNCH_COLUMNS), [f"{p.name}: ncu profiled no kernels"]
-        raise InputError(f"{p}: not an ncu CSV (no header with 'ID' and 'Kernel Name')")
-    header = rows[start]
-    repeated = sorted({c for c in header if header.count(c) > 1})
-    if repeated:
-        raise InputError(f"{p}: column {repeated[0]!r} appears more than once in the header")
-    body = [r for r in rows[start + 1:] if len(r) == len(header)]
-    if "Metric Name" in header and "Metric Value" in header:
-        return _checked(_from_details(pd.DataFrame(body, columns=header)), p), []
+
+
+class _ToolLines:
+    """The CSV's lines without ncu's ``==PROF==``/``==WARNING==`` console lines; remembers whether the
+    file was ncu's output at all (to tell "profiled no kernels" from another file)."""
+
+    def __init__(self, lines):
+        self._lines = lines
+        self.profiler_output = False
+
+    def __iter__(self):
+        for line in self._lines:
+            if "==PROF==" in line or "No kernels were profiled" in line:
+                self.profiler_output = True
+            if not line.startswith("=="):
+                yield line
+
+
+def _from_raw(header: list[str], body, path: Path) -> tuple[pd.DataFrame, list[str]]:
+    """``--page raw`` CSV: a units row (empty ID) first, then one row per launch."""
+    pushpop = next((c for c in header if c.startswith(_PUSHPOP_PREFIX)), None)
+    startend = next((c for c in header if c.startswith(_STARTEND_PREFIX)), None)
+    metrics = [m for m in METRICS if m in header]
+    kept = {c: header.index(c) for c in ["ID", "Kernel Name", *metrics, pushpop, startend] if c is not None}
+    cells: dict[str, list[str]] = {c: [] for c in kept}
     units = {}
-    if body and body[0][header.index("ID")] == "":  # the units row
-        units = dict(zip(header, body.pop(0)))
-    frame = pd.DataFrame(body, columns=header)
+    for n, row in enumerate(body):
+        if n == 0 and row[kept["ID"]] == "":  # the units row
+            units = {c: row[i] for c, i in kept.items()}
+            continue
+        for column, i in kept.items():
+            cells[column].append(row[i])
     notes = []
-    launches = pd.DataFrame({"name": frame["Kernel Name"], "start_ns": frame["ID"].map(number)})
+    launches = pd.DataFrame({"name": cells["Kernel Name"], "start_ns": [number(v) for v in cells["ID"]]})
     for metric, column in zip(METRICS, ["duration_ns", "dram_read_bytes", "dram_write_bytes"]):
-        if metric in frame:
+        if metric in cells:
             scale = _UNIT_SCALE.get(units.get(metric, ""), 1.0)
-            launches[column] = frame[metric].map(number) * scale
+            launches[column] = [number(v) * scale for v in cells[metric]]
         else:
             launches[column] = math.nan
-            notes.append(f"{p.name}: no {metric} column")
-    launches["range"] = _ranges(frame, header)
-    return _checked(launches[LAUNCH_COLUMNS], p), notes
+            notes.append(f"{path.name}: no {metric} column")
+    no_cells = [None] * len(launches)
+    launches["range"] = [_innermost_range(start_end, push_pop) for start_end, push_pop
+                         in zip(cells.get(startend, no_cells), cells.get(pushpop, no_cells))]
+    return _checked(launches[LAUNCH_COLUMNS], path), notes
 
 
 def _checked(launches: pd.DataFrame, path: Path) -> pd.DataFrame:
@@ -181,28 +223,33 @@ def _checked(launches: pd.DataFrame, path: Path) -> pd.DataFrame:
     return launches
 
 
-def _ranges(frame: pd.DataFrame, header: list[str]) -> list:
-    pushpop = next((c for c in header if c.startswith(_PUSHPOP_PREFIX)), None)
-    startend = next((c for c in header if c.startswith(_STARTEND_PREFIX)), None)
-    ranges = []
-    for _, row in frame.iterrows():
-        # ncu gives no timestamps to order an open start/end range against the push/pop stack; the start/end
-        # range is taken, as it is usually the narrower one (nsys agrees on the capture fixture).
-        name = range_from_nvtx_cell(row[startend], start_end=True) if startend else None
-        if name is None and pushpop:
-            name = range_from_nvtx_cell(row[pushpop])
-        ranges.append(name)
-    return ranges
+def _innermost_range(start_end_cell: str | None, push_pop_cell: str | None) -> str | None:
+    # ncu gives no timestamps to order an open start/end range against the push/pop stack; the start/end
+    # range is taken, as it is usually the narrower one (nsys agrees on the capture fixture).
+    name = range_from_nvtx_cell(start_end_cell, start_end=True) if start_end_cell is not None else None
+    if name is None and push_pop_cell is not None:
+        name = range_from_nvtx_cell(push_pop_cell)
+    return name
 
 
-def _from_details(long: pd.DataFrame) -> pd.DataFrame:
-    """``--page details`` CSV: one row per (launch, metric) -> one row per launch."""
-    long = long.assign(value=[number(v) * _UNIT_SCALE.get(u, 1.0)
-                              for v, u in zip(long["Metric Value"], long["Metric Unit"])])
-    wide = long.pivot_table(index=["ID", "Kernel Name"], columns="Metric Name", values="value", aggfunc="first")
-    wide = wide.reset_index()
-    launches = pd.DataFrame({"name": wide["Kernel Name"], "start_ns": wide["ID"].map(number), "range": None})
+def _from_details(header: list[str], body) -> pd.DataFrame:
+    """``--page details`` CSV: one row per (launch, metric) -> one row per launch, ordered by ID.
+
+    Only the first number of each wanted metric is kept; a launch without a single number (every metric
+    n/a) is left out, as there is nothing to tell about it.
+    """
+    i_id, i_name, i_metric, i_value = (header.index(c) for c in ("ID", "Kernel Name", "Metric Name", "Metric Value"))
+    i_unit = header.index("Metric Unit") if "Metric Unit" in header else None
+    measured: dict[tuple[str, str], dict[str, float]] = {}  # (ID, kernel name) -> metric -> value
+    for row in body:
+        amount = number(row[i_value]) * _UNIT_SCALE.get(row[i_unit] if i_unit is not None else "", 1.0)
+        if math.isnan(amount):
+            continue
+        metrics = measured.setdefault((row[i_id], row[i_name]), {})
+        if row[i_metric] in METRICS:
+            metrics.setdefault(row[i_metric], amount)
+    keys = sorted(measured)
+    launches = pd.DataFrame({"name": [k[1] for k in keys], "start_ns": [number(k[0]) for k in keys], "range": None})
     for metric, column in zip(METRICS, ["duration_ns", "dram_read_bytes", "dram_write_bytes"]):
-        launches[column] = wide[metric] if metric in wide else math.nan
+        launches[column] = [measured[k].get(metric, math.nan) for k in keys]
     return launches.sort_values("start_ns", ignore_index=True)[LAUNCH_COLUMNS]
-

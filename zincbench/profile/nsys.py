@@ -25,7 +25,7 @@ from zincbench.engines.base import EngineFailure
 from zincbench.engines.process import run_process
 from zincbench.errors import EnvironmentProblem, InputError
 from zincbench.gpu.tools import find_tool, nsys_importer_problem, tool_version
-from zincbench.inputs import regular_file
+from zincbench.inputs import read_lines, regular_file
 
 INSTALL_HINT = ("install NVIDIA Nsight Systems (https://developer.nvidia.com/nsight-systems) and put nsys on PATH; "
                 "Nsight Compute also bundles one under /opt/nvidia/nsight-compute/<version>/host/target-linux-x64/nsys")
@@ -90,7 +90,7 @@ def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = 
     log = out / f"{name}.log"
     report = base.with_suffix(".nsys-rep")
     report.unlink(missing_ok=True)
-    log.write_text("")
+    log.write_text("", encoding="utf-8")
     run = _run(log, [nsys, "profile", *PROFILE_OPTIONS, "-o", str(base), *argv], timeout_s, env)
     if not report.exists():
         problem = nsys_importer_problem(nsys) if list(out.glob("*.qdstrm")) else None
@@ -118,7 +118,7 @@ def _run(log: Path, argv: list[str], timeout_s: float, env: dict[str, str] | Non
         result = run_process(argv, env=env, timeout_s=timeout_s)
     except EngineFailure as exc:
         raise EnvironmentProblem(str(exc)) from None
-    with log.open("a") as fh:
+    with log.open("a", encoding="utf-8") as fh:
         fh.write(f"$ {' '.join(argv)}\n{result.stdout}{result.stderr}\n")
     if result.timed_out:
         raise EnvironmentProblem(f"{Path(argv[0]).name} {argv[1]} timed out after {timeout_s:.0f} s; see {log}")
@@ -343,14 +343,14 @@ class _Lines:
     """The file's lines, read once and lazily, with console prefixes cut off the header; remembers
     ``SKIPPED:`` lines and whether nsys complained about a stale export."""
 
-    def __init__(self, fh):
-        self._fh = fh
+    def __init__(self, lines):
+        self._lines = lines
         self.skipped: list[str] = []
         self.stale_export = False
 
     def __iter__(self):
-        for raw in self._fh:
-            line = _from_header_start(raw.rstrip("\r\n"))
+        for raw in self._lines:
+            line = _from_header_start(raw)
             stripped = line.strip()
             if stripped.startswith("SKIPPED:"):
                 self.skipped.append(stripped)
@@ -368,18 +368,15 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
     nvtx_sum -> range, style, instances, range_total_ns (CPU wall time of the ranges).
     The file is read once, streaming: only the report's rows are kept.
     """
-    p = regular_file(path, "nsys stats CSV")
+    p = Path(path)
+    lines = _Lines(read_lines(p, "nsys stats CSV", errors="replace"))
     previous_limit = csv.field_size_limit(MAX_FIELD_BYTES)
     try:
-        with p.open(encoding="utf-8", errors="replace", newline="") as fh:
-            lines = _Lines(fh)
-            header, body = _table(csv.reader(lines), p)
-            for _ in lines:  # the rest of the file (other reports, SKIPPED: lines), read but not kept
-                pass
+        header, body = _table(csv.reader(lines), p)
+        for _ in lines:  # the rest of the file (other reports, SKIPPED: lines), read but not kept
+            pass
     except csv.Error as exc:
         raise InputError(f"{p}: malformed CSV: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
     finally:
         csv.field_size_limit(previous_limit)
     if header is None:

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.console import Console
+from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
+
+from zincbench.show.fit import fits
 
 OUTCOME_STYLE = {"pass": "bold green", "fail": "bold red", "inconclusive": "bold yellow", "no comparisons": "bold yellow"}
 
@@ -124,19 +130,34 @@ def verdict_line(data: dict) -> str:
             f"(exit {v['exit_code']})")
 
 
-def render(data: dict, console: Console | None = None, path=None) -> None:
-    console = console or Console()
-    table = Table(title=title(data), title_justify="left", show_header=False)
+def _summary_table(lines: list[tuple[str, str]], probe: bool = False) -> Table:
+    """Labels whole, values wrapped between words; a ``probe`` (to measure) holds each value's longest word."""
+    table = Table(show_header=False)
     table.add_column("what", style="bold", no_wrap=True)
-    table.add_column("value")
-    for label, value in rows(data):
-        table.add_row(label, value)
-    console.print(table)
+    table.add_column("value", overflow="fold")
+    for label, value in lines:
+        table.add_row(escape(label), escape(max(value.split() or [""], key=cell_len) if probe else value))
+    return table
+
+
+def render(data: dict, console: Console | None = None, path=None) -> None:
+    """The title wraps at the console's width (not the table's, which may be narrower than a long
+    variant or binary name); in a terminal too narrow for labels beside values, each label gets a line."""
+    console = console or Console()
+    console.print(title(data), style="italic", highlight=False, markup=False, overflow="fold")
+    lines = rows(data)
+    if fits(console, _summary_table(lines, probe=True)):
+        console.print(_summary_table(lines))
+    else:
+        for label, value in lines:
+            console.print(label.strip(), style="bold", highlight=False, markup=False, overflow="fold")
+            console.print(Padding(Text(value, overflow="fold"), (0, 0, 0, 2)))
     for note in (data["verdict"].get("notes") or []) + (data.get("notes") or []):
-        console.print(f"note: {note}", style="dim", highlight=False, soft_wrap=True)
-    console.print(verdict_line(data), style=OUTCOME_STYLE.get(data["verdict"]["outcome"], "bold"), highlight=False)
+        console.print(f"note: {note}", style="dim", highlight=False, markup=False, overflow="fold")
+    console.print(verdict_line(data), style=OUTCOME_STYLE.get(data["verdict"]["outcome"], "bold"), highlight=False,
+                  markup=False)
     if path:
-        console.print(f"results: {path}", highlight=False)
+        console.print(f"results: {path}", highlight=False, markup=False, overflow="fold")
 
 
 def _escape(cell: str) -> str:

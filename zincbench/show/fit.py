@@ -63,7 +63,10 @@ def print_in_column_groups(console: Console, title: str | None, headers: Sequenc
             groups[-1] = trial
     for n, group in enumerate(groups, 1):
         shown = title if len(groups) == 1 or not title else f"{title} ({n}/{len(groups)})"
-        console.print(_table(shown, headers, rows, key_columns + group, keys, right))
+        table = _table(shown, headers, rows, key_columns + group, keys, right)
+        # a title wraps at its table's width: a narrow group would fold a long binary or model name in it
+        table.min_width = min(cell_len(shown or ""), console.width)
+        console.print(table)
 
 
 def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
@@ -88,3 +91,16 @@ def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Se
         body = table(header=False)
         body.add_row(*(row[i] for i in others))
         console.print(body)
+
+
+def print_blocks(console: Console, title: str, blocks: Sequence[tuple[str, str, str]]) -> None:
+    """The narrow form of a table whose rows are a status, a head line (a name and short fields) and
+    prose: one block per row, the status in a column of its own, the prose wrapped under the head.
+    Cells are rich markup (escape what is not)."""
+    console.print(title, highlight=False, markup=False)
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for status, head, prose in blocks:
+        grid.add_row(status, f"{head}\n{prose}" if prose else head)
+    console.print(grid)

@@ -32,7 +32,7 @@ def print_summary(doc: dict, console=None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from zincbench.show.fit import fits
+    from zincbench.show.fit import fits, print_blocks
 
     console = console or Console()
     title = f"zincbench gate · {(doc.get('config') or {}).get('gates_file', '')}"
@@ -46,15 +46,12 @@ def print_summary(doc: dict, console=None) -> None:
     if fits(console, table):
         console.print(table)
     else:  # narrow terminal: one block per check, its reason wrapped under its name
-        console.print(title, highlight=False, markup=False)
-        stacked = Table.grid(padding=(0, 1))
-        stacked.add_column(no_wrap=True)
-        stacked.add_column(overflow="fold")
+        blocks = []
         for row in doc.get("results") or []:
             name, kind, status, reason, results = (escape(c) for c in _cells(row))
             head = f"[bold]{name}[/] · {kind}" + (f" · {results}" if row.get("results_file") else "")
-            stacked.add_row(f"[{STATUS_STYLE.get(row['status'], '')}]{status}[/]", f"{head}\n{reason}")
-        console.print(stacked)
+            blocks.append((f"[{STATUS_STYLE.get(row['status'], '')}]{status}[/]", head, reason))
+        print_blocks(console, title, blocks)
     status = (doc.get("verdict") or {}).get("status")
     console.print(verdict_line(doc), style=STATUS_STYLE.get(status, "bold"), highlight=False, markup=False)
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from zincbench.runs.validate import ModelOutcome, Status, ValidateReport
+from zincbench.show.fit import fits, print_blocks
 
 STATUS_STYLE = {Status.OK: "bold green", Status.FAIL: "bold red", Status.ERROR: "bold red",
                 Status.MISSING: "yellow"}
@@ -36,24 +38,42 @@ def render(report: ValidateReport) -> Table:
     for name in COLUMNS:
         table.add_column(name, justify="right" if name in NUMERIC else "left", no_wrap=name != "note")
     for o in report.outcomes:
-        cells = _cells(o)
-        cells[1] = f"[{STATUS_STYLE[o.status]}]{cells[1]}[/]"
-        table.add_row(*cells)
+        table.add_row(*_styled(o, [escape(c) for c in _cells(o)]))
     return table
+
+
+def _styled(o: ModelOutcome, cells: list[str]) -> list[str]:
+    cells[1] = f"[{STATUS_STYLE[o.status]}]{cells[1]}[/]"
+    return cells
+
+
+def _print_outcomes(report: ValidateReport, console: Console) -> None:
+    """The table when it fits; in a narrow terminal (a CI log) one block per model: status, then the
+    model and its numbers, then the note wrapped under them."""
+    table = render(report)
+    if fits(console, table):
+        console.print(table)
+        return
+    blocks = []
+    for o in report.outcomes:
+        model, status, *numbers, note = _styled(o, [escape(c) for c in _cells(o)])
+        fields = " · ".join(f"{name} {value}" for name, value in zip(COLUMNS[2:-1], numbers))
+        blocks.append((status, f"[bold]{model}[/] · {fields}", note))
+    print_blocks(console, table.title, blocks)
 
 
 def print_report(report: ValidateReport, console: Console | None = None) -> None:
     console = console or Console()
-    console.print(render(report))
+    _print_outcomes(report, console)
     console.print(LEGEND, style="dim", highlight=False)
     for o in report.outcomes:
         if o.status is Status.ERROR and o.stderr_tail:
-            console.print(f"[bold]{o.model}[/] stderr tail:", highlight=False)
-            console.print(o.stderr_tail, markup=False, highlight=False, style="dim")
+            console.print(f"[bold]{escape(o.model)}[/] stderr tail:", highlight=False)
+            console.print(o.stderr_tail, markup=False, highlight=False, style="dim", overflow="fold")
     style = "bold green" if report.exit_code == 0 else "bold red"
     console.print(verdict_line(report), style=style, highlight=False)
     if report.path:
-        console.print(f"results: {report.path}", highlight=False)
+        console.print(f"results: {report.path}", highlight=False, markup=False, overflow="fold")
 
 
 def to_markdown(report: ValidateReport) -> str:
