@@ -64,11 +64,9 @@ for step in "${@:-env tests}"; do
         probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-                --section InstructionStats -k regex:gemm_q4k_mma python3 scripts/probe_one.py ;;
-        sass) run sass 120 bash -c 'cp kernels/q4k_fused_mma.cu /tmp/f.cu && printf "%s\n" \
-                "template __global__ void gemm_q4k_mma<2,8,4,1,3,false>(const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*, const unsigned*, const unsigned*, int, int);" \
-                "template __global__ void gemm_q4k_mma<1,2,4,1,3,true>(const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*, const unsigned*, const unsigned*, int, int);" \
-                >> /tmp/f.cu && nvcc -std=c++17 -arch=sm_90 -cubin -o /tmp/f.cubin /tmp/f.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;
+                --section InstructionStats -k regex:gemm_kquant_mma python3 scripts/probe_one.py ;;
+        sass) run sass 120 bash -c 'nvcc -std=c++17 -arch=sm_90 -cubin -DZINCBENCH_COMPILE_CHECK -o /tmp/f.cubin \
+                kernels/kquant_fused_mma.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;
         *) echo "unknown step $step" ;;
     esac
     tar czf "$OUT/session.tgz" -C "$LOGS" . 2>/dev/null  # after every step: a killed session keeps its logs

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations, permuted_activations
 from zincbench.ops.routing import RoutingWorkspace, build_routing
 from zincbench.quant import get_format
 
@@ -25,7 +25,7 @@ def main():
     xp = permuted_activations(cupy, t, k)
     y = cupy.empty((t, m), dtype=cupy.float32)
     permute_activations(x, xp)
-    FusedQ4KGemm(MmaTile.parse("2,8,4,1,3"), grouped=False).dense(w, xp, y, m, k, t)
+    FusedKQuantGemm(MmaTile.parse("2,8,4,1,3"), grouped=False, weights="q4_k").dense(w, xp, y, m, k, t)
 
     e, m2, t2, top_k = 256, 512, 256, 8
     w2 = cupy.asarray(Q4K.random_blocks(rng, e * m2, 2048).reshape(e, m2, -1))
@@ -37,7 +37,7 @@ def main():
     xp2 = permuted_activations(cupy, t2, 2048)
     permute_activations(x2, xp2)
     y2 = cupy.empty((t2, top_k, m2), dtype=cupy.float32)
-    FusedQ4KGemm(tile, grouped=True).grouped_call(w2, xp2, y2, m2, 2048, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
+    FusedKQuantGemm(tile, grouped=True, weights="q4_k").grouped_call(w2, xp2, y2, m2, 2048, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
     cupy.cuda.Device().synchronize()
 
 

@@ -1,8 +1,10 @@
-"""The fused-dequant Q4_K Tensor-core kernel against float64 references, at odd shapes.
+"""The fused-dequant K-quant (Q4_K, Q6_K) Tensor-core kernel against float64 references, at odd shapes.
 
-Tolerance: both operands are rounded to fp16 (the weights through fp16 d*sc and dmin*m, one fma),
-accumulation is f32: 2e-3 relative Frobenius error vs the exact float64 product is a loose bound
-for correct code and orders of magnitude below what an indexing bug produces.
+Tolerance: both operands are rounded to fp16 (the weights through fp16 scales: d*sc and dmin*m, one
+fma, for Q4_K; d*sc times q - 32 for Q6_K), accumulation is f32: 2e-3 relative Frobenius error vs the
+exact float64 product is a loose bound for correct code and orders of magnitude below what an indexing
+bug produces. Weights are fresh random valid blocks (signed Q6_K scales, subnormal d included). K = 768
+makes Q6_K rows 630 bytes long, so blocks start at every even misalignment (the kernel's unaligned path).
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ import pytest
 from zincbench.quant import get_format
 
 pytestmark = pytest.mark.gpu
-Q4K = get_format("q4_k")
 TOL = 2e-3
-TILES = ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,16,8,1,2"]
+# Tile shapes per weight format: the gates' choices plus WM = 2 and a 128-token tile.
+TILES = {
+    "q4_k": ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,16,8,1,2"],
+    "q6_k": ["1,2,4,1,2", "1,8,8,1,2,2", "2,8,4,1,2", "1,16,8,1,2"],
+}
+CASES = [(weights, tile) for weights, tiles in TILES.items() for tile in tiles]
 
 
 def rel_err(got, ref):
@@ -43,33 +49,36 @@ def test_permuted_activation_layout(cupy, rng):
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
-@pytest.mark.parametrize("tile", TILES)
-@pytest.mark.parametrize("m,k,t", [(197, 256, 1), (64, 768, 37), (300, 512, 130)])
-def test_dense_matches_reference(cupy, rng, tile, m, k, t):
-    from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+@pytest.mark.parametrize("weights,tile", CASES)
+@pytest.mark.parametrize("m,k,t", [(197, 256, 1), (64, 768, 37), (300, 512, 130), (131, 1280, 9)])
+def test_dense_matches_reference(cupy, rng, weights, tile, m, k, t):
+    from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations, permuted_activations
 
-    w_host = Q4K.random_blocks(rng, m, k)
+    fmt = get_format(weights)
+    w_host = fmt.random_blocks(rng, m, k)
     x_host = rng.standard_normal((t, k), dtype=np.float32)
     xp = permuted_activations(cupy, t, k)
     y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
     permute_activations(cupy.asarray(x_host), xp)
-    FusedQ4KGemm(MmaTile.parse(tile), grouped=False).dense(cupy.asarray(w_host), xp, y, m, k, t)
+    FusedKQuantGemm(MmaTile.parse(tile), grouped=False, weights=weights).dense(cupy.asarray(w_host), xp, y, m, k, t)
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"
-    ref = x_host.astype(np.float64) @ Q4K.dequantize(w_host).astype(np.float64).T
+    ref = x_host.astype(np.float64) @ fmt.dequantize(w_host).astype(np.float64).T
     assert rel_err(got, ref) < TOL
 
 
-@pytest.mark.parametrize("tile", TILES[:3])
+@pytest.mark.parametrize("weights,tile", [c for c in CASES if c[1] != "1,16,8,1,2"])
 @pytest.mark.parametrize("x_per_slot", [False, True])
-def test_grouped_matches_reference(cupy, rng, tile, x_per_slot):
+@pytest.mark.parametrize("k", [512, 768])
+def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     """E=7 experts with expert 6 never routed (empty bucket), T=23 (no tile multiple), M=100."""
-    from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations, permuted_activations
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
-    e, m, k, t, top_k = 7, 100, 512, 23, 2
+    fmt = get_format(weights)
+    e, m, t, top_k = 7, 100, 23, 2
     ids = np.stack([rng.choice(e - 1, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32)
-    w_host = Q4K.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    w_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
     x_host = rng.standard_normal((t, top_k, k) if x_per_slot else (t, k), dtype=np.float32)
     x_rows = t * top_k if x_per_slot else t
     tile_obj = MmaTile.parse(tile)
@@ -78,11 +87,11 @@ def test_grouped_matches_reference(cupy, rng, tile, x_per_slot):
     xp = permuted_activations(cupy, x_rows, k)
     permute_activations(cupy.asarray(x_host.reshape(x_rows, k)), xp)
     y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
-    FusedQ4KGemm(tile_obj, grouped=True).grouped_call(cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets,
-                                                      ws.sorted_ids, top_k, x_per_slot=x_per_slot)
+    FusedKQuantGemm(tile_obj, grouped=True, weights=weights).grouped_call(
+        cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=x_per_slot)
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"
-    w = Q4K.dequantize(w_host).astype(np.float64)
+    w = fmt.dequantize(w_host).astype(np.float64)
     ref = np.empty((t, top_k, m))
     for tok in range(t):
         for slot in range(top_k):

@@ -1,5 +1,5 @@
 """T2 gate: MoE routed-expert projection. The engine's matvec (every routed token re-reads its
-expert's rows) vs dequant-once + batched cuBLAS vs our grouped fused Q4_K Tensor-core kernel.
+expert's rows) vs dequant-once + batched cuBLAS vs our grouped fused Q4_K/Q6_K Tensor-core kernel.
 
 Cases: (E experts, M rows) x N_e tokens per expert, T = N_e * E / top_k tokens, K columns.
 Outputs are y[T][top_k][M] for every variant, checked against a float64 NumPy reference on a sample
@@ -73,7 +73,8 @@ VARIANTS = {
     "dequant_cublas": VariantInfo("dequant_cublas", "candidate", 2e-3,
                                   "route, dequantize all experts once to fp16, gather, one batched cuBLAS GEMM, scatter"),
     "fused_grouped": VariantInfo("fused_grouped", "candidate", 2e-3,
-                                 "route, permute x to fp16, grouped fused-dequant Q4_K mma.sync GEMM (one weight read per tile)"),
+                                 "route, permute x to fp16, grouped fused-dequant Q4_K/Q6_K mma.sync GEMM (one weight read "
+                                 "per tile)"),
 }
 
 
@@ -150,7 +151,7 @@ class T2Family(FamilyBase):
         return cfg.llama_cpp_routing == case.params["routing"]
 
     def variants(self, cfg: T2Config) -> list[VariantInfo]:
-        return [VARIANTS[v] for v in cfg.variants if not (v == "fused_grouped" and cfg.weights != "q4_k")]
+        return [VARIANTS[v] for v in cfg.variants]
 
     def gate_applies(self, cfg: T2Config, case: Case) -> bool:
         return case.params["tokens_per_expert"] >= cfg.gate.when.get("min_tokens_per_expert", 0)
@@ -206,7 +207,7 @@ class T2Family(FamilyBase):
     def _prepare_fused(self, cfg: T2Config, case: Case, inp: T2Inputs, tuner) -> Prepared:
         import cupy
 
-        from zincbench.ops.fused import FusedQ4KGemm, MmaTile, grouped_traffic, permute_activations, permuted_activations
+        from zincbench.ops.fused import FusedKQuantGemm, MmaTile, grouped_traffic, permute_activations, permuted_activations
         from zincbench.ops.routing import RoutingWorkspace, build_routing
 
         x_rows = inp.t * inp.top_k if cfg.x_per_slot else inp.t
@@ -215,7 +216,7 @@ class T2Family(FamilyBase):
 
         def make_run(tile_text: str):
             tile = MmaTile.parse(tile_text)
-            gemm = FusedQ4KGemm(tile, grouped=True)
+            gemm = FusedKQuantGemm(tile, grouped=True, weights=cfg.weights)
             ws = RoutingWorkspace(inp.t, inp.top_k, inp.e, tile.bn)
 
             def run():
@@ -228,7 +229,7 @@ class T2Family(FamilyBase):
 
         tuning = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
-        return Prepared(run, inp.y, grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile),
+        return Prepared(run, inp.y, grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile, cfg.weights),
                         detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)})
 
     def declared_binding(self, cfg: T2Config, case: Case, inp: T2Inputs):

@@ -1,8 +1,9 @@
-"""Launchers of the fused-dequant Q4_K Tensor-core GEMM (kernels/q4k_fused_mma.cu).
+"""Launchers of the fused-dequant K-quant Tensor-core GEMM (kernels/kquant_fused_mma.cu).
 
 One kernel serves both gates: dense (T1: one weight matrix, tokens tiled by BN) and grouped (T2:
-one expert per work tile, token buckets built on the GPU by the routing kernels). The tile shape is
-a template; experiments declare candidate shapes and the autotuner picks per GPU.
+one expert per work tile, token buckets built on the GPU by the routing kernels). The weight format
+(Q4_K or Q6_K) and the tile shape are template parameters; experiments declare candidate shapes and
+the autotuner picks per GPU.
 """
 
 from __future__ import annotations
@@ -11,14 +12,38 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zincbench.errors import InputError
 from zincbench.gpu.nvrtc import set_dynamic_shared
 from zincbench.gpu.runtime import get_kernel
 from zincbench.measure.traffic import Traffic
-from zincbench.quant import check_row_length
+from zincbench.quant import check_row_length, get_format
 
-SOURCE = "q4k_fused_mma.cu"
-Q4K_BLOCK_BYTES = 144
+SOURCE = "kquant_fused_mma.cu"
 PERMUTE_THREADS = 256
+
+
+@dataclass(frozen=True)
+class WeightPolicy:
+    """How the kernel reads one weight format: its policy struct in the source, half superblocks per
+    pipeline stage and shared-memory bytes per weight row per stage (the struct's HALVES and
+    ROW_STAGE_BYTES)."""
+
+    policy: str
+    halves_per_stage: int
+    row_stage_bytes: int
+
+
+POLICIES = {
+    "q4_k": WeightPolicy("ZbQ4K", 1, 80),  # half superblock: 64 nibble bytes + 16-byte header per row
+    "q6_k": WeightPolicy("ZbQ6K", 2, 224),  # whole superblock: 14 aligned chunks cover 210 bytes at any offset
+}
+
+
+def weight_policy(weights: str) -> WeightPolicy:
+    policy = POLICIES.get(weights)
+    if policy is None:
+        raise InputError(f"the fused kernel reads {', '.join(POLICIES)} weights, not {weights!r}")
+    return policy
 
 
 @dataclass(frozen=True)
@@ -45,19 +70,19 @@ class MmaTile:
     def threads(self) -> int:
         return 32 * self.warps_m * self.warps_n
 
-    @property
-    def smem_bytes(self) -> int:
-        return self.stages * (self.bn * 256 + self.bm * 80)
+    def smem_bytes(self, weights: str) -> int:
+        policy = weight_policy(weights)
+        return self.stages * (policy.halves_per_stage * self.bn * 256 + self.bm * policy.row_stage_bytes)
 
     @property
     def label(self) -> str:
         occupancy = f"/b{self.min_blocks}" if self.min_blocks > 1 else ""
         return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}"
 
-    def expression(self, grouped: bool) -> str:
+    def expression(self, grouped: bool, weights: str) -> str:
         g = "true" if grouped else "false"
-        return (f"gemm_q4k_mma<{self.wm},{self.wn},{self.warps_m},{self.warps_n},{self.stages},{self.min_blocks},"
-                f"{g}>")
+        return (f"gemm_kquant_mma<{weight_policy(weights).policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
+                f"{self.stages},{self.min_blocks},{g}>")
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
@@ -69,7 +94,7 @@ class MmaTile:
 
 
 def permuted_activations(cupy, rows: int, k: int):
-    """Workspace for x_f32_to_f16_q4k_perm's output: rows x K fp16 stored as K/8 16-byte chunks."""
+    """Workspace for x_f32_to_f16_kquant_perm's output: rows x K fp16 stored as K/8 16-byte chunks."""
     check_row_length(k)
     return cupy.empty((rows, k // 8, 4), dtype=cupy.uint32)
 
@@ -77,32 +102,40 @@ def permuted_activations(cupy, rows: int, k: int):
 def permute_activations(x, xp) -> None:
     """x f32 [rows][K] -> xp (permuted fp16, see the kernel source), enqueued on the current stream."""
     rows, k = x.shape
-    kernel = get_kernel(SOURCE, "x_f32_to_f16_q4k_perm")
+    kernel = get_kernel(SOURCE, "x_f32_to_f16_kquant_perm")
     n_chunks = rows * (k // 8)
     blocks = max(1, min((n_chunks + PERMUTE_THREADS - 1) // PERMUTE_THREADS, 65535))
     kernel((blocks,), (PERMUTE_THREADS,), (x, xp, np.int32(rows), np.int32(k)))
 
 
-class FusedQ4KGemm:
-    """Y = X W^T with W in Q4_K, for one tile shape, dense or grouped."""
+class FusedKQuantGemm:
+    """Y = X W^T with W in Q4_K or Q6_K (``weights``), for one tile shape, dense or grouped."""
 
-    def __init__(self, tile: MmaTile, grouped: bool):
+    def __init__(self, tile: MmaTile, grouped: bool, weights: str):
         import cupy
 
         self.tile = tile
         self.grouped = grouped
-        expr = tile.expression(grouped)
+        self.weights = weights
+        self.smem_bytes = tile.smem_bytes(weights)
+        rt = cupy.cuda.runtime
+        limit = rt.deviceGetAttribute(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, cupy.cuda.Device().id)
+        if self.smem_bytes + 8 * tile.bn > limit:  # + the static token tables (s_xoff, s_orow)
+            # ValueError: the autotuner skips a candidate that does not apply on this GPU
+            raise ValueError(f"tile {tile.label} with {weights} needs {self.smem_bytes + 8 * tile.bn} bytes of shared "
+                             f"memory per block; this GPU allows {limit}")
+        expr = tile.expression(grouped, weights)
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,))
-        set_dynamic_shared(self.kernel, tile.smem_bytes)
+        set_dynamic_shared(self.kernel, self.smem_bytes)
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
 
     def dense(self, w, xp, y, m: int, k: int, t: int) -> None:
-        """w uint8 [M][K/256*144], xp from permute_activations, y f32 [T][M]."""
+        """w uint8 [M][row bytes], xp from permute_activations, y f32 [T][M]."""
         grid = ((m + self.tile.bm - 1) // self.tile.bm, (t + self.tile.bn - 1) // self.tile.bn)
         d = self._dummy
         self.kernel(grid, (self.tile.threads,),
                     (w, xp, y, np.int32(m), np.int32(k), np.int32(t), np.uint64(0), d, d, d, np.int32(1), np.int32(0)),
-                    shared_mem=self.tile.smem_bytes)
+                    shared_mem=self.smem_bytes)
 
     def grouped_call(self, w, xp, y, m: int, k: int, tiles, offsets, sorted_ids, top_k: int,
                      x_per_slot: bool = False) -> None:
@@ -113,24 +146,24 @@ class FusedQ4KGemm:
         self.kernel(grid, (self.tile.threads,),
                     (w, xp, y, np.int32(m), np.int32(k), np.int32(0), np.uint64(expert_bytes), tiles, offsets,
                      sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0)),
-                    shared_mem=self.tile.smem_bytes)
+                    shared_mem=self.smem_bytes)
 
 
-def dense_traffic(m: int, k: int, t: int, tile: MmaTile) -> Traffic:
-    """minimum: Q4_K W, f32 X and Y once; model: W re-read by every token tile, X permuted to fp16
+def dense_traffic(m: int, k: int, t: int, tile: MmaTile, weights: str) -> Traffic:
+    """minimum: W, f32 X and Y once; model: W re-read by every token tile, X permuted to fp16
     (read f32, write fp16, read fp16 back per row tile from L2: counted once)."""
-    w_bytes = m * (k // 256) * Q4K_BLOCK_BYTES
+    w_bytes = m * get_format(weights).row_bytes(k)
     io = 4 * t * k + 4 * t * m
     token_tiles = -(-t // tile.bn)
     return Traffic(w_bytes + io, w_bytes * token_tiles + io + 4 * t * k, 2 * m * k * t,
                    f"weights read by each of {token_tiles} {tile.bn}-token tiles; x permuted to fp16")
 
 
-def grouped_traffic(counts, m: int, k: int, top_k: int, x_rows: int, tile: MmaTile) -> Traffic:
-    """counts: tokens per expert of the routing. minimum: hit experts' Q4_K rows, x, y and ids once;
+def grouped_traffic(counts, m: int, k: int, top_k: int, x_rows: int, tile: MmaTile, weights: str) -> Traffic:
+    """counts: tokens per expert of the routing. minimum: hit experts' rows, x, y and ids once;
     model: each expert's rows once per token tile of its bucket, plus the permuted fp16 x and routing."""
     counts = np.asarray(counts)
-    row_bytes = (k // 256) * Q4K_BLOCK_BYTES
+    row_bytes = get_format(weights).row_bytes(k)
     items = int(counts.sum())
     reads = int(np.ceil(counts / tile.bn).sum())
     io = 4 * x_rows * k + 4 * items * m + 4 * items

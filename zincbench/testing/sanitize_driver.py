@@ -152,19 +152,20 @@ def run_moe_cublas(cupy, rng) -> None:
             path.check()
 
 
-def gate_tiles(family: str) -> list:
-    """The fused kernel's tile shapes that a gate tunes over: ``fused_tiles`` of its experiment YAML."""
+def gate_tiles(family: str, experiment: str | None = None) -> list:
+    """The fused kernel's tile shapes that a gate tunes over: ``fused_tiles`` of its experiment YAML
+    (the family's default experiment unless named)."""
     from zincbench.bench import load_family
     from zincbench.config import experiment_path
     from zincbench.ops.fused import MmaTile
 
     fam = load_family(family)
-    config = fam.load(experiment_path(fam.default_experiment))
+    config = fam.load(experiment_path(experiment or fam.default_experiment))
     return [MmaTile.parse(tile) for tile in config.fused_tiles]
 
 
 def run_fused(cupy, rng) -> None:
-    from zincbench.ops.fused import FusedQ4KGemm, permute_activations, permuted_activations
+    from zincbench.ops.fused import FusedKQuantGemm, permute_activations, permuted_activations
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
     def permuted(x):
@@ -172,23 +173,27 @@ def run_fused(cupy, rng) -> None:
         permute_activations(x, xp)
         return xp
 
-    for tile in gate_tiles("t1"):  # the dense T1 gate's tiles
-        gemm = FusedQ4KGemm(tile, grouped=False)
-        for m, k, t in [(197, 256, 1), (64, 768, 37), (300, 512, 130)]:  # M and T cut the tile, T = 1
-            gemm.dense(quantized(cupy, rng, "q4_k", (m,), k), permuted(activations(cupy, rng, (t, k))),
-                       cupy.empty((t, m), dtype=cupy.float32), m, k, t)
+    # K = 768: Q6_K rows of 630 bytes, so blocks start at every even misalignment.
+    for weights in FORMATS:
+        for tile in gate_tiles("t1"):  # the dense T1 gate's tiles
+            gemm = FusedKQuantGemm(tile, grouped=False, weights=weights)
+            for m, k, t in [(197, 256, 1), (64, 768, 37), (300, 512, 130)]:  # M and T cut the tile, T = 1
+                gemm.dense(quantized(cupy, rng, weights, (m,), k), permuted(activations(cupy, rng, (t, k))),
+                           cupy.empty((t, m), dtype=cupy.float32), m, k, t)
     grouped_cases = [  # (routing table, top_k, E, M, K)
         (routing_table(rng, 23, 2, 7, 2, skip_last=1), 2, 7, 100, 512),  # expert 6 never routed, T = 23
         (one_token_per_expert(rng, 8, 2), 2, 8, 100, 256),                # N_e = 1, K = 256
         (routing_table(rng, 1, 1, 4, 1), 1, 4, 33, 256),                  # T = 1, three empty experts
     ]
-    for tile in gate_tiles("t2"):  # the grouped T2 gate's tiles
-        gemm = FusedQ4KGemm(tile, grouped=True)
+    grouped_tiles = [(tile, "q4_k") for tile in gate_tiles("t2")] + [  # the T2 gates' tiles (gate/up, down)
+        (tile, "q6_k") for tile in gate_tiles("t2", "t2_moe_down")]
+    for tile, weights in grouped_tiles:
+        gemm = FusedKQuantGemm(tile, grouped=True, weights=weights)
         for ids, top_k, e, m, k in grouped_cases:
             t = ids.shape[0]
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
             build_routing(cupy.asarray(ids), ws)
-            w = quantized(cupy, rng, "q4_k", (e, m), k)
+            w = quantized(cupy, rng, weights, (e, m), k)
             for per_slot in (False, True):
                 rows = t * top_k if per_slot else t
                 y = cupy.empty((t, top_k, m), dtype=cupy.float32)
