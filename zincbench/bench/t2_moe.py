@@ -37,6 +37,9 @@ class T2Config(ExperimentConfig):
     x_per_slot: bool = False  # down projection: one activation row per (token, slot)
     routing: Literal["uniform", "zipf"] = "uniform"
     zipf_s: float = 1.0
+    # How our paths (dequant_cublas, fused_grouped) group items by expert on the GPU: one block, or two
+    # launches over many blocks (zincbench.ops.routing). Part of the timed op either way.
+    routing_build: Literal["single_block", "multi_block"] = "single_block"
     # The routing llama_cpp_us was measured with: its numbers show only beside cases routed the same way.
     llama_cpp_routing: Optional[Literal["uniform", "zipf"]] = None
     variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
@@ -197,7 +200,7 @@ class T2Family(FamilyBase):
 
             capacity = int(-(-inp.counts.max() // 8) * 8)  # largest bucket of this routing, rounded to 8
             op = MoeDequantCublas(cfg.weights, inp.w, inp.x, inp.ids, inp.y, top_k=inp.top_k, capacity=capacity,
-                                  x_per_slot=cfg.x_per_slot)
+                                  x_per_slot=cfg.x_per_slot, routing_build=cfg.routing_build)
             return Prepared(op, inp.y, op.traffic(hit).with_flops(op.flops(), "dequantizes every expert to fp16 scratch"),
                             detail={"capacity": capacity}, after_check=_capacity_check(op))
         if variant == "fused_grouped":
@@ -217,7 +220,7 @@ class T2Family(FamilyBase):
         def make_run(tile_text: str):
             tile = MmaTile.parse(tile_text)
             gemm = FusedKQuantGemm(tile, grouped=True, weights=cfg.weights)
-            ws = RoutingWorkspace(inp.t, inp.top_k, inp.e, tile.bn)
+            ws = RoutingWorkspace(inp.t, inp.top_k, inp.e, tile.bn, build=cfg.routing_build)
 
             def run():
                 build_routing(inp.ids, ws)
@@ -227,7 +230,7 @@ class T2Family(FamilyBase):
             run.tile = tile
             return run
 
-        tuning = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}", cfg.fused_tiles, make_run)
+        tuning = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}/{cfg.routing_build}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
         return Prepared(run, inp.y, grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile, cfg.weights),
                         detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)})

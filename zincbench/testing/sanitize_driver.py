@@ -84,18 +84,20 @@ def run_dequant(cupy, rng) -> None:
 
 
 def run_routing(cupy, rng) -> None:
-    from zincbench.ops.routing import GatherRows, RoutingWorkspace, ScatterRows, build_routing
+    from zincbench.ops.routing import ROUTING_BUILDS, GatherRows, RoutingWorkspace, ScatterRows, build_routing
 
-    def built(ids: np.ndarray, top_k: int, n_experts: int, tile_n: int) -> RoutingWorkspace:
-        ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n)
+    def built(ids: np.ndarray, top_k: int, n_experts: int, tile_n: int, build: str = "single_block") -> RoutingWorkspace:
+        ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n, build=build)
         build_routing(cupy.asarray(ids), ws)
         return ws
 
-    for t, top_k, e, tile_n, stride in [(1, 1, 1, 64, 1), (37, 8, 256, 64, 2), (300, 8, 16, 16, 1), (64, 6, 1024, 8, 1)]:
-        built(routing_table(rng, t, top_k, e, top_k * stride), top_k, e, tile_n)
-    bad = routing_table(rng, 9, 3, 12, 3)
-    bad[4, 1] = 12  # an id >= E: counted in the status word, never followed
-    built(bad, 3, 12, 4)
+    for build in ROUTING_BUILDS:
+        for t, top_k, e, tile_n, stride in [(1, 1, 1, 64, 1), (37, 8, 256, 64, 2), (300, 8, 16, 16, 1),
+                                            (64, 6, 1024, 8, 1), (2999, 8, 256, 16, 1), (701, 7, 1000, 8, 2)]:
+            built(routing_table(rng, t, top_k, e, top_k * stride), top_k, e, tile_n, build)
+        bad = routing_table(rng, 9, 3, 12, 3)
+        bad[4, 1] = 12  # an id >= E: counted in the status word, never followed
+        built(bad, 3, 12, 4, build)
 
     top_k, k, m = 4, 96, 37
     for ids, n_experts in ((routing_table(rng, 23, top_k, 13, top_k, skip_last=3), 13),  # 3 experts never routed
