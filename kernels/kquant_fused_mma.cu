@@ -346,10 +346,11 @@ struct ZbTile {
     static constexpr int STAGE_BYTES = X_BYTES + W_BYTES;
 };
 
-// One half superblock's math: this warp's rows (decoded lane slices) times its tokens.
+// One half superblock's math: this warp's rows (decoded lane slices) times its first n_tiles 8-token
+// columns (n_tiles = WN unless the tile trims empty columns).
 template <class Q, int WM, int WN>
 __device__ __forceinline__ void zb_mma_half(float (&acc)[WM][WN][4], const typename Q::Lane (&lanes)[WM][2],
-                                            const unsigned char* x_even, const unsigned char* x_odd) {
+                                            const unsigned char* x_even, const unsigned char* x_odd, int n_tiles) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         unsigned a_lo[WM][4], a_hi[WM][4];
@@ -368,6 +369,7 @@ __device__ __forceinline__ void zb_mma_half(float (&acc)[WM][WN][4], const typen
         const unsigned char* x_base = ((i & 1) ? x_odd : x_even) + (i & 2) * 64;
 #pragma unroll
         for (int nt = 0; nt < WN; ++nt) {
+            if (nt >= n_tiles) break;  // warp-uniform
             const uint4 b = zb_lds128(x_base + nt * 8 * 256);
 #pragma unroll
             for (int mt = 0; mt < WM; ++mt) {
@@ -378,7 +380,11 @@ __device__ __forceinline__ void zb_mma_half(float (&acc)[WM][WN][4], const typen
     }
 }
 
-template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool GROUPED>
+// TRIM_N: the block's token extent is its real token count rounded up to 8, not BN: a warp skips the
+// dequant and MMAs of 8-token columns that hold no token (with a BN at least the largest expert bucket,
+// the work unit is (expert, row block) with the whole bucket as N, every weight read and decoded once).
+// Without it every block computes all BN columns, padding included (the original schedule).
+template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
@@ -404,12 +410,14 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     const int row0 = blockIdx.x * BM;
 
     unsigned long long w_base = 0;
+    int n_tokens;  // tokens in this block's tile (<= BN)
     if (GROUPED) {
         const unsigned tile = tiles[blockIdx.y];
         if (tile == ZB_INVALID) return;
         const unsigned expert = tile >> 16;
         const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
         const unsigned end = offsets[expert + 1];
+        n_tokens = (int)min(end - begin, (unsigned)BN);
         w_base = expert * expert_bytes;
         for (int r = tid; r < BN; r += THREADS) {
             const unsigned pos = begin + r;
@@ -418,6 +426,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
             s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
         }
     } else {
+        n_tokens = min(n_rows - (int)blockIdx.y * BN, BN);
         for (int r = tid; r < BN; r += THREADS) {
             const int t = blockIdx.y * BN + r;
             s_orow[r] = t < n_rows ? t : -1;
@@ -475,6 +484,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     // Lane-constant offsets: this lane's token row in the X tile; its weight rows in the stage and the
     // byte misalignment of their starts in global memory (Q6_K blocks are not 16-byte aligned).
     const int r_x = wn * 8 * WN + g;
+    const int n_tiles = TRIM_N ? min(max((n_tokens - wn * 8 * WN + 7) / 8, 0), WN) : WN;  // this warp's columns
     const unsigned x_even = r_x * 256 + c * 16 + (g & 1) * 64;
     const unsigned x_odd = r_x * 256 + c * 16 + 64 - (g & 1) * 64;
     unsigned row_misalign[WM][2];
@@ -501,15 +511,17 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                 zb_cp_async_commit();
                 ws = smem + stage * Tile::STAGE_BYTES;
             }
-            typename Q::Lane lanes[WM][2];
+            if (n_tiles > 0) {  // warp-uniform: a trimmed warp without tokens only helps with the copies
+                typename Q::Lane lanes[WM][2];
 #pragma unroll
-            for (int mt = 0; mt < WM; ++mt)
+                for (int mt = 0; mt < WM; ++mt)
 #pragma unroll
-                for (int rr = 0; rr < 2; ++rr)
-                    lanes[mt][rr] = Q::template load<BM>(ws + Tile::X_BYTES, wm * 16 * WM + mt * 16 + g + 8 * rr, c, h,
-                                                         sb, row_misalign[mt][rr]);
-            const unsigned char* xh = ws + (h % HALVES) * Tile::X_HALF_BYTES;
-            zb_mma_half<Q, WM, WN>(acc, lanes, xh + x_even, xh + x_odd);
+                    for (int rr = 0; rr < 2; ++rr)
+                        lanes[mt][rr] = Q::template load<BM>(ws + Tile::X_BYTES, wm * 16 * WM + mt * 16 + g + 8 * rr, c,
+                                                             h, sb, row_misalign[mt][rr]);
+                const unsigned char* xh = ws + (h % HALVES) * Tile::X_HALF_BYTES;
+                zb_mma_half<Q, WM, WN>(acc, lanes, xh + x_even, xh + x_odd, n_tiles);
+            }
             if (h % HALVES == HALVES - 1) stage = stage == STAGES - 1 ? 0 : stage + 1;
         }
     }
@@ -534,13 +546,15 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
 #ifdef ZINCBENCH_COMPILE_CHECK
 // Ahead-of-time compile checks (nvcc, no GPU) instantiate representative tile shapes of each format;
 // at run time NVRTC instantiates the shapes an experiment declares through name expressions.
-#define ZB_INSTANTIATE(Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, GROUPED)                                   \
-    template __global__ void gemm_kquant_mma<Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, GROUPED>(            \
+#define ZB_INSTANTIATE(Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED)                           \
+    template __global__ void gemm_kquant_mma<Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED>(    \
         const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,            \
         const unsigned*, const unsigned*, int, int);
-ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, true)
-ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 2, 2, 1, false)
-ZB_INSTANTIATE(ZbQ6K, 1, 2, 4, 1, 2, 1, true)
-ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 2, true)
-ZB_INSTANTIATE(ZbQ6K, 2, 8, 4, 1, 2, 1, false)
+ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true)
+ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 2, 2, 1, false, false)
+ZB_INSTANTIATE(ZbQ4K, 1, 8, 4, 1, 3, 1, true, true)
+ZB_INSTANTIATE(ZbQ6K, 1, 2, 4, 1, 2, 1, false, true)
+ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 2, false, true)
+ZB_INSTANTIATE(ZbQ6K, 2, 8, 4, 1, 2, 1, false, false)
+ZB_INSTANTIATE(ZbQ6K, 1, 8, 4, 1, 2, 1, true, true)
 #endif

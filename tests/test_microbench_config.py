@@ -103,16 +103,21 @@ def test_gate_decision_over_rows(rng):
 def test_tile_specs():
     tile = MmaTile.parse("1,8,8,1,3,2")
     assert (tile.bm, tile.bn, tile.threads, tile.min_blocks) == (128, 64, 256, 2)
-    assert tile.expression(grouped=True, weights="q4_k") == "gemm_kquant_mma<ZbQ4K,1,8,8,1,3,2,true>"
-    assert tile.expression(grouped=False, weights="q6_k") == "gemm_kquant_mma<ZbQ6K,1,8,8,1,3,2,false>"
+    assert tile.expression(grouped=True, weights="q4_k") == "gemm_kquant_mma<ZbQ4K,1,8,8,1,3,2,false,true>"
+    assert tile.expression(grouped=False, weights="q6_k") == "gemm_kquant_mma<ZbQ6K,1,8,8,1,3,2,false,false>"
+    trimmed = MmaTile.parse("1,8,4,1,3,1,1")
+    assert trimmed.trim_n and trimmed.label == "64x64/w4x1/s3/n8"
+    assert trimmed.expression(grouped=True, weights="q4_k") == "gemm_kquant_mma<ZbQ4K,1,8,4,1,3,1,true,true>"
+    assert not MmaTile.parse("1,8,4,1,3,1,0").trim_n
     # per stage: X [halves][64 tokens][256 B] + weights [128 rows][80 B (Q4_K half) or 224 B (Q6_K superblock)]
     assert tile.smem_bytes("q4_k") == 3 * (64 * 256 + 128 * 80)
     assert tile.smem_bytes("q6_k") == 3 * (2 * 64 * 256 + 128 * 224)
     with pytest.raises(InputError, match="q5_k"):
         tile.expression(grouped=True, weights="q5_k")
     assert MmaTile.parse("2,8,4,1,3").min_blocks == 1
-    with pytest.raises(ValueError):
-        MmaTile.parse("1,2,3")
+    for bad in ("1,2,3", "1,8,4,1,3,1,2", "1,8,4,1,3,0"):
+        with pytest.raises(ValueError):
+            MmaTile.parse(bad)
 
 
 def test_recorded_llama_cpp_times_are_shown_only_for_their_device():

@@ -48,8 +48,9 @@ def weight_policy(weights: str) -> WeightPolicy:
 
 @dataclass(frozen=True)
 class MmaTile:
-    """Warp tile (16*wm rows x 8*wn tokens), warps per block, cp.async pipeline depth, and the blocks
-    per SM the compiler must fit (``__launch_bounds__``: caps registers to raise occupancy)."""
+    """Warp tile (16*wm rows x 8*wn tokens), warps per block, cp.async pipeline depth, the blocks per SM
+    the compiler must fit (``__launch_bounds__``: caps registers to raise occupancy), and ``trim_n``: a
+    block computes only its real tokens rounded up to 8, not all BN columns (the kernel's TRIM_N)."""
 
     wm: int
     wn: int
@@ -57,6 +58,7 @@ class MmaTile:
     warps_n: int
     stages: int
     min_blocks: int = 1
+    trim_n: bool = False
 
     @property
     def bm(self) -> int:
@@ -77,20 +79,23 @@ class MmaTile:
     @property
     def label(self) -> str:
         occupancy = f"/b{self.min_blocks}" if self.min_blocks > 1 else ""
-        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}"
+        trim = "/n8" if self.trim_n else ""
+        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}"
 
     def expression(self, grouped: bool, weights: str) -> str:
         g = "true" if grouped else "false"
+        trim = "true" if self.trim_n else "false"
         return (f"gemm_kquant_mma<{weight_policy(weights).policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
-                f"{self.stages},{self.min_blocks},{g}>")
+                f"{self.stages},{self.min_blocks},{trim},{g}>")
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
-        """'wm,wn,warps_m,warps_n,stages[,min_blocks]' (the form used in experiment YAML)."""
+        """'wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]' (the form used in experiment YAML; trim_n 0 or 1)."""
+        form = "'wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
         parts = [int(p) for p in str(text).split(",")]
-        if len(parts) not in (5, 6) or min(parts) < 1:
-            raise ValueError(f"tile must be 'wm,wn,warps_m,warps_n,stages[,min_blocks]', got {text!r}")
-        return cls(*parts)
+        if len(parts) not in (5, 6, 7) or min(parts[:6]) < 1 or (len(parts) == 7 and parts[6] not in (0, 1)):
+            raise ValueError(f"tile must be {form} (trim_n 0 or 1), got {text!r}")
+        return cls(*parts[:6], *(bool(parts[6]),) if len(parts) == 7 else ())
 
 
 def permuted_activations(cupy, rows: int, k: int):
