@@ -1,6 +1,6 @@
-// Fused-dequant K-quant (Q4_K, Q6_K) Tensor-core GEMM (zincbench candidate for the T1 and T2 gates).
+// Fused-dequant K-quant (Q4_K, Q5_K, Q6_K) Tensor-core GEMM (zincbench candidate for the T1 and T2 gates).
 //
-//   Y[out_row(n)][m] = sum_k W[m][k] * X[x_row(n)][k]      W: Q4_K or Q6_K blocks, X: fp16, Y: f32
+//   Y[out_row(n)][m] = sum_k W[m][k] * X[x_row(n)][k]      W: Q4_K, Q5_K or Q6_K blocks, X: fp16, Y: f32
 //
 // Dense mode: n is a token, x_row = out_row = n.  Grouped (MoE) mode: a block works on one tile of
 // one expert's token bucket (built on the GPU by moe_routing.cu); x_row is the token (or the
@@ -17,7 +17,7 @@
 //   exact in fp16, subtracting the bias is exact, then one fma applies the scale and the offset).
 //   X is stored in the same permuted order by x_f32_to_f16_kquant_perm, so each B fragment pair is one
 //   16-byte load; the permutation is the same for every weight format;
-// - the weight format is a policy (ZbQ4K, ZbQ6K): how a pipeline stage of weight rows is copied to
+// - the weight format is a policy (ZbQ4K, ZbQ5K, ZbQ6K): how a pipeline stage of weight rows is copied to
 //   shared memory and how one lane decodes its slice of a half superblock into A fragments. The
 //   pipeline, the X tile and the MMA loop are shared;
 // - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
@@ -152,21 +152,27 @@ __device__ __forceinline__ ZbScale zb_q4k_scale(const uint4& hdr, int j) {
     return {zb_half2_splat(d * (float)sc), zb_half2_splat(-dmin * (float)mn)};
 }
 
-// Q4_K (144-byte blocks, 16-byte aligned): a stage is one half superblock, per row its 64 nibble bytes
-// ([BM][64], lane c reads bytes 16c..16c+15: conflict-free) and the block header ([BM][16]).
-struct ZbQ4K {
-    static constexpr int BLOCK_BYTES = 144;
+// Q4_K and Q5_K (144- and 176-byte blocks, 16-byte aligned; the same 16-byte header d, dmin, 6-bit
+// scale/min codes): a stage is one half superblock, per row its 64 nibble bytes ([BM][64], lane c reads
+// bytes 16c..16c+15: conflict-free), the block header ([BM][16]) and, for Q5_K, the 32 qh bytes
+// ([BM][32]; bit 2j of qh[l] is the fifth bit of the low nibble of chunk j, bit 2j + 1 of the high one).
+template <int BLOCK_BYTES_, int QS_OFFSET, bool FIFTH_BIT>
+struct ZbNibbleFormat {
+    static constexpr int BLOCK_BYTES = BLOCK_BYTES_;
     static constexpr int HALVES = 1;
-    static constexpr int ROW_STAGE_BYTES = 80;
+    static constexpr int ROW_STAGE_BYTES = 80 + (FIFTH_BIT ? 32 : 0);
 
     template <int BM, int THREADS>
     struct Loader {
         static constexpr int CHUNKS = BM * 4, ITERS = (CHUNKS + THREADS - 1) / THREADS;
+        static constexpr int QH_CHUNKS = FIFTH_BIT ? BM * 2 : 0, QH_ITERS = (QH_CHUNKS + THREADS - 1) / THREADS;
         const unsigned char* src[ITERS];
         unsigned dst[ITERS];
         const unsigned char* header_src;
         unsigned header_dst;
         bool copies_header;
+        const unsigned char* qh_src[QH_ITERS > 0 ? QH_ITERS : 1];
+        unsigned qh_dst[QH_ITERS > 0 ? QH_ITERS : 1];
 
         __device__ __forceinline__ Loader(const unsigned char* w, int row0, int M, int row_bytes, int tid) {
 #pragma unroll
@@ -174,12 +180,19 @@ struct ZbQ4K {
                 const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
                 const int r = idx >> 2, q = idx & 3;
                 const int row = min(row0 + r, M - 1);  // rows past M load a valid row; never stored
-                src[it] = w + (unsigned long long)row * row_bytes + 16 + q * 16;
+                src[it] = w + (unsigned long long)row * row_bytes + QS_OFFSET + q * 16;
                 dst[it] = r * 64 + q * 16;
             }
             header_src = w + (unsigned long long)min(row0 + min(tid, BM - 1), M - 1) * row_bytes;
             header_dst = BM * 64 + tid * 16;
             copies_header = tid < BM;
+#pragma unroll
+            for (int it = 0; it < QH_ITERS; ++it) {
+                const int idx = min(tid + it * THREADS, QH_CHUNKS - 1);
+                const int r = idx >> 1, q = idx & 1;
+                qh_src[it] = w + (unsigned long long)min(row0 + r, M - 1) * row_bytes + 16 + q * 16;
+                qh_dst[it] = BM * 80 + r * 32 + q * 16;
+            }
         }
 
         // Stage `step` = half superblock 2 * sb + h, into the stage's weight area at shared address ws.
@@ -189,11 +202,14 @@ struct ZbQ4K {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) zb_cp_async16(ws + dst[it], src[it] + w_off, 16u);
             if (copies_header) zb_cp_async16(ws + header_dst, header_src + sb * BLOCK_BYTES, 16u);
+#pragma unroll
+            for (int it = 0; it < QH_ITERS; ++it) zb_cp_async16(ws + qh_dst[it], qh_src[it] + sb * BLOCK_BYTES, 16u);
         }
     };
 
     struct Lane {
         uint4 nib;  // bytes 16c..16c+15 of the half's 64 nibble bytes
+        uint4 qh;   // Q5_K: qh[16(c&1) ..] shifted right by 2j (chunk j = 2h + (c>>1)): fifth bits at bits 0 and 1
         unsigned dsc_lo, ndm_lo, dsc_hi, ndm_hi;  // low nibbles: sub-block 2j, high nibbles: 2j + 1
     };
 
@@ -206,18 +222,36 @@ struct ZbQ4K {
         const ZbScale lo = h ? zb_q4k_scale<true>(hdr, j) : zb_q4k_scale<false>(hdr, j);
         const ZbScale hi = h ? zb_q4k_scale<true>(hdr, j + 1) : zb_q4k_scale<false>(hdr, j + 1);
         l.dsc_lo = lo.dsc, l.ndm_lo = lo.ndm, l.dsc_hi = hi.dsc, l.ndm_hi = hi.ndm;
+        if (FIFTH_BIT) {
+            const uint4 qh = zb_lds128(ws + BM * 80 + r * 32 + 16 * (c & 1));
+            const int shift = 2 * (2 * h + (c >> 1));
+            l.qh = make_uint4(qh.x >> shift, qh.y >> shift, qh.z >> shift, qh.w >> shift);
+        }
         return l;
     }
 
+    // Q5_K puts the fifth bit above the nibble: bit 4 (1024 + q, q < 32) or bit 8 (64 + q).
     __device__ __forceinline__ static void decode(const Lane& l, int i, unsigned (&lo)[2], unsigned (&hi)[2]) {
         const unsigned v = zb_word(l.nib, i);
         const unsigned v8 = v >> 8;  // bytes 1 and 3 moved under the masks of bytes 0 and 2
-        lo[0] = zb_dequant_pair(zb_and_or(v, 0x000F000Fu, ZB_BIAS_LOW), ZB_BIAS_LOW, l.dsc_lo, l.ndm_lo);
-        lo[1] = zb_dequant_pair(zb_and_or(v8, 0x000F000Fu, ZB_BIAS_LOW), ZB_BIAS_LOW, l.dsc_lo, l.ndm_lo);
-        hi[0] = zb_dequant_pair(zb_and_or(v, 0x00F000F0u, ZB_BIAS_HIGH), ZB_BIAS_HIGH, l.dsc_hi, l.ndm_hi);
-        hi[1] = zb_dequant_pair(zb_and_or(v8, 0x00F000F0u, ZB_BIAS_HIGH), ZB_BIAS_HIGH, l.dsc_hi, l.ndm_hi);
+        unsigned b_lo0 = zb_and_or(v, 0x000F000Fu, ZB_BIAS_LOW), b_lo1 = zb_and_or(v8, 0x000F000Fu, ZB_BIAS_LOW);
+        unsigned b_hi0 = zb_and_or(v, 0x00F000F0u, ZB_BIAS_HIGH), b_hi1 = zb_and_or(v8, 0x00F000F0u, ZB_BIAS_HIGH);
+        if (FIFTH_BIT) {
+            const unsigned q = zb_word(l.qh, i);
+            b_lo0 = zb_and_or(q << 4, 0x00100010u, b_lo0);
+            b_lo1 = zb_and_or(q >> 4, 0x00100010u, b_lo1);
+            b_hi0 = zb_and_or(q << 7, 0x01000100u, b_hi0);
+            b_hi1 = zb_and_or(q >> 1, 0x01000100u, b_hi1);
+        }
+        lo[0] = zb_dequant_pair(b_lo0, ZB_BIAS_LOW, l.dsc_lo, l.ndm_lo);
+        lo[1] = zb_dequant_pair(b_lo1, ZB_BIAS_LOW, l.dsc_lo, l.ndm_lo);
+        hi[0] = zb_dequant_pair(b_hi0, ZB_BIAS_HIGH, l.dsc_hi, l.ndm_hi);
+        hi[1] = zb_dequant_pair(b_hi1, ZB_BIAS_HIGH, l.dsc_hi, l.ndm_hi);
     }
 };
+
+struct ZbQ4K : ZbNibbleFormat<144, 16, false> {};
+struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
 
 // Q6_K (210-byte blocks: only 2-byte aligned in a row, so no 16-byte copy can start at a block): a stage
 // is one whole superblock, per row the 14 aligned 16-byte chunks that cover its 210 bytes at any even
@@ -557,4 +591,6 @@ ZB_INSTANTIATE(ZbQ6K, 1, 2, 4, 1, 2, 1, false, true)
 ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 2, false, true)
 ZB_INSTANTIATE(ZbQ6K, 2, 8, 4, 1, 2, 1, false, false)
 ZB_INSTANTIATE(ZbQ6K, 1, 8, 4, 1, 2, 1, true, true)
+ZB_INSTANTIATE(ZbQ5K, 1, 2, 4, 1, 3, 1, false, true)
+ZB_INSTANTIATE(ZbQ5K, 2, 8, 4, 1, 2, 1, false, false)
 #endif

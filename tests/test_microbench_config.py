@@ -112,8 +112,9 @@ def test_tile_specs():
     # per stage: X [halves][64 tokens][256 B] + weights [128 rows][80 B (Q4_K half) or 224 B (Q6_K superblock)]
     assert tile.smem_bytes("q4_k") == 3 * (64 * 256 + 128 * 80)
     assert tile.smem_bytes("q6_k") == 3 * (2 * 64 * 256 + 128 * 224)
-    with pytest.raises(InputError, match="q5_k"):
-        tile.expression(grouped=True, weights="q5_k")
+    assert tile.smem_bytes("q5_k") == 3 * (64 * 256 + 128 * 112)
+    with pytest.raises(InputError, match="q8_0"):
+        tile.expression(grouped=True, weights="q8_0")
     assert MmaTile.parse("2,8,4,1,3").min_blocks == 1
     for bad in ("1,2,3", "1,8,4,1,3,1,2", "1,8,4,1,3,0"):
         with pytest.raises(ValueError):

@@ -1,7 +1,7 @@
-"""The fused-dequant K-quant (Q4_K, Q6_K) Tensor-core kernel against float64 references, at odd shapes.
+"""The fused-dequant K-quant (Q4_K, Q5_K, Q6_K) Tensor-core kernel against float64 references, at odd shapes.
 
 Tolerance: both operands are rounded to fp16 (the weights through fp16 scales: d*sc and dmin*m, one
-fma, for Q4_K; d*sc times q - 32 for Q6_K), accumulation is f32: 2e-3 relative Frobenius error vs the
+fma, for Q4_K and Q5_K; d*sc times q - 32 for Q6_K), accumulation is f32: 2e-3 relative Frobenius error vs the
 exact float64 product is a loose bound for correct code and orders of magnitude below what an indexing
 bug produces. Weights are fresh random valid blocks (signed Q6_K scales, subnormal d included). K = 768
 makes Q6_K rows 630 bytes long, so blocks start at every even misalignment (the kernel's unaligned path).
@@ -21,6 +21,7 @@ TOL = 2e-3
 TILES = {
     "q4_k": ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,8,8,1,3,2,1", "1,16,8,1,2"],
     "q6_k": ["1,2,4,1,2", "1,8,8,1,2,2", "2,8,4,1,2", "1,8,4,1,2,1,1", "1,16,8,1,2"],
+    "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "1,16,8,1,2"],
 }
 CASES = [(weights, tile) for weights, tiles in TILES.items() for tile in tiles]
 

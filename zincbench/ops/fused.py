@@ -2,7 +2,7 @@
 
 One kernel serves both gates: dense (T1: one weight matrix, tokens tiled by BN) and grouped (T2:
 one expert per work tile, token buckets built on the GPU by the routing kernels). The weight format
-(Q4_K or Q6_K) and the tile shape are template parameters; experiments declare candidate shapes and
+(Q4_K, Q5_K or Q6_K) and the tile shape are template parameters; experiments declare candidate shapes and
 the autotuner picks per GPU.
 """
 
@@ -35,6 +35,7 @@ class WeightPolicy:
 
 POLICIES = {
     "q4_k": WeightPolicy("ZbQ4K", 1, 80),  # half superblock: 64 nibble bytes + 16-byte header per row
+    "q5_k": WeightPolicy("ZbQ5K", 1, 112),  # the same + the block's 32 qh bytes
     "q6_k": WeightPolicy("ZbQ6K", 2, 224),  # whole superblock: 14 aligned chunks cover 210 bytes at any offset
 }
 
@@ -114,7 +115,7 @@ def permute_activations(x, xp) -> None:
 
 
 class FusedKQuantGemm:
-    """Y = X W^T with W in Q4_K or Q6_K (``weights``), for one tile shape, dense or grouped."""
+    """Y = X W^T with W in Q4_K, Q5_K or Q6_K (``weights``), for one tile shape, dense or grouped."""
 
     def __init__(self, tile: MmaTile, grouped: bool, weights: str):
         import cupy

@@ -167,7 +167,7 @@ def gate_tiles(family: str, experiment: str | None = None) -> list:
 
 
 def run_fused(cupy, rng) -> None:
-    from zincbench.ops.fused import FusedKQuantGemm, permute_activations, permuted_activations
+    from zincbench.ops.fused import POLICIES, FusedKQuantGemm, permute_activations, permuted_activations
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
     def permuted(x):
@@ -176,7 +176,7 @@ def run_fused(cupy, rng) -> None:
         return xp
 
     # K = 768: Q6_K rows of 630 bytes, so blocks start at every even misalignment.
-    for weights in FORMATS:
+    for weights in POLICIES:  # every format the kernel reads
         for tile in gate_tiles("t1"):  # the dense T1 gate's tiles
             gemm = FusedKQuantGemm(tile, grouped=False, weights=weights)
             for m, k, t in [(197, 256, 1), (64, 768, 37), (300, 512, 130)]:  # M and T cut the tile, T = 1
