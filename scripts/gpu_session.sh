@@ -3,6 +3,7 @@
 # run the GPU tests, optional profiler captures and benchmarks, then pack every log into $OUT/session.tgz.
 #
 #   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full aa profile
+#                                               kernels routing t1q6 t2down (fused formats, routing builds)
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -47,6 +48,10 @@ for step in "${@:-env tests}"; do
         t1sq) run t1sq 200 $ZB microbench t1 --quick --case square --no-progress --markdown "$LOGS/t1sq.md" ;;
         declared) run declared 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_declared_gpu.py ;;
         t2full) TAIL=60 run t2full 300 $ZB microbench t2 $ENGINE --no-progress --markdown "$LOGS/t2full.md" ;;
+        kernels) TAIL=30 run kernels 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_fused_mma.py \
+                tests/gpu/test_kernels_baseline.py -k "test_fused_mma or routing" ;;
+        routing) run routing 60 python3 scripts/probe_routing.py ;;
+        t1q6) TAIL=20 run t1q6 200 $ZB microbench t1 $ENGINE --case gemma4-31b.ffn_down --no-progress --markdown "$LOGS/t1q6.md" ;;
         t2down) TAIL=30 run t2down 200 $ZB microbench t2 $ENGINE --experiment experiments/t2_moe_down.yaml --no-progress --markdown "$LOGS/t2down.md" ;;
         gpuall) TAIL=30 ZINCBENCH_RESULTS=$LOGS/gpuall run gpuall 400 bash -c "$ZB microbench t2 $ENGINE --gpu all \
                 --no-progress; $ZB report $LOGS/gpuall/microbench-*.json --markdown > $LOGS/gpuall_report.md" ;;
