@@ -131,11 +131,11 @@ __device__ __forceinline__ unsigned zb_word(const uint4& v, int i) {
 //                       lane column c = lane & 3, half h of superblock sb; h is a constant after unrolling);
 //   decode(lane, i, lo, hi) the A registers of k step i (0..3): lo[0] = k pair (2c, 2c+1), lo[1] =
 //                       (2c+8, 2c+9) of the first MMA, hi[] those of the second.
-// In both formats lane c at step i covers weights e + {0, 2} (lo[0]) and e + {1, 3} (lo[1]), hi[] the
+// In every format lane c at step i covers weights e + {0, 2} (lo[0]) and e + {1, 3} (lo[1]), hi[] the
 // same at e + 32, where e = 64*j + 16*(c&1) + 4*i and j = 2*h + (c>>1) is the 64-weight chunk: the
 // order x_f32_to_f16_kquant_perm writes X in.
 
-// Q4_K scale d*sc and negated min -(dmin*m) of one sub-block, as fp16x2 splats, from the 16-byte block
+// Q4_K/Q5_K scale d*sc and negated min -(dmin*m) of one sub-block, as fp16x2 splats, from the 16-byte block
 // header (d, dmin, scales[12]). HIGH selects sub-block j + 4 (6-bit codes split across bytes), else j.
 struct ZbScale {
     unsigned dsc, ndm;
