@@ -3,7 +3,7 @@
 // nearest even (the engine's __float2half). rows = M for one matrix or E*M for a whole [E][M][K] expert
 // tensor in one launch; element indices are 64-bit because E*M*K may exceed 2^31.
 // a_offset is in bytes (a multiple of 4 for the word-addressed Q4_K kernel). Parameters after the
-// buffers are the engine's push fields (DequantQ4KPush / DequantQ6KPush {M, K, a_offset}, F32ToF16Push {N}),
+// buffers are the engine's push fields (DequantQ4KPush / DequantQ5KPush / DequantQ6KPush {M, K, a_offset}, F32ToF16Push {N}),
 // all u32, so experiments/engine_zinc.yaml can launch these as stand-ins for the engine's own.
 
 __device__ __forceinline__ float half_bits_to_float(unsigned short h) {
@@ -63,6 +63,31 @@ extern "C" __global__ void dequant_q6k_to_f16(const unsigned char* a, unsigned s
     const unsigned low4 = (quarter < 2u) ? (ql[l] & 0xFu) : (unsigned)(ql[l] >> 4);
     const unsigned q = low4 | (((qh[l] >> (2u * quarter)) & 3u) << 4);
     w16[i] = float_to_half_rne(d * (float)sc[(l >> 4) + 2u * quarter] * ((float)q - 32.0f));
+}
+
+// Q5_K: Q4_K's value with a 5-bit q: nibble of qs[(sub/2)*32 + l] @48 plus bit `sub` of qh[l] @16 (176-byte blocks).
+extern "C" __global__ void dequant_q5k_to_f16(const unsigned char* a, unsigned short* w16,
+                                              unsigned rows, unsigned K, unsigned a_offset) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)rows * K) return;
+    const size_t row = i / K;
+    const unsigned k = (unsigned)(i - row * K);
+    const unsigned sub = (k & 255u) >> 5, l = k & 31u;
+    const unsigned char* blk = a + a_offset + (row * (K >> 8) + (k >> 8)) * 176u;
+    const float d = half_bits_to_float((unsigned short)(blk[0] | (blk[1] << 8)));
+    const float dmin = half_bits_to_float((unsigned short)(blk[2] | (blk[3] << 8)));
+    const unsigned char* scales = blk + 4;
+    unsigned sc, mn;
+    if (sub < 4u) {
+        sc = scales[sub] & 63u;
+        mn = scales[sub + 4u] & 63u;
+    } else {
+        sc = (scales[sub + 4u] & 0xFu) | ((scales[sub - 4u] >> 6) << 4);
+        mn = (scales[sub + 4u] >> 4) | ((scales[sub] >> 6) << 4);
+    }
+    const unsigned q_byte = blk[48u + (sub >> 1) * 32u + l];
+    const unsigned q = ((sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu)) | (((unsigned)blk[16u + l] >> sub & 1u) << 4);
+    w16[i] = float_to_half_rne(d * (float)sc * (float)q - dmin * (float)mn);
 }
 
 // y[i] = fp16(x[i]), round to nearest even.

@@ -5,6 +5,9 @@
 // Dense mode: n is a token, x_row = out_row = n.  Grouped (MoE) mode: a block works on one tile of
 // one expert's token bucket (built on the GPU by moe_routing.cu); x_row is the token (or the
 // token-slot for per-slot activations) and out_row the token-slot, so Y is [T][top_k][M].
+// What a block does with its accumulators is the epilogue (EPI, ZB_EPI_* below): store Y as above, SwiGLU
+// of gate and up rows to fp16 (the MoE gate+up GEMM), or the routing-weighted combine into the hidden
+// state (the MoE down GEMM). Format policy and epilogue are independent template parameters.
 //
 // Design (why it can beat the matvec and the dequant->fp16->cuBLAS round trip):
 // - every weight byte is read from DRAM once per (row tile, token tile) and dequantized straight
@@ -19,7 +22,7 @@
 //   16-byte load; the permutation is the same for every weight format;
 // - the weight format is a policy (ZbQ4K, ZbQ5K, ZbQ6K): how a pipeline stage of weight rows is copied to
 //   shared memory and how one lane decodes its slice of a half superblock into A fragments. The
-//   pipeline, the X tile and the MMA loop are shared;
+//   pipeline, the X tile, the MMA loop and the epilogues are shared;
 // - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
 //   on row parity so the 16-byte fragment loads are bank-conflict free.
 // Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no headers.
@@ -120,12 +123,27 @@ __device__ __forceinline__ unsigned zb_word(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// The block's BM weight rows in global memory: local row r is row row0 + r of w, except that with a
+// gate/up split (the SwiGLU epilogues: split = BM/2) rows r >= split are rows row0 + r - split of w_up.
+// Rows past M read row M - 1 (loaded, never stored).
+struct ZbRows {
+    const unsigned char* w;
+    const unsigned char* w_up;
+    int row0, M, row_bytes, split;
+
+    __device__ __forceinline__ const unsigned char* at(int r) const {
+        const bool up = r >= split;
+        return (up ? w_up : w) + (unsigned long long)min(row0 + (up ? r - split : r), M - 1) * row_bytes;
+    }
+};
+
 // ---- Weight-format policies --------------------------------------------------------------------
 // A policy Q says, for one weight format:
 //   BLOCK_BYTES         superblock size in the GGUF row;
 //   HALVES              half superblocks (128 weights) per pipeline stage (1 or 2);
 //   ROW_STAGE_BYTES     shared memory per weight row per stage;
-//   Loader<BM, THREADS> per-thread cp.async assignments of a stage's BM weight rows (fixed for the K loop);
+//   Loader<BM, THREADS> per-thread cp.async assignments of a stage's BM weight rows (ZbRows; fixed for the
+//                       K loop);
 //   Lane                one lane's registers for one weight row of one half superblock;
 //   load<BM>(ws, r, c, h, sb, row_misalign)  fill a Lane from the stage's weight area ws (row r, MMA
 //                       lane column c = lane & 3, half h of superblock sb; h is a constant after unrolling);
@@ -174,23 +192,22 @@ struct ZbNibbleFormat {
         const unsigned char* qh_src[QH_ITERS > 0 ? QH_ITERS : 1];
         unsigned qh_dst[QH_ITERS > 0 ? QH_ITERS : 1];
 
-        __device__ __forceinline__ Loader(const unsigned char* w, int row0, int M, int row_bytes, int tid) {
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
                 const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
                 const int r = idx >> 2, q = idx & 3;
-                const int row = min(row0 + r, M - 1);  // rows past M load a valid row; never stored
-                src[it] = w + (unsigned long long)row * row_bytes + QS_OFFSET + q * 16;
+                src[it] = rows.at(r) + QS_OFFSET + q * 16;
                 dst[it] = r * 64 + q * 16;
             }
-            header_src = w + (unsigned long long)min(row0 + min(tid, BM - 1), M - 1) * row_bytes;
+            header_src = rows.at(min(tid, BM - 1));
             header_dst = BM * 64 + tid * 16;
             copies_header = tid < BM;
 #pragma unroll
             for (int it = 0; it < QH_ITERS; ++it) {
                 const int idx = min(tid + it * THREADS, QH_CHUNKS - 1);
                 const int r = idx >> 1, q = idx & 1;
-                qh_src[it] = w + (unsigned long long)min(row0 + r, M - 1) * row_bytes + 16 + q * 16;
+                qh_src[it] = rows.at(r) + 16 + q * 16;
                 qh_dst[it] = BM * 80 + r * 32 + q * 16;
             }
         }
@@ -271,13 +288,12 @@ struct ZbQ6K {
         unsigned dst[ITERS];
         bool last[ITERS];  // the chunk holding the block's tail: copy only the block's bytes (o + 2)
 
-        __device__ __forceinline__ Loader(const unsigned char* w, int row0, int M, int row_bytes, int tid) {
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
                 const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
                 const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
-                const int row = min(row0 + r, M - 1);  // rows past M load a valid row; never stored
-                src[it] = w + (unsigned long long)row * row_bytes + 16 * q;
+                src[it] = rows.at(r) + 16 * q;
                 dst[it] = r * ROW_STAGE_BYTES + 16 * q;
                 last[it] = q == CHUNKS_PER_ROW - 1;
             }
@@ -414,21 +430,54 @@ __device__ __forceinline__ void zb_mma_half(float (&acc)[WM][WN][4], const typen
     }
 }
 
+// ---- Epilogues (template parameter EPI) ---------------------------------------------------------
+// STORE: y[out_row][m] = acc. SWIGLU_F16_PERM / SWIGLU_F16_GROUPED (grouped MoE gate+up): the block's first
+// BM/2 weight rows are gate rows of `w`, the last BM/2 the same rows of `w_up` (ZbRows' split); it writes
+// fp16(silu(gate) * up) for BM/2 output rows: PERM at h[out_row] in the permuted order
+// x_f32_to_f16_kquant_perm produces (so a fused down GEMM reads it as its X); GROUPED in plain order at row
+// expert*capacity + (the token's place in its expert's bucket) of [E][capacity][M] (a batched GEMM's
+// padded input; capacity in n_rows, places past it dropped). COMBINE (grouped MoE down):
+// y[t][m] += w(t, slot) * acc with the routing weight from the engine's table (f32 bits after the ids),
+// by atomicAdd: a token's top_k slots sit in top_k different blocks, and a deterministic reduction would
+// need the [T][top_k][M] intermediate this epilogue exists to avoid (f32 addition order varies run to run).
+// The epilogue only changes which rows a block loads (ZbRows) and what it writes: any format policy works
+// with any epilogue.
+#define ZB_EPI_STORE 0
+#define ZB_EPI_SWIGLU_F16_GROUPED 1
+#define ZB_EPI_SWIGLU_F16_PERM 2
+#define ZB_EPI_COMBINE 3
+
+// Index (in halves) of element k of a row in the order x_f32_to_f16_kquant_perm writes (K a multiple of 256).
+__device__ __forceinline__ unsigned zb_kquant_perm_index(unsigned k) {
+    const unsigned sb = k >> 8, kk = k & 255u, j = kk >> 6, r = kk & 63u, hi = r >> 5, c_lo = (r >> 4) & 1u;
+    const unsigned i = (r >> 2) & 3u, off = r & 3u;
+    const unsigned chunk = sb * 32u + (j >> 1) * 16u + i * 4u + 2u * (j & 1u) + c_lo;
+    return chunk * 8u + 4u * hi + (((off & 1u) << 1) | (off >> 1));
+}
+
 // TRIM_N: the block's token extent is its real token count rounded up to 8, not BN: a warp skips the
 // dequant and MMAs of 8-token columns that hold no token (with a BN at least the largest expert bucket,
 // the work unit is (expert, row block) with the whole bucket as N, every weight read and decoded once).
 // Without it every block computes all BN columns, padding included (the original schedule).
-template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED>
+template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
+          int EPI>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
-                float* __restrict__ y,                 // [out rows][M]
-                int M, int K, int n_rows,              // n_rows: tokens (dense) or unused (grouped)
+                float* __restrict__ y,                 // [out rows][M] (the epilogue's output)
+                int M, int K, int n_rows,              // n_rows: tokens (dense), capacity (SWIGLU_F16_GROUPED)
                 unsigned long long expert_bytes,
                 const unsigned* __restrict__ tiles,       // grouped: (expert << 16 | tile) or ZB_INVALID
                 const unsigned* __restrict__ offsets,     // grouped: [E + 1] bucket starts
                 const unsigned* __restrict__ sorted_ids,  // grouped: token-slot ids t * top_k + slot
-                int top_k, int x_per_slot) {
+                int top_k, int x_per_slot,
+                const unsigned char* __restrict__ w_up,   // SWIGLU: the up rows (same layout as w)
+                const unsigned* __restrict__ routing,     // COMBINE: [T][routing_stride], weights at +top_k
+                int routing_stride) {
+    constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
+    static_assert(EPI >= ZB_EPI_STORE && EPI <= ZB_EPI_COMBINE, "unknown epilogue");
+    static_assert(!SWIGLU || (WM * WARPS_M) % 2 == 0, "SwiGLU splits the block's rows into gate and up halves");
+    static_assert((!SWIGLU && EPI != ZB_EPI_COMBINE) || GROUPED, "the SwiGLU and combine epilogues are for grouped MoE");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, HALVES = Q::HALVES;
     constexpr int X_CHUNKS = BN * 16;  // per half superblock
@@ -441,16 +490,20 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     const int lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
     const int g = lane >> 2, c = lane & 3;
-    const int row0 = blockIdx.x * BM;
+    constexpr int OUT_ROWS = SWIGLU ? BM / 2 : BM;  // output rows per block
+    const int row0 = blockIdx.x * OUT_ROWS;
 
     unsigned long long w_base = 0;
     int n_tokens;  // tokens in this block's tile (<= BN)
+    unsigned bucket_row0 = 0, place0 = 0;  // SWIGLU_F16_GROUPED: expert*capacity; the tile's first place
     if (GROUPED) {
         const unsigned tile = tiles[blockIdx.y];
         if (tile == ZB_INVALID) return;
         const unsigned expert = tile >> 16;
         const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
         const unsigned end = offsets[expert + 1];
+        bucket_row0 = expert * (unsigned)n_rows;
+        place0 = (tile & 0xFFFFu) * BN;
         n_tokens = (int)min(end - begin, (unsigned)BN);
         w_base = expert * expert_bytes;
         for (int r = tid; r < BN; r += THREADS) {
@@ -472,8 +525,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     const int row_bytes = (K / 256) * Q::BLOCK_BYTES;
     const int n_sb = K / 256;
     const unsigned smem_base = zb_smem_addr(smem);
-    const unsigned char* w_expert = w + w_base;
-    const typename Q::template Loader<BM, THREADS> loader(w_expert, row0, M, row_bytes, tid);
+    const ZbRows rows{w + w_base, SWIGLU ? w_up + w_base : w + w_base, row0, M, row_bytes, OUT_ROWS};
+    const typename Q::template Loader<BM, THREADS> loader(rows, tid);
 
     // Stage s holds `HALVES` half superblocks starting at half 2 * sb + h (step = (2 * sb + h) / HALVES).
     // X copies: thread tid moves chunk q = tid % 16 of rows tid / 16 + it * THREADS / 16; the row
@@ -525,11 +578,9 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
 #pragma unroll
     for (int mt = 0; mt < WM; ++mt)
 #pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-            const int row = min(row0 + wm * 16 * WM + mt * 16 + g + 8 * rr, M - 1);
+        for (int rr = 0; rr < 2; ++rr)
             row_misalign[mt][rr] =
-                (unsigned)(reinterpret_cast<unsigned long long>(w_expert + (unsigned long long)row * row_bytes) & 15ull);
-        }
+                (unsigned)(reinterpret_cast<unsigned long long>(rows.at(wm * 16 * WM + mt * 16 + g + 8 * rr)) & 15ull);
     int stage = 0;
     const unsigned char* ws = smem;  // the current stage's base
     for (int sb = 0; sb < n_sb; ++sb) {
@@ -562,35 +613,79 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     zb_cp_async_wait<0>();
 
     // C fragment: c0,c1 = (row g, tokens 2c, 2c+1); c2,c3 = (row g+8, tokens 2c, 2c+1).
+    if constexpr (SWIGLU) {
+        // Gate and up rows of one output row sit in different warps: meet in shared memory (the pipeline's).
+        constexpr int CS = BN + 1;  // padded row stride
+        static_assert(BM * CS * 4 <= STAGES * Tile::STAGE_BYTES, "SwiGLU staging must fit the pipeline's shared memory");
+        float* cs = reinterpret_cast<float*>(smem);
+        __syncthreads();  // every warp is done with the last stage
 #pragma unroll
-    for (int mt = 0; mt < WM; ++mt) {
-        const int r_lo = row0 + wm * 16 * WM + mt * 16 + g;
+        for (int mt = 0; mt < WM; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < WN; ++nt) {
+            for (int nt = 0; nt < WN; ++nt)
 #pragma unroll
-            for (int v = 0; v < 4; ++v) {
-                const int row = r_lo + (v >> 1) * 8;
-                const int orow = s_orow[wn * 8 * WN + nt * 8 + 2 * c + (v & 1)];
-                if (row < M && orow >= 0) y[(long long)orow * M + row] = acc[mt][nt][v];
+                for (int v = 0; v < 4; ++v)
+                    cs[(wm * 16 * WM + mt * 16 + g + (v >> 1) * 8) * CS + wn * 8 * WN + nt * 8 + 2 * c + (v & 1)] =
+                        acc[mt][nt][v];
+        __syncthreads();
+        unsigned short* h = reinterpret_cast<unsigned short*>(y);
+        for (int idx = tid; idx < OUT_ROWS * BN; idx += THREADS) {
+            const int n = idx / OUT_ROWS, o = idx - n * OUT_ROWS, row = row0 + o, orow = s_orow[n];
+            if (row >= M || orow < 0) continue;
+            const float gate = cs[o * CS + n], up = cs[(o + OUT_ROWS) * CS + n];
+            const float value = gate / (1.0f + expf(-gate)) * up;
+            unsigned short bits;
+            asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+            if constexpr (EPI == ZB_EPI_SWIGLU_F16_GROUPED) {
+                if (place0 + n >= (unsigned)n_rows) continue;  // past the capacity: dropped (the host sizes it)
+                h[(long long)(bucket_row0 + place0 + n) * M + row] = bits;
+            } else {
+                h[(long long)orow * M + zb_kquant_perm_index((unsigned)row)] = bits;
+            }
+        }
+    } else {
+#pragma unroll
+        for (int mt = 0; mt < WM; ++mt) {
+            const int r_lo = row0 + wm * 16 * WM + mt * 16 + g;
+#pragma unroll
+            for (int nt = 0; nt < WN; ++nt) {
+#pragma unroll
+                for (int v = 0; v < 4; ++v) {
+                    const int row = r_lo + (v >> 1) * 8;
+                    const int orow = s_orow[wn * 8 * WN + nt * 8 + 2 * c + (v & 1)];
+                    if (row >= M || orow < 0) continue;
+                    if constexpr (EPI == ZB_EPI_COMBINE) {
+                        const int t = orow / top_k, slot = orow - t * top_k;
+                        const float weight = __uint_as_float(routing[(long long)t * routing_stride + top_k + slot]);
+                        atomicAdd(y + (long long)t * M + row, weight * acc[mt][nt][v]);
+                    } else {
+                        y[(long long)orow * M + row] = acc[mt][nt][v];
+                    }
+                }
             }
         }
     }
 }
 
 #ifdef ZINCBENCH_COMPILE_CHECK
-// Ahead-of-time compile checks (nvcc, no GPU) instantiate representative tile shapes of each format;
-// at run time NVRTC instantiates the shapes an experiment declares through name expressions.
-#define ZB_INSTANTIATE(Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED)                           \
-    template __global__ void gemm_kquant_mma<Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED>(    \
+// Ahead-of-time compile checks (nvcc, no GPU) instantiate representative tile shapes of each format and
+// every epilogue; at run time NVRTC instantiates the shapes an experiment declares through name expressions.
+#define ZB_INSTANTIATE(Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI)                      \
+    template __global__ void gemm_kquant_mma<Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI>( \
         const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,            \
-        const unsigned*, const unsigned*, int, int);
-ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true)
-ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 2, 2, 1, false, false)
-ZB_INSTANTIATE(ZbQ4K, 1, 8, 4, 1, 3, 1, true, true)
-ZB_INSTANTIATE(ZbQ6K, 1, 2, 4, 1, 2, 1, false, true)
-ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 2, false, true)
-ZB_INSTANTIATE(ZbQ6K, 2, 8, 4, 1, 2, 1, false, false)
-ZB_INSTANTIATE(ZbQ6K, 1, 8, 4, 1, 2, 1, true, true)
-ZB_INSTANTIATE(ZbQ5K, 1, 2, 4, 1, 3, 1, false, true)
-ZB_INSTANTIATE(ZbQ5K, 2, 8, 4, 1, 2, 1, false, false)
+        const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int);
+ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 2, 2, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ4K, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ4K, 1, 4, 4, 1, 4, 1, false, true, ZB_EPI_SWIGLU_F16_GROUPED)
+ZB_INSTANTIATE(ZbQ4K, 1, 8, 8, 1, 2, 1, true, true, ZB_EPI_SWIGLU_F16_PERM)
+ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_COMBINE)
+ZB_INSTANTIATE(ZbQ6K, 1, 2, 4, 1, 2, 1, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 2, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ6K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ6K, 1, 8, 4, 1, 2, 1, true, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
+ZB_INSTANTIATE(ZbQ5K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ5K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ5K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
 #endif

@@ -1,4 +1,4 @@
-// Routed-expert matvecs, faithful to ZINC's dmmv_q4k_experts_batched / dmmv_q6k_experts_batched
+// Routed-expert matvecs, faithful to ZINC's dmmv_q{4,5,6}k_experts_batched
 // (see the reference notes, zinc-kernels.md §1.2-1.3). These are the BASELINES of the T2 gate: the
 // engine's algorithm, not a better one. One block per (token, expert slot, output row):
 //   grid (n_used*M, T), block 64 (any multiple of 32 works), 16 threads per 256-weight superblock,
@@ -89,6 +89,67 @@ extern "C" __global__ void dmmv_q4k_experts_batched(
         sum = q4k_four_products(sum, scale1, min1, q_lo >> 4, x1);
         sum = q4k_four_products(sum, scale2, min2, q_hi, x2);
         sum = q4k_four_products(sum, scale3, min3, q_hi >> 4, x3);
+    }
+    sum = block_reduce_sum(sum);
+    if (threadIdx.x == 0) y[(size_t)t * y_tok_stride + (size_t)e * M + row] = sum;
+}
+
+// Q5_K superblock = 44 u32 words: [0] d | dmin << 16, [1..3] scales/mins as Q4_K, [4..11] qh, [12..43] qs.
+// The same 16-thread mapping as Q4_K: the thread's four l values l0..l0+3 are the same in its four
+// sub-blocks, so one qh word (bytes l0..l0+3) holds all its fifth bits: bit s of byte i for sub-block s.
+__device__ __forceinline__ float q5k_four_products(float acc, float scale, float min, unsigned nibbles,
+                                                   unsigned qh, unsigned sub, float4 x) {
+    const unsigned q = (nibbles & 0x0F0F0F0Fu) | (((qh >> sub) & 0x01010101u) << 4);
+    const float p0 = (scale * (float)(q & 0xFFu) - min) * x.x;
+    const float p1 = (scale * (float)((q >> 8) & 0xFFu) - min) * x.y;
+    const float p2 = (scale * (float)((q >> 16) & 0xFFu) - min) * x.z;
+    const float p3 = (scale * (float)(q >> 24) - min) * x.w;
+    return acc + (((p0 + p1) + p2) + p3);
+}
+
+extern "C" __global__ void dmmv_q5k_experts_batched(
+    const unsigned* a_u32, const float* x, float* y, const unsigned* expert_ids,
+    unsigned M, unsigned K, unsigned slice, unsigned x_stride, unsigned n_used, unsigned base,
+    unsigned routing_stride, unsigned x_tok_stride, unsigned y_tok_stride) {
+    const unsigned t = blockIdx.y;
+    const unsigned e = blockIdx.x / M;
+    if (e >= n_used) return;
+    const unsigned row = blockIdx.x - e * M;
+    const unsigned blocks_per_row = K >> 8;
+    const unsigned expert = expert_ids[(size_t)t * routing_stride + e];
+    const unsigned row_word = ((expert * slice + base) >> 2) + row * blocks_per_row * 44u;
+    const float4* xv = (const float4*)(x + (size_t)t * x_tok_stride + (size_t)e * x_stride);
+
+    const unsigned itid = threadIdx.x & 15u, group = threadIdx.x >> 4, n_groups = blockDim.x >> 4;
+    const unsigned il = itid >> 2, ir = itid & 3u, v_im = il >> 1, v_in = il & 1u;
+    const unsigned l0 = 4u * (2u * ir + v_in);
+    const unsigned quant_byte = 32u * v_im + l0, x_first = 64u * v_im + l0, scale_shift = 16u * v_im;
+    const unsigned sub0 = 2u * v_im;  // the thread's sub-blocks: sub0, sub0 + 1, sub0 + 4, sub0 + 5
+
+    float sum = 0.0f;
+    for (unsigned i = group; i < blocks_per_row; i += n_groups) {
+        const unsigned blk = row_word + i * 44u;
+        const unsigned d_dmin = a_u32[blk];
+        const float d = half_bits_to_float((unsigned short)(d_dmin & 0xFFFFu));
+        const float dmin = half_bits_to_float((unsigned short)(d_dmin >> 16));
+        const unsigned s0 = a_u32[blk + 1u] >> scale_shift;
+        const unsigned s1 = a_u32[blk + 2u] >> scale_shift;
+        const unsigned s2 = a_u32[blk + 3u] >> scale_shift;
+        const unsigned qh = a_u32[blk + 4u + (l0 >> 2)];
+        const unsigned q_lo = a_u32[blk + 12u + (quant_byte >> 2)];
+        const unsigned q_hi = a_u32[blk + 12u + (quant_byte >> 2) + 16u];
+        const unsigned xi = (i * 256u + x_first) >> 2, xi_hi = (i * 256u + x_first + 128u) >> 2;
+        const float4 x0 = xv[xi], x1 = xv[xi + 8u], x2 = xv[xi_hi], x3 = xv[xi_hi + 8u];
+        const float scale0 = d * (float)(s0 & 0x3Fu), min0 = dmin * (float)(s1 & 0x3Fu);
+        const float scale1 = d * (float)((s0 >> 8) & 0x3Fu), min1 = dmin * (float)((s1 >> 8) & 0x3Fu);
+        const float scale2 = d * (float)((s2 & 0xFu) | ((s0 & 0xC0u) >> 2));
+        const float min2 = dmin * (float)(((s2 & 0xF0u) >> 4) | ((s1 & 0xC0u) >> 2));
+        const float scale3 = d * (float)(((s2 >> 8) & 0xFu) | (((s0 >> 8) & 0xC0u) >> 2));
+        const float min3 = dmin * (float)((((s2 >> 8) & 0xF0u) >> 4) | (((s1 >> 8) & 0xC0u) >> 2));
+        sum = q5k_four_products(sum, scale0, min0, q_lo, qh, sub0, x0);
+        sum = q5k_four_products(sum, scale1, min1, q_lo >> 4, qh, sub0 + 1u, x1);
+        sum = q5k_four_products(sum, scale2, min2, q_hi, qh, sub0 + 4u, x2);
+        sum = q5k_four_products(sum, scale3, min3, q_hi >> 4, qh, sub0 + 5u, x3);
     }
     sum = block_reduce_sum(sum);
     if (threadIdx.x == 0) y[(size_t)t * y_tok_stride + (size_t)e * M + row] = sum;

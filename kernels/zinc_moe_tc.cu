@@ -8,6 +8,8 @@
 //   0xFFFFFFFF in padding) and tile_expert[tile] = the expert of each 64-position tile (INV when unused).
 //   Item order inside one expert follows the atomic race, as in the engine.
 // gemm_q4k_experts_grouped_tc: grid (ceil(M/64), max_pos/64), block 256, 24 KB static shared memory.
+//   gemm_q5k_/gemm_q6k_experts_grouped_tc are its down form (§1.6: A row t*n_used + slot, weights at
+//   a + expert*slice), the same tile code over the type's dequant.
 //   Tile y computes 64 rows x 64 positions of its expert with wmma 16x16x16 (fp16 in, f32 accumulate),
 //   BK = 32 (one Q4_K sub-block per step), per-thread dequant to fp16 (RNE), f32 activations of the
 //   tokens in order staged to fp16, and scatters dst[t*dst_tok_stride + slot*M + row].
@@ -60,19 +62,74 @@ extern "C" __global__ void build_expert_order_padded(const unsigned* routing, un
     }
 }
 
-extern "C" __global__ void gemm_q4k_experts_grouped_tc(const unsigned* a_u32, const float* A, const unsigned* order,
-                                                       const unsigned* tile_expert, float* dst, GroupedTCPush p) {
+// Element (sub-block sub, position l) of one superblock, dequantized in f32 by the engine's formula.
+// Q4_K / Q5_K: (d*sc)*q - dmin*mn (get_scale_min_k4); Q6_K: d*sc*(q - 32).
+__device__ __forceinline__ void zinc_scale_min_k4(const unsigned char* scales, unsigned sub, unsigned* sc,
+                                                  unsigned* mn) {
+    if (sub < 4u) {
+        *sc = scales[sub] & 63u;
+        *mn = scales[sub + 4u] & 63u;
+    } else {
+        *sc = (scales[sub + 4u] & 0xFu) | ((scales[sub - 4u] >> 6) << 4);
+        *mn = (scales[sub + 4u] >> 4) | ((scales[sub] >> 6) << 4);
+    }
+}
+
+struct ZincQ4K {
+    static constexpr unsigned BLOCK_BYTES = 144u;
+    __device__ static float at(const unsigned char* blk, unsigned sub, unsigned l) {
+        const unsigned d_dmin = *(const unsigned*)blk;
+        const float d = __half2float(__ushort_as_half((unsigned short)(d_dmin & 0xFFFFu)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(d_dmin >> 16)));
+        unsigned sc, mn;
+        zinc_scale_min_k4(blk + 4, sub, &sc, &mn);
+        const unsigned q_byte = blk[16u + (sub >> 1) * 32u + l];
+        const unsigned q = (sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu);
+        return (d * (float)sc) * (float)q - dmin * (float)mn;
+    }
+};
+
+struct ZincQ5K {  // d, dmin, scales[12], qh[32] @16, qs[128] @48; fifth bit of sub-block s is bit s of qh[l]
+    static constexpr unsigned BLOCK_BYTES = 176u;
+    __device__ static float at(const unsigned char* blk, unsigned sub, unsigned l) {
+        const unsigned d_dmin = *(const unsigned*)blk;
+        const float d = __half2float(__ushort_as_half((unsigned short)(d_dmin & 0xFFFFu)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(d_dmin >> 16)));
+        unsigned sc, mn;
+        zinc_scale_min_k4(blk + 4, sub, &sc, &mn);
+        const unsigned q_byte = blk[48u + (sub >> 1) * 32u + l];
+        const unsigned q = ((sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu)) | (((unsigned)blk[16u + l] >> sub & 1u) << 4);
+        return (d * (float)sc) * (float)q - dmin * (float)mn;
+    }
+};
+
+struct ZincQ6K {  // ql[128], qh[64] @128, int8 scales[16] @192, f16 d @208
+    static constexpr unsigned BLOCK_BYTES = 210u;
+    __device__ static float at(const unsigned char* blk, unsigned sub, unsigned l) {
+        const unsigned half_id = sub >> 2, quarter = sub & 3u;
+        const float d = __half2float(__ushort_as_half(*(const unsigned short*)(blk + 208)));
+        const unsigned char ql = blk[half_id * 64u + (quarter & 1u) * 32u + l];
+        const unsigned low4 = quarter < 2u ? (ql & 0xFu) : (unsigned)(ql >> 4);
+        const unsigned q = low4 | (((unsigned)blk[128u + half_id * 32u + l] >> (2u * quarter) & 3u) << 4);
+        const signed char sc = (signed char)blk[192u + half_id * 8u + (l >> 4) + 2u * quarter];
+        return d * (float)sc * ((float)q - 32.0f);
+    }
+};
+
+// One 64-row x 64-position tile of one expert (the body of every grouped TC kernel here). The activation
+// row of item (t, slot) is t (gate/up form, a_slots == 0) or t*a_slots + slot (down form).
+template <class Q>
+__device__ __forceinline__ void zinc_grouped_tc_tile(const unsigned char* w_expert, const float* A, const unsigned* order,
+                                                     float* dst, unsigned M, unsigned K, unsigned a_slots,
+                                                     unsigned dst_tok_stride) {
     constexpr unsigned BM = 64u, BT = 64u, BK = 32u;
     __shared__ __half Ws[BM * BK];  // (r, k) at r*BK + k
     __shared__ __half As[BK * BT];  // (k, position) at k*BT + position
     __shared__ float Cs[BT * BM];   // (position, m) at position*BM + m
-    const unsigned expert = tile_expert[blockIdx.y];
-    if (expert == ZINC_INV) return;
     const unsigned m0 = blockIdx.x * BM, pos0 = blockIdx.y * BT;
-    const unsigned blocks_per_row = p.K >> 8, n_steps = p.K >> 5;
+    const unsigned blocks_per_row = K >> 8, n_steps = K >> 5;
     const unsigned tid = threadIdx.x, warp = tid >> 5;
     const unsigned fm = warp >> 2, ft = warp & 3u;
-    const unsigned* w_base = a_u32 + ((size_t)expert * p.gu_full + p.base) / 4u;
 
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc0, acc1;
     wmma::fill_fragment(acc0, 0.0f);
@@ -84,31 +141,15 @@ extern "C" __global__ void gemm_q4k_experts_grouped_tc(const unsigned* a_u32, co
         for (unsigned u = 0; u < 8u; u++) {  // per-thread dequant of the 64 x 32 weight tile
             const unsigned idx = tid + u * 256u, r = idx >> 5, l = idx & 31u, row = m0 + r;
             float w = 0.0f;
-            if (row < p.M) {
-                const unsigned* blk = w_base + ((size_t)row * blocks_per_row + superblock) * 36u;
-                const unsigned d_dmin = blk[0];
-                const float d = __half2float(__ushort_as_half((unsigned short)(d_dmin & 0xFFFFu)));
-                const float dmin = __half2float(__ushort_as_half((unsigned short)(d_dmin >> 16)));
-                const unsigned char* scales = (const unsigned char*)(blk + 1);
-                unsigned sc, mn;
-                if (sub < 4u) {
-                    sc = scales[sub] & 63u;
-                    mn = scales[sub + 4u] & 63u;
-                } else {
-                    sc = (scales[sub + 4u] & 0xFu) | ((scales[sub - 4u] >> 6) << 4);
-                    mn = (scales[sub + 4u] >> 4) | ((scales[sub] >> 6) << 4);
-                }
-                const unsigned q_byte = ((const unsigned char*)(blk + 4))[(sub >> 1) * 32u + l];
-                const unsigned q = (sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu);
-                w = (d * (float)sc) * (float)q - dmin * (float)mn;
-            }
+            if (row < M) w = Q::at(w_expert + ((size_t)row * blocks_per_row + superblock) * Q::BLOCK_BYTES, sub, l);
             Ws[r * BK + l] = __float2half_rn(w);
         }
 #pragma unroll
         for (unsigned u = 0; u < 8u; u++) {  // activations of the tile's 64 positions, INV -> 0
             const unsigned idx = tid + u * 256u, pos = idx >> 5, l = idx & 31u;
             const unsigned item = order[pos0 + pos];
-            const float v = item == ZINC_INV ? 0.0f : A[(size_t)(item >> 16) * p.K + c * BK + l];
+            const unsigned a_row = a_slots ? (item >> 16) * a_slots + (item & 0xFFFFu) : item >> 16;
+            const float v = item == ZINC_INV ? 0.0f : A[(size_t)a_row * K + c * BK + l];
             As[l * BT + pos] = __float2half_rn(v);
         }
         __syncthreads();
@@ -131,9 +172,42 @@ extern "C" __global__ void gemm_q4k_experts_grouped_tc(const unsigned* a_u32, co
     for (unsigned u = 0; u < 16u; u++) {
         const unsigned idx = tid + u * 256u, pos = idx >> 6, m = idx & 63u, row = m0 + m;
         const unsigned item = order[pos0 + pos];
-        if (item != ZINC_INV && row < p.M) {
+        if (item != ZINC_INV && row < M) {
             const unsigned t = item >> 16, slot = item & 0xFFFFu;
-            dst[(size_t)t * p.dst_tok_stride + (size_t)slot * p.M + row] = Cs[pos * BM + m];
+            dst[(size_t)t * dst_tok_stride + (size_t)slot * M + row] = Cs[pos * BM + m];
         }
     }
+}
+
+// Gate / up form (qwen gate and up, gemma's fused gate_up halves via base): A is f32 [T][K].
+extern "C" __global__ void gemm_q4k_experts_grouped_tc(const unsigned char* a, const float* A, const unsigned* order,
+                                                       const unsigned* tile_expert, float* dst, GroupedTCPush p) {
+    const unsigned expert = tile_expert[blockIdx.y];
+    if (expert == ZINC_INV) return;
+    zinc_grouped_tc_tile<ZincQ4K>(a + (size_t)expert * p.gu_full + p.base, A, order, dst, p.M, p.K, 0u,
+                                         p.dst_tok_stride);
+}
+
+// Down form (qwen36's Q5_K / Q6_K down): A is the [T][n_used][K] SwiGLU output, expert weights at a + e*slice.
+struct GroupedTCDownPush {
+    unsigned M, K, slice, n_used, dst_tok_stride;
+};
+
+template <class Q>
+__device__ __forceinline__ void zinc_grouped_tc_down(const unsigned char* a, const float* A, const unsigned* order,
+                                                     const unsigned* tile_expert, float* dst,
+                                                     const GroupedTCDownPush& p) {
+    const unsigned expert = tile_expert[blockIdx.y];
+    if (expert == ZINC_INV) return;
+    zinc_grouped_tc_tile<Q>(a + (size_t)expert * p.slice, A, order, dst, p.M, p.K, p.n_used, p.dst_tok_stride);
+}
+
+extern "C" __global__ void gemm_q5k_experts_grouped_tc(const unsigned char* a, const float* A, const unsigned* order,
+                                                       const unsigned* tile_expert, float* dst, GroupedTCDownPush p) {
+    zinc_grouped_tc_down<ZincQ5K>(a, A, order, tile_expert, dst, p);
+}
+
+extern "C" __global__ void gemm_q6k_experts_grouped_tc(const unsigned char* a, const float* A, const unsigned* order,
+                                                       const unsigned* tile_expert, float* dst, GroupedTCDownPush p) {
+    zinc_grouped_tc_down<ZincQ6K>(a, A, order, tile_expert, dst, p);
 }

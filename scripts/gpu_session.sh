@@ -2,7 +2,8 @@
 # One GPU-host session in one go (the device time is the scarce thing): set up, report the environment,
 # run the GPU tests, optional profiler captures and benchmarks, then pack every log into $OUT/session.tgz.
 #
-#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full aa profile
+#   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full t3tests t3 wheel aa
+#                                               profile layer layerfull layergguf
 #                                               kernels routing t1q6 t2down (fused formats, routing builds)
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
@@ -61,15 +62,27 @@ for step in "${@:-env tests}"; do
         gguf) TAIL=30 run gguf 200 bash -c "python3 -m zincbench.testing.weights_gguf /tmp/w.gguf && \
                 $ZB microbench t2 --gguf /tmp/w.gguf --quick --no-progress --markdown $LOGS/t2gguf.md; \
                 $ZB microbench t1 --gguf /tmp/w.gguf --layer 0 --quick --no-progress --markdown $LOGS/t1gguf.md" ;;
+        wheel) TAIL=30 run wheel 300 bash -c "python3 -m venv --system-site-packages /tmp/wheel-venv && \
+                /tmp/wheel-venv/bin/pip install -q --no-index --no-deps --no-build-isolation . && cd /tmp && \
+                PYTHONPATH=/tmp/site /tmp/wheel-venv/bin/zincbench microbench t2 --quick --no-progress \
+                --results-dir /tmp/wheel-results && ls /tmp/wheel-results" ;;
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
+        layer) TAIL=60 run layer 600 $ZB microbench layer $ENGINE --quick --no-progress --markdown "$LOGS/layer.md" ;;
+        layerfull) TAIL=80 run layerfull 600 $ZB microbench layer $ENGINE --variant engine --variant fused_block \
+                --variant fused_block_cublas_down \
+                --no-progress --markdown "$LOGS/layerfull.md" ;;
+        layergguf) TAIL=40 run layergguf 400 bash -c "python3 -m zincbench.testing.weights_gguf /tmp/w.gguf && \
+                $ZB microbench layer --gguf /tmp/w.gguf --layer 0 --case T512 --quick --no-progress --markdown $LOGS/layergguf.md" ;;
         t1full) TAIL=80 run t1full ${T1_LIMIT:-400} $ZB microbench t1 $ENGINE --no-progress --markdown "$LOGS/t1full.md" ;;
+        t3tests) TAIL=30 run t3tests 300 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_t3_gpu.py ;;
+        t3) TAIL=90 run t3 ${T3_LIMIT:-580} $ZB microbench t3 $ENGINE --no-progress --markdown "$LOGS/t3.md" ;;
         aa) TAIL=40 run aa 300 $ZB aa microbench --markdown "$LOGS/aa.md" ;;
         profile) TAIL=60 run profile 300 $ZB profile microbench --tool both t2 --quick --case E256-M512-K2048-Ne16 ;;
         gate) TAIL=40 run gate 420 $ZB gate experiments/gates.yaml --junit "$LOGS/gate.xml" --markdown "$LOGS/gate.md" ;;
         probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-                --section InstructionStats -k regex:gemm_kquant_mma python3 scripts/probe_one.py ;;
+                --section InstructionStats -k regex:gemm_kquant_mma python3 -m zincbench.testing.sanitize_driver fused --shapes gate ;;
         sass) run sass 120 bash -c 'nvcc -std=c++17 -arch=sm_90 -cubin -DZINCBENCH_COMPILE_CHECK -o /tmp/f.cubin \
                 kernels/kquant_fused_mma.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;
         *) echo "unknown step $step" ;;

@@ -3,7 +3,8 @@
     python scripts/probe_fused.py [t2|t1|all]
 
 Prints one line per (case, piece, tile): median µs and the implied rate. A tool for tuning the fused
-kernel; the gates themselves are `zincbench microbench`.
+kernel over more tiles than the gates try; the gates themselves are `zincbench microbench`. Inputs are
+built by zincbench.testing.sanitize_driver (the kernels' launch driver).
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ import numpy as np
 from zincbench.judge import summarize
 from zincbench.measure.stopping.count import FixedCountRule
 from zincbench.measure.timer import GpuTimer, TimerConfig
-from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations, permuted_activations
+from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations
 from zincbench.ops.routing import RoutingWorkspace, build_routing
-from zincbench.quant import get_format
+from zincbench.testing.sanitize_driver import activations, permuted, quantized, routing_table
 
-Q4K = get_format("q4_k")
 T2_TILES = ["1,2,4,1,3", "1,2,4,1,4,5", "1,2,8,1,3,2", "1,4,4,1,4", "1,8,8,1,2", "1,8,8,1,3,2", "1,8,4,1,4,3"]
 T1_TILES = ["2,8,4,1,3", "2,8,4,1,2,3", "2,8,4,2,2", "2,4,4,1,3,4", "1,8,8,1,3,2", "2,8,2,2,3", "1,16,8,1,2"]
 
@@ -29,19 +29,17 @@ def timed(timer, fn, samples=25):
 
 
 def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 64)):
-    w = cupy.asarray(Q4K.random_blocks(rng, e * m, k).reshape(e, m, -1))
+    w = quantized(cupy, rng, "q4_k", (e, m), k)
     for n_e in n_es:
         t = n_e * e // top_k
-        ids = np.argpartition(-rng.random((t, e)), top_k - 1, axis=1)[:, :top_k].astype(np.uint32)
-        ids_d = cupy.asarray(ids)
-        x = cupy.asarray(rng.standard_normal((t, k), dtype=np.float32))
-        xp = permuted_activations(cupy, t, k)
+        ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
+        x = activations(cupy, rng, (t, k))
+        xp = permuted(cupy, x)
         y = cupy.empty((t, top_k, m), dtype=cupy.float32)
         flops = 2 * t * top_k * m * k
         ws16 = RoutingWorkspace(t, top_k, e, 16)
         print(f"T2 E{e} M{m} Ne{n_e}: route {timed(timer, lambda: build_routing(ids_d, ws16)):.1f} us, "
               f"permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us", flush=True)
-        permute_activations(x, xp)
         for spec in T2_TILES:
             tile = MmaTile.parse(spec)
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
@@ -54,12 +52,11 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 64)):
 
 def probe_t1(timer, cupy, rng, shapes=((4096, 4096, 512), (4096, 4096, 2048), (21504, 5376, 1024))):
     for m, k, t in shapes:
-        w = cupy.asarray(Q4K.random_blocks(rng, m, k))
-        x = cupy.asarray(rng.standard_normal((t, k), dtype=np.float32))
-        xp = permuted_activations(cupy, t, k)
+        w = quantized(cupy, rng, "q4_k", (m,), k)
+        x = activations(cupy, rng, (t, k))
+        xp = permuted(cupy, x)
         y = cupy.empty((t, m), dtype=cupy.float32)
         print(f"T1 M{m} K{k} T{t}: permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us", flush=True)
-        permute_activations(x, xp)
         for spec in T1_TILES:
             tile = MmaTile.parse(spec)
             gemm = FusedKQuantGemm(tile, grouped=False, weights="q4_k")

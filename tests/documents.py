@@ -14,6 +14,7 @@ from zincbench.bench.rows import Floor, MicrobenchRow, Summary
 from zincbench.bench.runner import compare_case
 from zincbench.config import experiment_path
 from zincbench.measure.timer import Measurement
+from zincbench.runs.validate import ModelOutcome, Status
 
 
 def all_variants(family: str) -> list:
@@ -73,8 +74,8 @@ def microbench_document(family: str = "t2", *, candidate_factor: float = 0.8, de
 
 
 def validate_document(statuses: dict[str, str], exit_code: int, device: str = "NVIDIA H200") -> records.Document:
-    rows = [{"model": name, "gguf": f"/models/{name}.gguf", "status": status, "mode": "tolerant", "n_gen": 12,
-             "min_match": 8, "match": 12 if status == "OK" else 3, "reason": ""} for name, status in statuses.items()]
+    rows = [ModelOutcome(model=name, gguf=f"/models/{name}.gguf", status=Status(status), mode="tolerant", n_gen=12,
+                         min_match=8, match=12 if status == "OK" else 3).to_json() for name, status in statuses.items()]
     return records.Document(kind="validate", config={"mode": "tolerant", "allow_missing": False},
                             environment={"gpu": {"name": device}}, results=rows, verdict={"exit_code": exit_code})
 

@@ -17,7 +17,7 @@ from fake_engine import write_launcher
 from test_ab import FakeMonitor, tiny_model
 
 from zincbench import records
-from zincbench.aa import (
+from zincbench.runs.aa import (
     AAConfig,
     VerdictTally,
     change_to_call,

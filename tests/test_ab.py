@@ -14,7 +14,7 @@ from zincbench.engines.base import Engine, ThroughputResult
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.llamabench import load as load_llama_bench
 from zincbench.runs.ab import (
-    P90_MIN_SAMPLES, ABSettings, Arm, combine_verdicts, nearest_rank, neutral_prompt, round_orders, run_ab,
+    P90_MIN_SAMPLES, ABRun, ABSettings, Arm, combine_verdicts, nearest_rank, neutral_prompt, round_orders, run_ab,
     summarize_recorded,
 )
 
@@ -127,7 +127,8 @@ def test_a_recorded_adaptive_run_is_rejudged_to_the_same_verdict(tmp_path, fake,
     monkeypatch.setenv("FAKE_NOISE", "0.01")
     out = ab(tmp_path, fake, env_b={})
     saved = json.loads(out.path.read_text())
-    again = summarize_recorded(tiny_model(tmp_path), saved["results"], ["A", "B"], saved["config"]["settings"])
+    runs = [ABRun.from_json(r) for r in saved["results"]]
+    again = summarize_recorded(tiny_model(tmp_path), runs, ["A", "B"], saved["config"]["settings"])
     assert again["verdict"] == out.models[0]["verdict"] and again["prefill"] == out.models[0]["prefill"]
 
 
@@ -173,7 +174,7 @@ def test_abba_order_keeps_drift_from_posing_as_a_regression(tmp_path, fake, monk
 
 def test_warmup_is_run_and_discarded(tmp_path, fake):
     out = ab(tmp_path, fake, env_b={}, rounds=2)
-    rounds = [(r["arm"], r["round"], r["warmup"]) for r in out.document.results]
+    rounds = [(r.arm, r.round, r.warmup) for r in out.document.results]
     assert rounds == [("A", 0, True), ("B", 0, True), ("A", 1, False), ("B", 1, False), ("B", 2, False), ("A", 2, False)]
     assert out.models[0]["arms"]["A"]["n"] == 2
 
@@ -219,7 +220,7 @@ def test_busy_gpu_warns_or_aborts(tmp_path, fake):
 
 def test_no_nvml_is_recorded_as_unavailable(tmp_path, fake):
     out = ab(tmp_path, fake, rounds=2, monitor=FakeMonitor(available=False))
-    assert out.document.results[0]["gpu"] == {"available": False, "error": FakeMonitor(False).error}
+    assert out.document.results[0].gpu == {"available": False, "error": FakeMonitor(False).error}
     assert any("NVML unavailable" in note for note in out.document.notes)
     assert out.exit_code == ExitCode.OK
 
@@ -369,7 +370,7 @@ def test_bad_settings(tmp_path, fake, settings, message):
 def test_zinc_dbg_engine_gets_token_ids(tmp_path, fake):
     out = ab(tmp_path, fake, env_b={}, kind="zinc-dbg", rounds=2, prompt_tokens=250, n_gen=8)
     assert out.models[0]["prefill_tokens"] == 250
-    assert out.document.results[2]["decode_tokens"] == 7  # cuda-dbg counts n_gen - 1 decode steps
+    assert out.document.results[2].decode_tokens == 7  # cuda-dbg counts n_gen - 1 decode steps
     with pytest.raises(InputError, match="at most 256"):
         ab(tmp_path, fake, kind="zinc-dbg", prompt_tokens=512)
 

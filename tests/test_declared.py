@@ -127,9 +127,9 @@ def test_steps_follow_the_declared_threshold():
     variant = pack.variant("t2", "engine")
     names = declared._names(pack, declared.Binding({}, {"T": 63, "E": 256, "top_k": 8, "x_per_slot": 0}, "y", None))
     plan = declared.expand(variant, pack, names)
-    assert [s.kernel for s, _ in plan.steps] == ["dmmv_{qtype}_experts_batched"] and not plan.workspace
+    assert [s.kernel for s, _, _ in plan.steps] == ["dmmv_{qtype}_experts_batched"] and not plan.workspace
     plan = declared.expand(variant, pack, {**names, "T": 64})
-    assert [s.kernel for s, _ in plan.steps] == ["build_expert_order_padded", "gemm_q4k_experts_grouped_tc"]
+    assert [s.kernel for s, _, _ in plan.steps] == ["build_expert_order_padded", "gemm_q4k_experts_grouped_tc"]
     # the used variant's let and workspace come along: max_pos = T*top_k + 64*E
     assert {ws.name for ws, _, _ in plan.workspace} == {"order", "tile_expert"}
     assert plan.steps[0][1]["max_pos"] == 64 * 8 + 64 * 256

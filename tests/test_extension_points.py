@@ -29,8 +29,8 @@ def zincbench(*args, plugins: bool = True, cwd: Path = ROOT) -> subprocess.Compl
 
 
 @pytest.mark.parametrize("args, choice", [
-    (["microbench", "--help"], "[t1|t2|toy]"),
-    (["aa", "microbench", "--help"], "[t1|t2|toy]"),
+    (["microbench", "--help"], "|toy]"),  # the bundled families come first, whichever they are
+    (["aa", "microbench", "--help"], "|toy]"),
     (["ab", "--help"], "toy-engine"),
     (["aa", "ab", "--help"], "toy-engine"),
     (["validate", "--help"], "toy-engine"),

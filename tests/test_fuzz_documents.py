@@ -127,16 +127,17 @@ def test_results_documents(scratch, case):
     from rich.console import Console
 
     from zincbench import report
-    from zincbench.gate import rejudge_document
+    from zincbench.runs.gate import rejudge_document
+    from zincbench.show import report_tables
 
     name, edits = case
     path = scratch / name
     path.write_text(json.dumps(edited(DOCUMENTS, name, edits)))
     try:
         merged = report.build_report([path])
-        report.to_markdown(merged)
+        report_tables.to_markdown(merged)
         report.to_dict(merged)
-        report.print_report(merged, Console(file=io.StringIO(), width=200))
+        report_tables.print_report(merged, Console(file=io.StringIO(), width=200))
     except InputError:
         pass
     try:
@@ -156,6 +157,7 @@ def test_ab_documents(scratch, ab_document, data):
     from rich.console import Console
 
     from zincbench import report
+    from zincbench.show import report_tables
 
     seeds = {"ab.json": json.loads(Path(ab_document).read_text())}
     name, edits = data.draw(edits_of(seeds))
@@ -165,8 +167,8 @@ def test_ab_documents(scratch, ab_document, data):
         merged = report.build_report([path])
     except InputError:
         return
-    report.to_markdown(merged)
-    report.print_report(merged, Console(file=io.StringIO(), width=200))
+    report_tables.to_markdown(merged)
+    report_tables.print_report(merged, Console(file=io.StringIO(), width=200))
 
 
 def test_a_hundred_thousand_levels_of_json_are_one_line(scratch):

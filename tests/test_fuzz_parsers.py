@@ -223,7 +223,7 @@ yaml_values = st.recursive(
 def _loaders():
     from zincbench.bench import load_family
     from zincbench.catalog import load_catalog
-    from zincbench.gate import load_gates
+    from zincbench.runs.gate import load_gates
     from zincbench.profile.categories import load_rules
 
     return {

@@ -19,7 +19,7 @@ from zincbench import records
 from zincbench.cli import main
 from zincbench.config import EXPERIMENTS_DIR
 from zincbench.errors import ConfigError, ExitCode, InputError
-from zincbench.gate import Status, load_gates, rejudge_document, run_gates
+from zincbench.runs.gate import Status, load_gates, rejudge_document, run_gates
 from zincbench.show.gate_summary import append_step_summary, to_markdown
 from zincbench.show.junit import junit_xml, xml_text
 
@@ -127,7 +127,7 @@ def test_unjudgeable_kind_is_bad_input():
     ({"name": "x", "kind": "nope"}, "kind: must be one of"),
     ({"name": "x", "kind": "recorded"}, "missing required key 'path'"),
     ({"name": "x", "kind": "recorded", "path": "a.json", "expect": "MAYBE"}, "expect: must be one of"),
-    ({"name": "x", "kind": "microbench", "family": "t3"}, "family: must be one of"),
+    ({"name": "x", "kind": "microbench", "family": "no-such-family"}, "family: must be one of"),
     ({"name": "x", "kind": "microbench", "experiment": "missing.yaml"}, "file not found"),
     ({"name": "x", "kind": "validate", "models": ["no-such-model"]}, "unknown catalog model 'no-such-model'"),
     ({"name": "x", "kind": "ab", "a": "bin"}, "give models"),

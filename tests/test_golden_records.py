@@ -1,7 +1,8 @@
-"""Golden test: every microbench document recorded under results/ loads as MicrobenchRow rows (and
-writes back byte for byte), re-judges to its recorded decision (or, when the run never measured a
-variant today's rule names, by the rule it was recorded under) and renders the same table text as when
-the fixtures were written; ``zincbench report`` of each folder shows the same tables too.
+"""Golden test: the rows of every document recorded under results/ load as their typed row (MicrobenchRow,
+validate's ModelOutcome, ab's ABRun, profile.rows' one type per table) and write back byte for byte;
+every microbench document re-judges to its recorded decision (or, when the run never measured a variant
+today's rule names, by the rule it was recorded under) and renders the same table text as when the
+fixtures were written; ``zincbench report`` of each folder shows the same tables too.
 
 The fixtures in tests/fixtures/golden/ were generated from the code before the typed-row refactor;
 regenerate them only for an intended change of the tables: ``python3 tests/test_golden_records.py``.
@@ -22,6 +23,17 @@ GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
 DOCUMENTS = sorted(p for p in (ROOT / "results").rglob("*.json")
                    if json.loads(p.read_text()).get("kind") == "microbench")
 WIDTHS = (80, 200)
+TYPED_KINDS = ("microbench", "validate", "ab", "profile")
+TYPED = sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") in TYPED_KINDS)
+
+
+def row_type(kind: str):
+    from zincbench.bench.rows import MicrobenchRow
+    from zincbench.profile.rows import ProfileRow
+    from zincbench.runs.ab import ABRun
+    from zincbench.runs.validate import ModelOutcome
+
+    return {"microbench": MicrobenchRow, "validate": ModelOutcome, "ab": ABRun, "profile": ProfileRow}[kind]
 
 
 def _stem(path: Path) -> str:
@@ -39,7 +51,8 @@ def rendered(path: Path) -> dict[str, str]:
 def report_texts(folder: Path) -> dict[str, str]:
     """``zincbench report`` of a folder's recorded microbench documents: terminal at each width, and markdown
     (paths relative to the repository, as the CLI is run from there)."""
-    from zincbench.report import build_report, print_report, to_markdown
+    from zincbench.report import build_report
+    from zincbench.show.report_tables import print_report, to_markdown
 
     paths = [str(p.relative_to(ROOT)) for p in DOCUMENTS if p.parent == folder]
     merged = build_report(paths)
@@ -63,7 +76,7 @@ FOLDERS = sorted({p.parent for p in DOCUMENTS})
 
 def rejudged(path: Path) -> dict:
     """What the gate's re-judging makes of a recorded document: status, reason and cells."""
-    from zincbench.gate import rejudge_document
+    from zincbench.runs.gate import rejudge_document
 
     judged = rejudge_document(json.loads(path.read_text()), str(path.relative_to(ROOT)), base=ROOT)
     return {"status": judged.status.value, "reason": judged.reason, "cells": judged.details["cells"],
@@ -75,12 +88,23 @@ def test_every_recorded_microbench_document_is_covered():
     assert {p.parent.name for p in DOCUMENTS} >= {"h200", "engine", "repro", "h200-x2"}
 
 
+def test_every_typed_row_kind_has_a_recorded_document():
+    assert {json.loads(p.read_text())["kind"] for p in TYPED} == set(TYPED_KINDS)
+
+
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)
-def test_rows_load_and_write_back_byte_for_byte(path):
+def test_microbench_rows_load_through_the_schema_check(path):
     from zincbench.bench.rows import rows_of
 
     doc = json.loads(path.read_text())
     assert json.dumps([row.to_json() for row in rows_of(doc)]) == json.dumps(doc["results"])
+
+
+@pytest.mark.parametrize("path", TYPED, ids=_stem)
+def test_rows_load_and_write_back_byte_for_byte(path):
+    doc = json.loads(path.read_text())
+    loaded = [row_type(doc["kind"]).from_json(row) for row in doc["results"]]
+    assert json.dumps([row.to_json() for row in loaded]) == json.dumps(doc["results"])
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)

@@ -30,20 +30,11 @@ LAYERS = [
     ("zincbench.records", "zincbench.reference_store", "zincbench.bench.rows"),
     # run plans: microbench's runner (and its re-judging of recorded runs) lives beside the families it
     # drives, but it is a run like runs.ab
-    ("zincbench.runs", "zincbench.bench.runner", "zincbench.bench.rejudge", "zincbench.profile", "zincbench.report", "zincbench.gate",
-     "zincbench.aa", "zincbench.testing"),
+    ("zincbench.runs", "zincbench.bench.runner", "zincbench.bench.rejudge", "zincbench.profile", "zincbench.report",
+     "zincbench.testing"),
     ("zincbench.show",),
     ("zincbench.cli", "zincbench.__main__"),
 ]
-
-# Imports that go up a layer today, each with the reason it is allowed (keep this list short).
-ALLOWED_UPWARD = {
-    # report.py's text views (microbench_table ... print_report) are rendering: issue 16 item 5 moves
-    # them into show/, which removes these two.
-    ("zincbench.report", "zincbench.show.fit"),
-    ("zincbench.report", "zincbench.show.scoreboard"),
-}
-
 
 def modules() -> dict[str, Path]:
     found = {}
@@ -99,9 +90,5 @@ def test_no_import_cycles(graph):
 
 
 def test_no_module_imports_from_a_layer_above(graph):
-    upward = sorted((a, b) for a, b in graph.edges if layer_of(b) > layer_of(a) and (a, b) not in ALLOWED_UPWARD)
+    upward = sorted((a, b) for a, b in graph.edges if layer_of(b) > layer_of(a))
     assert not upward, "imports from a layer above: " + "; ".join(f"{a} -> {b}" for a, b in upward)
-
-
-def test_every_allowed_exception_is_still_needed(graph):
-    assert ALLOWED_UPWARD <= set(graph.edges), f"stale: {sorted(ALLOWED_UPWARD - set(graph.edges))}"

@@ -17,7 +17,7 @@ from zincbench.config import experiment_path
 from zincbench.errors import ConfigError, InputError
 from zincbench.measure.stopping.count import QUICK_SAMPLES, FixedCountRule
 from zincbench.measure.stopping.noise import QUICK_MAX_TIME_S, QUICK_MIN_SAMPLES, MedianNoiseRule
-from zincbench.ops.fused import MmaTile
+from zincbench.ops.fused import EPILOGUE_COMBINE, MmaTile
 
 
 def test_bundled_experiments_load():
@@ -103,11 +103,13 @@ def test_gate_decision_over_rows(rng):
 def test_tile_specs():
     tile = MmaTile.parse("1,8,8,1,3,2")
     assert (tile.bm, tile.bn, tile.threads, tile.min_blocks) == (128, 64, 256, 2)
-    assert tile.expression(grouped=True, weights="q4_k") == "gemm_kquant_mma<ZbQ4K,1,8,8,1,3,2,false,true>"
-    assert tile.expression(grouped=False, weights="q6_k") == "gemm_kquant_mma<ZbQ6K,1,8,8,1,3,2,false,false>"
+    assert tile.expression(grouped=True, weights="q4_k") == "gemm_kquant_mma<ZbQ4K,1,8,8,1,3,2,false,true,0>"
+    assert tile.expression(grouped=False, weights="q6_k") == "gemm_kquant_mma<ZbQ6K,1,8,8,1,3,2,false,false,0>"
     trimmed = MmaTile.parse("1,8,4,1,3,1,1")
     assert trimmed.trim_n and trimmed.label == "64x64/w4x1/s3/n8"
-    assert trimmed.expression(grouped=True, weights="q4_k") == "gemm_kquant_mma<ZbQ4K,1,8,4,1,3,1,true,true>"
+    assert trimmed.expression(grouped=True, weights="q4_k") == "gemm_kquant_mma<ZbQ4K,1,8,4,1,3,1,true,true,0>"
+    # the epilogue is the last template argument (ZB_EPI_*; the compile test pins the values)
+    assert tile.expression(grouped=True, weights="q6_k", epilogue=EPILOGUE_COMBINE).endswith(",false,true,3>")
     assert not MmaTile.parse("1,8,4,1,3,1,0").trim_n
     # per stage: X [halves][64 tokens][256 B] + weights [128 rows][80 B (Q4_K half) or 224 B (Q6_K superblock)]
     assert tile.smem_bytes("q4_k") == 3 * (64 * 256 + 128 * 80)

@@ -10,7 +10,7 @@ from documents import failed_row, microbench_document
 from zincbench import records
 from zincbench.bench.rows import MicrobenchRow, VsBaseline, rows_of
 from zincbench.errors import InputError
-from zincbench.gate import rejudge_document
+from zincbench.runs.gate import rejudge_document
 
 
 def test_every_kind_of_row_survives_a_write_and_a_read(tmp_path):

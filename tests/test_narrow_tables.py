@@ -14,8 +14,9 @@ from rich.console import Console
 
 from zincbench import records
 from zincbench.profile.parse import parse_file
-from zincbench.report import build_report, print_report
+from zincbench.report import build_report
 from zincbench.show import gate_summary, profile_tables
+from zincbench.show.report_tables import print_report
 from zincbench.show.microbench_table import microbench_markdown, print_microbench, rule_in_words
 
 H200 = Path(__file__).resolve().parents[1] / "results" / "h200"

@@ -14,7 +14,8 @@ from documents import all_variants, microbench_document, validate_document
 from zincbench import records
 from zincbench.cli import main
 from zincbench.errors import EnvironmentProblem, InputError
-from zincbench.report import build_report, microbench_table, to_markdown, validate_table
+from zincbench.report import build_report
+from zincbench.show.report_tables import microbench_table, to_markdown, validate_table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REPO_RESULTS = Path(__file__).resolve().parent.parent / "results"

@@ -7,6 +7,7 @@
 Runs are labelled by their device; when one device has several runs of a kind, the run id is added,
 and an interrupted run is labelled "(incomplete)". Numbers from different GPUs differ by hardware,
 not by code, so documents of one kind from different devices are refused unless ``ignore_device``.
+The merged view is shown by zincbench.show.report_tables (rich tables, markdown) and show.plots.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Iterable
 from zincbench import records
 from zincbench.bench.rows import MicrobenchRow, check_schema
 from zincbench.errors import InputError
+from zincbench.runs.validate import ModelOutcome
 
 TABULATED = ("microbench", "validate", "ab")
+ROW_TYPES = {"microbench": MicrobenchRow, "validate": ModelOutcome}  # the typed rows of each kind's results
 
 
 @dataclass
@@ -127,9 +130,10 @@ def _check_fields(obj, kind: str, where: str) -> None:
                 raise InputError(f"{place} must be {wanted}, got {value!r}"[:200])
 
 
-def _microbench_row(row: dict, where: str) -> MicrobenchRow:
+def _typed_row(row_type, row: dict, where: str):
+    """``row_type.from_json(row)``; a row of another shape is one InputError naming the place."""
     try:
-        return MicrobenchRow.from_json(row)
+        return row_type.from_json(row)
     except (TypeError, ValueError) as exc:
         raise InputError(f"{where}: {exc}"[:200]) from None
 
@@ -148,7 +152,9 @@ def check_tabulated(path: Path, doc: dict) -> dict:
             check_schema(doc)
         except ValueError as exc:
             raise InputError(f"{path}: {exc}") from None
-        doc["results"] = [_microbench_row(row, f"{path}: results[{i}]") for i, row in enumerate(doc.get("results") or [])]
+    if kind in ROW_TYPES:
+        doc["results"] = [_typed_row(ROW_TYPES[kind], row, f"{path}: results[{i}]")
+                          for i, row in enumerate(doc.get("results") or [])]
     if kind == "ab":
         arms = doc["config"].get("arms")  # arm name -> engine and env
         if not isinstance(arms, (dict, list)) or not arms or not all(isinstance(a, str) for a in arms):
@@ -220,10 +226,10 @@ def _microbench_rows(sources: list[Source]) -> list[dict]:
 def _validate_rows(sources: list[Source]) -> list[dict]:
     rows: dict[str, dict] = {}
     for s in sources:
+        r: ModelOutcome
         for r in s.doc.get("results") or []:
-            row = rows.setdefault(r["model"], {"model": r["model"], "runs": {}})
-            row["runs"][s.label] = {"status": r.get("status"), "match": r.get("match"), "n_gen": r.get("n_gen"),
-                                    "reason": r.get("reason")}
+            row = rows.setdefault(r.model, {"model": r.model, "runs": {}})
+            row["runs"][s.label] = {"status": r.status.value, "match": r.match, "n_gen": r.n_gen, "reason": r.reason}
     return list(rows.values())
 
 
@@ -265,87 +271,3 @@ def to_dict(report: Report) -> dict:
                   "run_id": s.doc.get("run_id"), "timestamp": s.doc.get("timestamp")} for s in report.sources],
         "microbench": report.microbench, "validate": report.validate, "ab": report.ab, "notes": report.notes,
     })
-
-
-# --- text views ------------------------------------------------------------------------------------------
-
-
-def _us(value) -> str:
-    return "—" if value is None else f"{value:.1f}"
-
-
-def microbench_table(report: Report, family: str) -> tuple[list[str], list[list[str]]]:
-    """Headers and cells of one family: case, variant, then median/p90 µs per run (a failed check says so)."""
-    labels = report.labels("microbench", family)
-    headers = ["case", "variant"] + [f"{label} median/p90 µs" for label in labels]
-    cells = []
-    for row in report.microbench:
-        if row["family"] != family:
-            continue
-        line = [row["case"], row["variant"]]
-        for label in labels:
-            run = row["runs"].get(label)
-            if run is None:
-                line.append("—")
-            elif run["check"] != "ok":
-                line.append(run["check"])
-            else:
-                line.append(f"{_us(run['median_us'])} / {_us(run['p90_us'])}")
-        cells.append(line)
-    return headers, cells
-
-
-def validate_table(report: Report) -> tuple[list[str], list[list[str]]]:
-    labels = report.labels("validate")
-    cells = []
-    for row in report.validate:
-        line = [row["model"]]
-        for label in labels:
-            run = row["runs"].get(label)
-            match = f" {run['match']}/{run['n_gen']}" if run and run["match"] is not None else ""
-            line.append(f"{run['status']}{match}" if run else "—")
-        cells.append(line)
-    return ["model", *labels], cells
-
-
-def _md_table(headers: list[str], cells: list[list[str]]) -> str:
-    def row(values) -> str:
-        return "| " + " | ".join(str(v).replace("|", "\\|") for v in values) + " |"
-
-    return "\n".join([row(headers), row(["---"] * len(headers)), *(row(c) for c in cells)])
-
-
-def to_markdown(report: Report) -> str:
-    from zincbench.show import scoreboard
-
-    parts = []
-    for family in report.families:
-        parts += [f"### microbench {family}", "", _md_table(*microbench_table(report, family)), ""]
-    if report.validate:
-        parts += ["### validate", "", _md_table(*validate_table(report)), ""]
-    for run in report.ab:
-        parts += [f"### ab · {run['run']} · {run['overall']}", "", scoreboard.to_markdown(run["models"], run["arms"])]
-    if report.notes:
-        parts += ["", *(f"- {note}" for note in report.notes)]
-    return "\n".join(parts).rstrip() + "\n"
-
-
-def print_report(report: Report, console=None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-
-    from zincbench.show import scoreboard
-    from zincbench.show.fit import print_in_column_groups
-
-    console = console or Console()
-    # (title, table, leading key columns, whether the run columns are numbers, aligned right)
-    tables = [(f"microbench {family}", microbench_table(report, family), 2, True) for family in report.families]
-    if report.validate:
-        tables.append(("validate", validate_table(report), 1, False))
-    for title, (headers, cells), keys, numbers in tables:
-        print_in_column_groups(console, title, [escape(h) for h in headers], [[escape(c) for c in line] for line in cells],
-                               keys=keys, right=range(keys, len(headers)) if numbers else ())
-    for run in report.ab:
-        scoreboard.render(run["models"], run["arms"], console, title=f"ab · {run['run']} · {run['overall']}")
-    for note in report.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)

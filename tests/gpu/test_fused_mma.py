@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from zincbench.quant import get_format
+from zincbench.reference import kernels_ref as ref
 
 pytestmark = pytest.mark.gpu
 TOL = 2e-3
@@ -24,10 +25,6 @@ TILES = {
     "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "1,16,8,1,2"],
 }
 CASES = [(weights, tile) for weights, tiles in TILES.items() for tile in tiles]
-
-
-def rel_err(got, ref):
-    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
 
 
 def test_permuted_activation_layout(cupy, rng):
@@ -65,8 +62,7 @@ def test_dense_matches_reference(cupy, rng, weights, tile, m, k, t):
     FusedKQuantGemm(MmaTile.parse(tile), grouped=False, weights=weights).dense(cupy.asarray(w_host), xp, y, m, k, t)
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"
-    ref = x_host.astype(np.float64) @ fmt.dequantize(w_host).astype(np.float64).T
-    assert rel_err(got, ref) < TOL
+    assert ref.rel_frobenius(got, ref.dense_gemm(fmt.dequantize(w_host), x_host)) < TOL
 
 
 @pytest.mark.parametrize("weights,tile", [c for c in CASES if c[1] != TILES[c[0]][-1]])
@@ -93,10 +89,4 @@ def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
         cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=x_per_slot)
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"
-    w = fmt.dequantize(w_host).astype(np.float64)
-    ref = np.empty((t, top_k, m))
-    for tok in range(t):
-        for slot in range(top_k):
-            xv = x_host[tok, slot] if x_per_slot else x_host[tok]
-            ref[tok, slot] = w[ids[tok, slot]] @ xv.astype(np.float64)
-    assert rel_err(got, ref) < TOL
+    assert ref.rel_frobenius(got, ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL

@@ -31,6 +31,9 @@ class Prepared:
     detail: dict = field(default_factory=dict)  # e.g. the tile shape the autotuner chose
     after_check: Callable[[], str | None] | None = None  # e.g. "bucket overflow" -> failure text
     before_check: Callable[[], None] | None = None  # e.g. poison workspaces before the checked run
+    # Named parts of ``run`` in launch order (e.g. a layer's router, gate/up, down): the runner times each
+    # on its own after the whole, for a per-stage table. Each must be runnable again on its own.
+    stages: list[tuple[str, Callable[[], None]]] | None = None
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class KernelSource:
 class Step:
     where: str
     condition: str | None
+    stage: str | None = field(default=None, kw_only=True)  # the per-stage table's row; `use` passes it down
 
 
 @dataclass
@@ -209,18 +210,19 @@ def _step(spec, where: str, default_source: str | None) -> Step:
     condition = spec.get("if")
     if condition is not None:
         _expr(condition, f"{where}.if")
+    stage = _text(spec["stage"], f"{where}.stage") if "stage" in spec else None
     if "use" in spec:
-        _keys(spec, where, {"use", "if"})
-        return UseStep(where, condition, _text(spec["use"], f"{where}.use"))
+        _keys(spec, where, {"use", "if", "stage"})
+        return UseStep(where, condition, _text(spec["use"], f"{where}.use"), stage=stage)
     if "host" in spec:
-        _keys(spec, where, {"host", "args", "if"}, {"host"})
+        _keys(spec, where, {"host", "args", "if", "stage"}, {"host"})
         from zincbench.bench.host_steps import HOST_OPS
 
         op = _text(spec["host"], f"{where}.host")
         if op not in HOST_OPS:
             raise ConfigError(f"{where}.host: unknown host operation {op!r} (known: {', '.join(sorted(HOST_OPS))})")
-        return HostStep(where, condition, op, dict(_mapping(spec.get("args", {}), f"{where}.args")))
-    _keys(spec, where, {"kernel", "source", "grid", "block", "shared", "buffers", "push", "if"},
+        return HostStep(where, condition, op, dict(_mapping(spec.get("args", {}), f"{where}.args")), stage=stage)
+    _keys(spec, where, {"kernel", "source", "grid", "block", "shared", "buffers", "push", "if", "stage"},
           {"kernel", "grid", "block", "buffers"})
     source = spec.get("source", default_source)
     if source is None:
@@ -229,7 +231,7 @@ def _step(spec, where: str, default_source: str | None) -> Step:
     return LaunchStep(where, condition, str(source), _text(spec["kernel"], f"{where}.kernel"),
                       _extent(spec["grid"], f"{where}.grid"), _extent(spec["block"], f"{where}.block"),
                       _expr(spec.get("shared", 0), f"{where}.shared"), buffers,
-                      _push(spec.get("push", {}), f"{where}.push"))
+                      _push(spec.get("push", {}), f"{where}.push"), stage=stage)
 
 
 def _variant(spec, where: str, family: str | None, default_source: str | None) -> DeclaredVariant:
@@ -377,7 +379,7 @@ class Plan:
     """A variant expanded for one case: the steps whose ``if`` holds (``use`` followed), each with the
     names it evaluates under, and the workspaces of every variant that contributed a step."""
 
-    steps: list = field(default_factory=list)  # (Step, names)
+    steps: list = field(default_factory=list)  # (Step, names, stage)
     workspace: list = field(default_factory=list)  # (Workspace, names, where)
 
 
@@ -391,10 +393,10 @@ def expand(variant: DeclaredVariant, pack: KernelPack, names: dict, seen=()) -> 
             if step.variant in seen or step.variant == variant.info.name:
                 raise InputError(f"{step.where}.use: {step.variant!r} uses itself")
             used = expand(pack.variant(variant.family, step.variant), pack, names, (*seen, variant.info.name))
-            plan.steps += used.steps
+            plan.steps += [(st, nm, stage or step.stage) for st, nm, stage in used.steps]
             plan.workspace += used.workspace
         else:
-            plan.steps.append((step, names))
+            plan.steps.append((step, names, step.stage))
     return plan
 
 
@@ -449,7 +451,9 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
         guarded.append((ws.name, raw, nbytes, where))
     runs: list[Callable[[], None]] = []
     launches, sources, compiled_with = [], set(), {}
-    for step, names in plan.steps:
+    run_stages: list[str | None] = []  # the stage of each entry of runs
+    for step, names, stage in plan.steps:
+        run_stages.append(stage)
         if isinstance(step, HostStep):
             args = {k: buffers[v] if isinstance(v, str) and v in buffers else _evaluated(v, names, f"{step.where}.args.{k}")
                     for k, v in step.args.items()}
@@ -505,6 +509,16 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
         for step in runs:
             step()
 
+    stages = None
+    if any(run_stages):  # consecutive runs of one stage make one timed stage
+        stages = []
+        for stage, fn in zip(run_stages, runs):
+            if stages and stages[-1][0] == (stage or "other"):
+                stages[-1][1].append(fn)
+            else:
+                stages.append((stage or "other", [fn]))
+        stages = [(name, _sequence(fns)) for name, fns in stages]
+
     def poison() -> None:
         for _, raw, nbytes, _ in guarded:
             raw[:nbytes].fill(POISON_BYTE)
@@ -524,7 +538,15 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
     kinds = sorted({kind for kind, _ in sources})
     detail = {"declared_in": str(pack.path), "source": "+".join(kinds) or "host",
               "files": sorted({f for _, f in sources}), "launches": launches, **compiled_with}
-    return Prepared(run, output, traffic, detail=detail, after_check=guards_intact, before_check=poison)
+    return Prepared(run, output, traffic, detail=detail, after_check=guards_intact, before_check=poison,
+                    stages=stages)
+
+
+def _sequence(fns: list[Callable[[], None]]) -> Callable[[], None]:
+    def run() -> None:
+        for fn in fns:
+            fn()
+    return run
 
 
 # ---- which declared variants a run gets ---------------------------------------------------------------

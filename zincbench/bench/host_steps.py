@@ -15,4 +15,14 @@ def gemm_f16(w16, x16, y):
     return CublasGemmF16(w16, x16, y)
 
 
-HOST_OPS = {"gemm_f16": gemm_f16}
+def copy(src, dst):
+    """dst = src (same shape and dtype), a device-to-device copy on the current stream: e.g. a block that
+    adds into the residual stream starts each run from it."""
+    import cupy
+
+    if src.shape != dst.shape or src.dtype != dst.dtype:
+        raise TypeError(f"copy: src {src.dtype}{list(src.shape)} and dst {dst.dtype}{list(dst.shape)} differ")
+    return lambda: cupy.copyto(dst, src)
+
+
+HOST_OPS = {"gemm_f16": gemm_f16, "copy": copy}

@@ -160,6 +160,9 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
                         row.rates = rates(prepared.traffic, row.summary.median_us)
                         if floor_us is not None:
                             row.floor.pct_of_floor = 100.0 * floor_us / row.summary.median_us
+                        if prepared.stages:
+                            row.detail["stages_us"] = time_stages(timer, prepared.stages,
+                                                                  f"{family_name}/{info.name}/{case.key}")
                     case_rows[info.name] = row
                     doc.results.append(row)
                     del prepared
@@ -172,6 +175,17 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
         doc.verdict = {"decision": decision.value, "rule": asdict(rule), "cells": cells,
                        "exit_code": int(decision.exit_code)}
     return doc, decision, writer.path
+
+
+def time_stages(timer, stages, label: str) -> list[dict]:
+    """Each named stage timed on its own, with the block's timer and in its own NVTX range: medians in
+    launch order (the stages' sum can differ from the whole: overlap, launch gaps, cold caches per stage)."""
+    out = []
+    for name, fn in stages:
+        with _nvtx_range(f"{label}/{name}"):
+            measured = timer.measure(fn, name=f"{label}/{name}")
+        out.append({"stage": name, "median_us": Summary.of_samples(measured.gpu_us).median_us})
+    return out
 
 
 def compare_case(case_rows: dict[str, MicrobenchRow], rule) -> None:

@@ -20,6 +20,7 @@ from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, P
 from zincbench.config import load_config
 from zincbench.measure.traffic import Traffic
 from zincbench.quant import check_row_length, get_format
+from zincbench.reference import kernels_ref
 
 
 @dataclass
@@ -188,10 +189,9 @@ class T1Family(FamilyBase):
         rng = np.random.default_rng(zlib.crc32(case.key.encode()))
         rows = np.sort(rng.choice(inp.m, size=min(cfg.check_rows, inp.m), replace=False))
         toks = np.sort(rng.choice(inp.t, size=min(cfg.check_tokens, inp.t), replace=False))
-        w = get_format(inp.fmt).dequantize(inp.w_host[rows]).astype(np.float64)
-        ref = inp.x_host[toks].astype(np.float64) @ w.T
-        got = output[cupy.asarray(toks)][:, cupy.asarray(rows)].get().astype(np.float64)
-        return float(np.linalg.norm(got - ref) / np.linalg.norm(ref)), written
+        ref = kernels_ref.dense_gemm(get_format(inp.fmt).dequantize(inp.w_host[rows]), inp.x_host[toks])
+        got = output[cupy.asarray(toks)][:, cupy.asarray(rows)].get()
+        return kernels_ref.rel_frobenius(got, ref), written
 
 
 FAMILY = register_family(T1Family())

@@ -66,7 +66,7 @@ pairs (1-2, 3-4, ...), the comparisons that share no process.
 @json_option
 def microbench(processes, case, variant, family, experiment, quick, seed, timeout_s, config_path, markdown_path,
                no_progress, results_dir, as_json):
-    from zincbench.aa import load_aa_config, run_microbench_aa
+    from zincbench.runs.aa import load_aa_config, run_microbench_aa
 
     config = load_aa_config(config_path).with_overrides(
         "microbench", processes=processes, case=case, variant=variant, family=family, experiment=experiment,
@@ -116,7 +116,7 @@ the comparisons do, 1 below).
 def ab(bin_a, engine_kind, engine_config, catalog_path, model_names, model_pairs, repeats, rounds, min_rounds,
        max_rounds, max_time_s, order, threshold, prompt_tokens, n_gen, timeout_s, gpu_uuid, env_pairs, planted_pairs,
        expect, config_path, markdown_path, no_progress, results_dir, as_json):
-    from zincbench.aa import load_aa_config, run_ab_aa
+    from zincbench.runs.aa import load_aa_config, run_ab_aa
     from zincbench.engines import make_engine
     from zincbench.gpu.nvml import check_gpu_request
 

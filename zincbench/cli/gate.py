@@ -33,7 +33,7 @@ skipped), 3 inconclusive, 2 bad input (the gates file or a check's input), 4 env
 def command(gates_yaml, strict, junit_path, markdown_path, as_json, results_dir):
     from rich.console import Console
 
-    from zincbench.gate import load_gates, run_gates
+    from zincbench.runs.gate import load_gates, run_gates
     from zincbench.outputs import check_output_file, write_output
     from zincbench.records import to_jsonable
     from zincbench.show import gate_summary

@@ -25,7 +25,7 @@ Exit codes: 0 shown, 2 bad input (unreadable document, devices differ), 4 matplo
 @json_option
 def command(results, as_markdown, plot_dir, ignore_device, as_json):
     from zincbench import report as merged
-    from zincbench.show import plots
+    from zincbench.show import plots, report_tables
 
     if as_json and as_markdown:
         raise click.UsageError("give --json or --markdown, not both")
@@ -36,9 +36,9 @@ def command(results, as_markdown, plot_dir, ignore_device, as_json):
     if as_json:
         echo_json({**merged.to_dict(report), "plots": [str(p) for p in written]})
     elif as_markdown:
-        click.echo(merged.to_markdown(report), nl=False)
+        click.echo(report_tables.to_markdown(report), nl=False)
     else:
-        merged.print_report(report)
+        report_tables.print_report(report)
     if not as_json:
         for path in written:
             click.echo(f"plot: {path}", err=True)

@@ -1,4 +1,4 @@
-"""Launchers of kernels/dequant.cu: Q4_K / Q6_K weights to fp16, f32 activations to fp16.
+"""Launchers of kernels/dequant.cu: Q4_K / Q5_K / Q6_K weights to fp16, f32 activations to fp16.
 
 This is the engine's cuBLAS round-trip (``dequant_q*_to_f16`` + ``f32_to_f16``). A whole expert tensor
 ``[E][M][row bytes]`` dequantizes in one launch. This module also holds what every launcher module
@@ -19,7 +19,7 @@ from zincbench.quant import get_format
 
 SOURCE = "dequant.cu"
 THREADS = 256  # the engine's grid: ceil(n/256) blocks of 256, one thread per element
-KERNELS = {"q4_k": "dequant_q4k_to_f16", "q6_k": "dequant_q6k_to_f16"}
+KERNELS = {"q4_k": "dequant_q4k_to_f16", "q5_k": "dequant_q5k_to_f16", "q6_k": "dequant_q6k_to_f16"}
 
 
 def check_array(array, dtype, shape: tuple | None, name: str):

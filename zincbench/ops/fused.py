@@ -1,9 +1,10 @@
 """Launchers of the fused-dequant K-quant Tensor-core GEMM (kernels/kquant_fused_mma.cu).
 
-One kernel serves both gates: dense (T1: one weight matrix, tokens tiled by BN) and grouped (T2:
-one expert per work tile, token buckets built on the GPU by the routing kernels). The weight format
-(Q4_K, Q5_K or Q6_K) and the tile shape are template parameters; experiments declare candidate shapes and
-the autotuner picks per GPU.
+One kernel serves the gates and the layer block: dense (T1: one weight matrix, tokens tiled by BN) and
+grouped (T2 and the layer block: one expert per work tile, token buckets built on the GPU by the routing
+kernels). The weight format (Q4_K, Q5_K or Q6_K: the format policy), the epilogue (store, SwiGLU of
+gate+up rows to fp16, routing-weighted combine into hidden) and the tile shape are template parameters;
+experiments declare candidate shapes and the autotuner picks per GPU.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from zincbench.quant import check_row_length, get_format
 
 SOURCE = "kquant_fused_mma.cu"
 PERMUTE_THREADS = 256
+# The kernel's epilogues (ZB_EPI_* in the source): what a block does with its accumulators.
+EPILOGUE_STORE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM, EPILOGUE_COMBINE = 0, 1, 2, 3
+SWIGLU_EPILOGUES = (EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM)
 
 
 @dataclass(frozen=True)
@@ -83,11 +87,11 @@ class MmaTile:
         trim = "/n8" if self.trim_n else ""
         return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}"
 
-    def expression(self, grouped: bool, weights: str) -> str:
+    def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
         return (f"gemm_kquant_mma<{weight_policy(weights).policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
-                f"{self.stages},{self.min_blocks},{trim},{g}>")
+                f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}>")
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
@@ -115,14 +119,18 @@ def permute_activations(x, xp) -> None:
 
 
 class FusedKQuantGemm:
-    """Y = X W^T with W in Q4_K, Q5_K or Q6_K (``weights``), for one tile shape, dense or grouped."""
+    """Y = X W^T with W in Q4_K, Q5_K or Q6_K (``weights``), for one tile shape, dense or grouped, and one
+    epilogue (EPILOGUE_*)."""
 
-    def __init__(self, tile: MmaTile, grouped: bool, weights: str):
+    def __init__(self, tile: MmaTile, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE):
         import cupy
 
+        if epilogue != EPILOGUE_STORE and not grouped:
+            raise ValueError("the SwiGLU and combine epilogues are for the grouped (MoE) kernel")
         self.tile = tile
         self.grouped = grouped
         self.weights = weights
+        self.epilogue = epilogue
         self.smem_bytes = tile.smem_bytes(weights)
         rt = cupy.cuda.runtime
         limit = rt.deviceGetAttribute(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, cupy.cuda.Device().id)
@@ -130,7 +138,7 @@ class FusedKQuantGemm:
             # ValueError: the autotuner skips a candidate that does not apply on this GPU
             raise ValueError(f"tile {tile.label} with {weights} needs {self.smem_bytes + 8 * tile.bn} bytes of shared "
                              f"memory per block; this GPU allows {limit}")
-        expr = tile.expression(grouped, weights)
+        expr = tile.expression(grouped, weights, epilogue)
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,))
         set_dynamic_shared(self.kernel, self.smem_bytes)
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
@@ -140,18 +148,30 @@ class FusedKQuantGemm:
         grid = ((m + self.tile.bm - 1) // self.tile.bm, (t + self.tile.bn - 1) // self.tile.bn)
         d = self._dummy
         self.kernel(grid, (self.tile.threads,),
-                    (w, xp, y, np.int32(m), np.int32(k), np.int32(t), np.uint64(0), d, d, d, np.int32(1), np.int32(0)),
+                    (w, xp, y, np.int32(m), np.int32(k), np.int32(t), np.uint64(0), d, d, d, np.int32(1), np.int32(0),
+                     d, d, np.int32(0)),
                     shared_mem=self.smem_bytes)
 
     def grouped_call(self, w, xp, y, m: int, k: int, tiles, offsets, sorted_ids, top_k: int,
-                     x_per_slot: bool = False) -> None:
+                     x_per_slot: bool = False, *, w_up=None, routing=None, capacity: int = 0) -> None:
         """w uint8 [E][M][row bytes]; tiles/offsets/sorted_ids from the routing kernels with BN = tile.bn;
-        y f32 [T][top_k][M]; xp rows are tokens (or token-slots when x_per_slot)."""
+        xp rows are tokens (or token-slots when x_per_slot). y by epilogue: STORE f32 [T][top_k][M];
+        SWIGLU_F16_PERM fp16 [T][top_k][M] (permuted order), SWIGLU_F16_GROUPED fp16 [E][capacity][M], from
+        gate rows ``w`` and up rows ``w_up`` (same shape); COMBINE f32 [T][M] += routing weight x result,
+        ``routing`` the engine's u32 table [T][2*top_k]."""
+        swiglu = self.epilogue in SWIGLU_EPILOGUES
+        if swiglu != (w_up is not None) or (self.epilogue == EPILOGUE_COMBINE) != (routing is not None):
+            raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")
+        if (self.epilogue == EPILOGUE_SWIGLU_F16_GROUPED) != (capacity > 0):
+            raise ValueError("capacity goes with the SWIGLU_F16_GROUPED epilogue")
         expert_bytes = w.shape[1] * w.shape[2]
-        grid = ((m + self.tile.bm - 1) // self.tile.bm, int(tiles.size))
+        rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm
+        grid = ((m + rows_per_block - 1) // rows_per_block, int(tiles.size))
+        d = self._dummy
         self.kernel(grid, (self.tile.threads,),
-                    (w, xp, y, np.int32(m), np.int32(k), np.int32(0), np.uint64(expert_bytes), tiles, offsets,
-                     sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0)),
+                    (w, xp, y, np.int32(m), np.int32(k), np.int32(capacity), np.uint64(expert_bytes), tiles, offsets,
+                     sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0), d if w_up is None else w_up,
+                     d if routing is None else routing, np.int32(0 if routing is None else routing.shape[1])),
                     shared_mem=self.smem_bytes)
 
 

@@ -1,6 +1,6 @@
 """Launchers of kernels/q4k_matvec.cu: the engine's routed-expert matvecs (the T2 gate's baseline).
 
-Grid (top_k*M, T), block 64, exactly as ZINC launches ``dmmv_q{4,6}k_experts_batched``: one block per
+Grid (top_k*M, T), block 64, exactly as ZINC launches ``dmmv_q{4,5,6}k_experts_batched``: one block per
 (token, expert slot, output row), each reading its expert's weight row on its own.
 """
 
@@ -16,7 +16,8 @@ from zincbench.quant import get_format
 
 SOURCE = "q4k_matvec.cu"
 BLOCK = 64  # the engine's dmmv_fast_block: two warps, four 16-thread superblock groups
-KERNELS = {"q4_k": "dmmv_q4k_experts_batched", "q6_k": "dmmv_q6k_experts_batched"}
+KERNELS = {"q4_k": "dmmv_q4k_experts_batched", "q5_k": "dmmv_q5k_experts_batched",
+           "q6_k": "dmmv_q6k_experts_batched"}
 MAX_GRID_Y = 65535
 
 
@@ -44,8 +45,8 @@ class ExpertsMatvec:
         if not 1 <= t <= MAX_GRID_Y:
             raise InputError(f"T={t} tokens: the engine's grid puts tokens on grid.y (1..{MAX_GRID_Y})")
         slice_bytes = m * row_bytes
-        if fmt == "q4_k" and n_experts * slice_bytes > 2**32:
-            raise InputError("expert tensor over 4 GiB: the engine's Q4_K kernel indexes experts in 32-bit words")
+        if fmt in ("q4_k", "q5_k") and n_experts * slice_bytes > 2**32:
+            raise InputError("expert tensor over 4 GiB: the engine's Q4_K/Q5_K kernels index experts in 32-bit words")
         self.fmt, self.n_experts, self.m, self.k, self.t, self.top_k = fmt, n_experts, m, k, t, top_k
         self.x_per_slot = x_per_slot
         self.kernel = get_kernel(SOURCE, KERNELS[fmt])

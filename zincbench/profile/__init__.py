@@ -22,6 +22,7 @@ from zincbench.gpu.tools import find_tool, nsys_importer_problem
 from zincbench.profile import ncu, nsys
 from zincbench.profile.categories import CategoryRules
 from zincbench.profile.parse import ProfileTables, frame_records, parse_file
+from zincbench.profile.rows import ROW_TYPES, ProfileRow, TrafficRow
 
 TOOL_CHOICES = ("auto", "nsys", "ncu", "both")
 
@@ -93,13 +94,13 @@ def profile_command(argv: list[str], tools: list[str], out_dir: str | os.PathLik
 _TABLE_ROW_KIND = {"categories": "category", "kernels": "kernel", "ranges": "range"}
 
 
-def result_rows(runs: list[ToolRun], traffic=None) -> list[dict]:
-    """Rows of the profile results document: every table row, tagged with its tool and table
+def result_rows(runs: list[ToolRun], traffic=None) -> list[ProfileRow]:
+    """Rows of the profile results document (profile.rows): every table row, tagged with its tool and table
     (category | kernel | range | traffic), so ``records.load`` gives one filterable DataFrame."""
-    rows = [{"tool": run.tool, "table": kind, **row} for run in runs
+    rows = [ROW_TYPES[kind](tool=run.tool, **row) for run in runs
             for table, kind in _TABLE_ROW_KIND.items() for row in run.tables.to_dict()[table]]
     if traffic is not None:
-        rows += [{"tool": "ncu", "table": "traffic", **row} for row in frame_records(traffic)]
+        rows += [TrafficRow(tool="ncu", **row) for row in frame_records(traffic)]
     return rows
 
 

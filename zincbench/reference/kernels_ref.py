@@ -1,4 +1,5 @@
-"""Float64 NumPy references for the kernels in kernels/, computed from dequantized weights.
+"""Float64 NumPy references for the kernels in kernels/, computed from dequantized weights: the one
+reference the microbench families check their variants against and the GPU tests check the kernels with.
 
 Weights come in as floats (``zincbench.quant.get_format(fmt).dequantize(blocks)``), so the quantized
 formats are checked once, by the quant module's tests, and every kernel here is checked against plain
@@ -7,6 +8,8 @@ which is what the Tensor-core and cuBLAS paths multiply; accumulation is float64
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -60,6 +63,9 @@ def work_tiles(counts: np.ndarray, tile_n: int, max_tiles: int) -> np.ndarray:
 
 
 def rel_frobenius(actual: np.ndarray, reference: np.ndarray) -> float:
-    """||actual - reference||_F / ||reference||_F (float64)."""
+    """||actual - reference||_F / ||reference||_F (float64); against a zero reference 0 when equal, else inf."""
     reference = np.asarray(reference, dtype=np.float64)
-    return float(np.linalg.norm(np.asarray(actual, dtype=np.float64) - reference) / np.linalg.norm(reference))
+    error, norm = np.linalg.norm(np.asarray(actual, dtype=np.float64) - reference), np.linalg.norm(reference)
+    if norm == 0:
+        return 0.0 if error == 0 else math.inf
+    return float(error / norm)

@@ -30,7 +30,7 @@ import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Literal, Sequence
 
 import numpy as np
 
@@ -146,6 +146,51 @@ class ABSettings:
         return self.rounds if self.rounds is not None else max(self.min_rounds, P90_MIN_SAMPLES)
 
 
+@dataclass(kw_only=True)
+class ABRun:
+    """One run of one arm in one round: a row of an ``ab`` document (schema 1), as ``run_ab`` writes it and
+    the re-judging reads it. The GPU's state is NVML's snapshot before (``gpu``) and right after the run
+    (``gpu_after``). A run that failed has ``error`` ({reason, message, stderr_tail}); one that succeeded has
+    the engine's rates instead (``decode_*`` None where the engine printed none); ``to_json`` writes only the
+    part its status has, in the recorded key order."""
+
+    model: str
+    arm: str
+    round: int
+    warmup: bool  # round 0: run, recorded, left out of every statistic
+    gpu: dict
+    status: Literal["ok", "error"]
+    error: dict | None = None
+    prefill_tokens: int | None = None
+    prefill_tps: float | None = None
+    decode_tokens: int | None = None
+    decode_tps: float | None = None
+    extra: dict | None = None
+    wall_s: float
+    gpu_after: dict
+
+    OUTCOME_KEYS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "ok": ("prefill_tokens", "prefill_tps", "decode_tokens", "decode_tps", "extra"), "error": ("error",)}
+
+    def __post_init__(self):
+        if self.status not in self.OUTCOME_KEYS:
+            raise ValueError(f"ab run status must be ok or error, got {self.status!r}")
+
+    def to_json(self) -> dict:
+        head = {"model": self.model, "arm": self.arm, "round": self.round, "warmup": self.warmup, "gpu": self.gpu,
+                "status": self.status}
+        return {**head, **{k: getattr(self, k) for k in self.OUTCOME_KEYS[self.status]}, "wall_s": self.wall_s,
+                "gpu_after": self.gpu_after}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> ABRun:
+        """A recorded run; an unknown key is a ValueError, a missing one a TypeError, naming it."""
+        unknown = set(obj) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"ab run has unknown key(s) {', '.join(sorted(unknown))}")
+        return cls(**obj)
+
+
 @dataclass
 class ABOutcome:
     document: Document
@@ -193,12 +238,11 @@ class _GpuGuard:
         return {key: snap.get(key) for key in ("available", *AFTER_RUN_FIELDS)}
 
 
-def _run_record(model, arm: Arm, round_no: int, prompt: str, settings: ABSettings, guard: _GpuGuard) -> dict:
+def _run_record(model, arm: Arm, round_no: int, prompt: str, settings: ABSettings, guard: _GpuGuard) -> ABRun:
     gpu = guard.before_run()
     env = {**model.engine_env, **arm.env}
     if settings.gpu_uuid:
         env["CUDA_VISIBLE_DEVICES"] = settings.gpu_uuid
-    record = {"model": model.name, "arm": arm.name, "round": round_no, "warmup": round_no == 0, "gpu": gpu}
     start = time.perf_counter()
     try:
         result = arm.engine.throughput(model.gguf, prompt, settings.n_gen, env=env, timeout_s=settings.timeout_s)
@@ -207,22 +251,22 @@ def _run_record(model, arm: Arm, round_no: int, prompt: str, settings: ABSetting
     except EngineFailure as exc:
         if exc.reason == "missing":
             raise InputError(f"arm {arm.name}: {exc}") from None
-        record.update(status="error", error={"reason": exc.reason, "message": str(exc), "stderr_tail": exc.stderr_tail})
+        outcome = {"status": "error", "error": {"reason": exc.reason, "message": str(exc), "stderr_tail": exc.stderr_tail}}
     else:
-        record.update(status="ok", prefill_tokens=result.prefill_tokens, prefill_tps=result.prefill_tps,
-                      decode_tokens=result.decode_tokens, decode_tps=result.decode_tps, extra=result.extra)
-    record["wall_s"] = time.perf_counter() - start
-    record["gpu_after"] = guard.after_run()
-    return record
+        outcome = {"status": "ok", "prefill_tokens": result.prefill_tokens, "prefill_tps": result.prefill_tps,
+                   "decode_tokens": result.decode_tokens, "decode_tps": result.decode_tps, "extra": result.extra}
+    wall_s = time.perf_counter() - start
+    return ABRun(model=model.name, arm=arm.name, round=round_no, warmup=round_no == 0, gpu=gpu, **outcome,
+                 wall_s=wall_s, gpu_after=guard.after_run())
 
 
 # --- judging -----------------------------------------------------------------------------------------
 
 
-def _arm_stats(records: list[dict]) -> dict:
-    prefill = [r["prefill_tps"] for r in records]
-    decode = [r["decode_tps"] for r in records if r.get("decode_tps") is not None]
-    tokens = collections.Counter(r["prefill_tokens"] for r in records)
+def _arm_stats(records: list[ABRun]) -> dict:
+    prefill = [r.prefill_tps for r in records]
+    decode = [r.decode_tps for r in records if r.decode_tps is not None]
+    tokens = collections.Counter(r.prefill_tokens for r in records)
 
     def p90(values):
         return nearest_rank(values, 0.9) if len(values) >= P90_MIN_SAMPLES else None
@@ -238,12 +282,12 @@ def _arm_stats(records: list[dict]) -> dict:
     }
 
 
-def _paired(records: list[dict], metric: str, threshold: float, confidence: float) -> dict | None:
+def _paired(records: list[ABRun], metric: str, threshold: float, confidence: float) -> dict | None:
     """B/A per round over the rounds where both arms produced the metric."""
     by_round = collections.defaultdict(dict)
     for r in records:
-        if r.get(metric) is not None:
-            by_round[r["round"]][r["arm"]] = r[metric]
+        if getattr(r, metric) is not None:
+            by_round[r.round][r.arm] = getattr(r, metric)
     pairs = [(v["A"], v["B"]) for _, v in sorted(by_round.items()) if "A" in v and "B" in v]
     if not pairs:
         return None
@@ -281,7 +325,7 @@ def decided(summary: dict) -> bool:
     return bool(verdicts) and Verdict.INCONCLUSIVE.value not in verdicts
 
 
-def summarize_model(model, records: list[dict], arms: Sequence[str], threshold: float,
+def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold: float,
                     confidence: float | None = None, max_failure_rate: float = ABSettings.max_failure_rate) -> dict:
     """The scoreboard row of one model from its run records (warm-up runs excluded from statistics).
 
@@ -292,14 +336,14 @@ def summarize_model(model, records: list[dict], arms: Sequence[str], threshold: 
     """
     if confidence is None:  # a single look spends the whole alpha of its metric
         confidence = 1.0 - ABSettings.alpha / METRICS
-    measured = [r for r in records if not r["warmup"]]
-    ok = [r for r in measured if r["status"] == "ok"]
-    errors = [{"arm": r["arm"], "round": r["round"], **r["error"]} for r in records if r["status"] == "error"]
+    measured = [r for r in records if not r.warmup]
+    ok = [r for r in measured if r.status == "ok"]
+    errors = [{"arm": r.arm, "round": r.round, **r.error} for r in records if r.status == "error"]
     failed_measured = len(measured) - len(ok)
-    stats = {arm: _arm_stats([r for r in ok if r["arm"] == arm]) for arm in arms}
+    stats = {arm: _arm_stats([r for r in ok if r.arm == arm]) for arm in arms}
     summary = {"model": model.name, "shape": model.shape, "gguf": str(model.gguf), "arms": stats,
                "prefill": None, "decode": None, "errors": errors, "failed_runs": failed_measured,
-               "rounds": len({r["round"] for r in measured})}
+               "rounds": len({r.round for r in measured})}
     notes = []
     if len(arms) == 2:
         summary["prefill"] = _paired(ok, "prefill_tps", threshold, confidence)
@@ -325,12 +369,12 @@ def summarize_model(model, records: list[dict], arms: Sequence[str], threshold: 
     return summary
 
 
-def summarize_recorded(model, records: list[dict], arms: Sequence[str], settings: dict) -> dict:
+def summarize_recorded(model, records: list[ABRun], arms: Sequence[str], settings: dict) -> dict:
     """Re-judge one model of a recorded A/B (``config.settings`` of its document) at the confidence
     of the look it stopped at, so a recorded adaptive verdict can be reproduced from its raw runs."""
     known = {f.name for f in dataclasses.fields(ABSettings)}
     recorded = ABSettings(**{k: v for k, v in settings.items() if k in known})
-    rounds = len({r["round"] for r in records if not r["warmup"]})
+    rounds = len({r.round for r in records if not r.warmup})
     return summarize_model(model, records, arms, recorded.threshold, recorded.design().confidence_at(rounds),
                            recorded.max_failure_rate)
 
@@ -341,8 +385,8 @@ def rejudge(doc: dict, where: str) -> Rejudged:
     arms = list(config["arms"])
     recorded_models = {m["model"]: m for m in (doc.get("verdict") or {}).get("models", [])}
     by_model = collections.defaultdict(list)
-    for record in doc["results"]:
-        by_model[record["model"]].append(record)
+    for record in map(ABRun.from_json, doc["results"]):
+        by_model[record.model].append(record)
     summaries = []
     for name in config["models"]:
         if by_model[name]:
@@ -533,7 +577,7 @@ def _measure_model(model, arms: Sequence[Arm], settings: ABSettings, prompts: di
     looks = dict(zip(design.looks(), design.look_alphas()))
     last_round = settings.scoreboard_rounds() if len(arms) == 1 else design.max_rounds
     plan = [tuple(names)] + round_orders(names, last_round, settings.order, settings.seed)
-    records: list[dict] = []
+    records: list[ABRun] = []
     start = time.monotonic()
     summary, stop = None, "max rounds"
     for round_no, order in enumerate(plan):
@@ -541,8 +585,8 @@ def _measure_model(model, arms: Sequence[Arm], settings: ABSettings, prompts: di
             arm = next(a for a in arms if a.name == name)
             bar.update(task, description=f"{model.name} {'warm-up' if round_no == 0 else f'round {round_no}'} {name}")
             record = _run_record(model, arm, round_no, prompts[name], settings, guard)
-            if record["status"] == "error":
-                warn(f"{model.name} arm {name} round {round_no}: {record['error']['message']}")
+            if record.status == "error":
+                warn(f"{model.name} arm {name} round {round_no}: {record.error['message']}")
             records.append(record)
             doc.results.append(record)
             writer.flush()

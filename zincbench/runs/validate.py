@@ -73,6 +73,9 @@ class ValidateOptions:
 
 @dataclasses.dataclass
 class ModelOutcome:
+    """One model's row of a validate document (schema 1), as ``validate`` writes it and report, the gate's
+    re-judging and the tables read it."""
+
     model: str
     gguf: str
     status: Status
@@ -85,13 +88,30 @@ class ModelOutcome:
     first_divergence: int | None = None  # generated position (0-based), None if all n_gen agree
     margin: float | None = None  # reference top1 - top2 logit at first_divergence
     near_tie: bool = False
-    forgiven: list[dict] = dataclasses.field(default_factory=list)  # tolerant mode: {position, margin, why}
+    # tolerant mode: {position, margin, why}; None in rows recorded before it was kept (left out of their JSON)
+    forgiven: list[dict] | None = dataclasses.field(default_factory=list)
     reason: str = ""
     prompt_ids: list[int] = dataclasses.field(default_factory=list)
     reference_ids: list[int] = dataclasses.field(default_factory=list)
     engine_ids: list[int] = dataclasses.field(default_factory=list)
     stderr_tail: str = ""
     wall_s: float = 0.0
+
+    def to_json(self) -> dict:
+        """The recorded shape: every field in declaration order, a ``forgiven`` of None left out."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["status"] = self.status.value
+        if self.forgiven is None:
+            del out["forgiven"]
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict) -> ModelOutcome:
+        """A recorded row; an unknown key or status is a ValueError, a missing one a TypeError, naming it."""
+        unknown = set(obj) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"validate row has unknown key(s) {', '.join(sorted(unknown))}")
+        return cls(**{**obj, "status": Status(obj.get("status")), "forgiven": obj.get("forgiven")})
 
 
 @dataclasses.dataclass
@@ -320,7 +340,7 @@ def _environment() -> dict:
 
 def rejudge(doc: dict, where: str) -> records.Rejudged:
     """A recorded validate document judged again from its per-model outcomes."""
-    outcomes = [ModelOutcome(**{**row, "status": Status(row["status"])}) for row in doc["results"]]
+    outcomes = [ModelOutcome.from_json(row) for row in doc["results"]]
     report = ValidateReport(outcomes, mode=doc["config"]["mode"], allow_missing=bool(doc["config"].get("allow_missing")))
     details = records.drift_details("exit code", (doc.get("verdict") or {}).get("exit_code"), int(report.exit_code))
     details["statuses"] = {o.model: o.status.value for o in outcomes}

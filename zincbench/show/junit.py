@@ -20,7 +20,7 @@ def xml_text(text: str) -> str:
 
 
 def junit_xml(doc: dict) -> str:
-    """The XML text (with declaration) for a gate document as written by ``zincbench.gate``."""
+    """The XML text (with declaration) for a gate document as written by ``zincbench.runs.gate``."""
     rows = doc.get("results") or []
     counts = {kind: sum(ELEMENT_OF_STATUS.get(r["status"]) == kind for r in rows)
               for kind in ("failure", "error", "skipped")}

@@ -3,6 +3,9 @@ ceilings it was judged against, and the gate decision."""
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
@@ -11,9 +14,23 @@ from rich.text import Text
 
 from zincbench.bench.rows import MicrobenchRow, rows_of
 from zincbench.show.fit import fits
+from zincbench.show.stage_table import print_stage_tables, stage_markdown
 
 ROLE_STYLE = {"baseline": "cyan", "candidate": "bold", "ceiling": "dim", "reference": "dim"}
 VERDICT_STYLE = {"faster": "green", "slower": "red", "same": "yellow", "inconclusive": "magenta"}
+
+
+def family_view(family: str) -> ModuleType | None:
+    """A family's own tables after the common one: ``zincbench/show/<family>_view.py`` with
+    ``print_view(doc, console)`` and ``markdown_view(doc) -> str``, found by its name (adding one is one
+    new file); None for a family without one."""
+    name = f"{__package__}.{family}_view"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        return None
 
 
 def _fmt(v, spec=".1f", dash="–"):
@@ -178,6 +195,10 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
                           markup=False, highlight=False)
     for note in source_notes(doc):
         console.print(note, markup=False, highlight=False)
+    view = family_view(cfg["family"])
+    if view is not None:
+        view.print_view(doc, console)
+    print_stage_tables(doc, console)
 
 
 def microbench_markdown(doc: dict) -> str:
@@ -188,4 +209,6 @@ def microbench_markdown(doc: dict) -> str:
     lines.append("")
     lines.append(f"**{verdict.get('decision', 'INCOMPLETE')}**: {rule_in_words(verdict.get('rule') or {})}")
     lines += [""] + [f"- {note}" for note in source_notes(doc)] if source_notes(doc) else []
-    return "\n".join(lines)
+    view = family_view(doc["config"]["family"])
+    extras = [view.markdown_view(doc) if view is not None else "", stage_markdown(doc)]
+    return "\n\n".join(["\n".join(lines), *filter(None, extras)])

@@ -4,7 +4,9 @@
   bytes_min / copy bandwidth and FLOPs / fp16 peak, measured in the same run) as a black line and
   llama.cpp's recorded time (shown, never judged) in grey;
 - T1: speedup over the baseline (the engine's round trip) per shape and T, one panel per run;
-- ab: the scoreboard as bars (prefill p90 per arm, and llama-bench's ppT where recorded).
+- ab: the scoreboard as bars (prefill p90 per arm, and llama-bench's ppT where recorded);
+- layer: the block's stages stacked per T, the gate's baseline and candidate side by side, one panel
+  per case family (every key part but T), from the per-stage times of the same run.
 
 Runs of several devices share an axis: line style and marker tell the runs apart, colour the variant.
 """
@@ -138,6 +140,37 @@ def plot_ab(report, out_dir: Path, plt) -> Path | None:
     return _save(fig, out_dir / "ab_scoreboard.png", plt)
 
 
+def plot_layer_stages(report, out_dir: Path, plt) -> Path | None:
+    rows = [(label, r) for label, r in _rows(report, "layer") if (r.detail or {}).get("stages_us")]
+    if not rows:
+        return None
+    groups = list(dict.fromkeys((label, r.case.replace(f"-T{r.params['tokens']}", "")) for label, r in rows))
+    stages = list(dict.fromkeys(s["stage"] for _, r in rows for s in r.detail["stages_us"]))
+    colors = {stage: f"C{i % 10}" for i, stage in enumerate(stages)}
+    fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
+    for ax, (label, family_key) in zip(axes[0], groups):
+        mine = [r for lab, r in rows if lab == label and r.case.replace(f"-T{r.params['tokens']}", "") == family_key]
+        bars = sorted({(r.params["tokens"], r.role != "baseline", r.variant) for r in mine})
+        ticks = []
+        for x, (t, _, variant) in enumerate(bars):
+            row = next(r for r in mine if r.params["tokens"] == t and r.variant == variant)
+            bottom = 0.0
+            for s in row.detail["stages_us"]:
+                ax.bar(x, s["median_us"], bottom=bottom, color=colors[s["stage"]],
+                       label=s["stage"] if s["stage"] not in ax.get_legend_handles_labels()[1] else None)
+                bottom += s["median_us"]
+            ax.plot([x - 0.4, x + 0.4], [row.summary.median_us] * 2, color="black", linewidth=1)  # the whole block
+            ticks.append(f"T{t}\n{variant}")
+        ax.set_xticks(range(len(bars)), ticks, fontsize=7)
+        ax.set(title=f"{family_key} · {label}" if len(report.of_kind('microbench')) > 1 else family_key,
+               ylabel="median time per stage (µs); black: whole block")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle("MoE FFN block: time per stage, each stage timed alone")
+    fig.tight_layout()
+    return _save(fig, out_dir / "layer_stages.png", plt)
+
+
 def _save(fig, path: Path, plt) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -149,4 +182,5 @@ def plot_report(report, out_dir: str | Path) -> list[Path]:
     plt = require_matplotlib()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return [p for p in (plot_t2(report, out, plt), plot_t1(report, out, plt), plot_ab(report, out, plt)) if p]
+    return [p for p in (plot_t2(report, out, plt), plot_t1(report, out, plt), plot_ab(report, out, plt),
+                        plot_layer_stages(report, out, plt)) if p]

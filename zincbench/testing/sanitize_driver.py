@@ -1,6 +1,9 @@
-"""Launch one group of bundled kernels once at edge shapes, for compute-sanitizer.
+"""Launch one group of bundled kernels once at edge shapes, for compute-sanitizer; or the fused kernel
+once per gate at the gate's own shape, for ncu (``--shapes gate``). The one place that builds kernel
+inputs and launches them outside a microbench: scripts/probe_fused.py times the same inputs.
 
     compute-sanitizer --tool memcheck python -m zincbench.testing.sanitize_driver fused [--seed N]
+    ncu -k regex:gemm_kquant_mma python -m zincbench.testing.sanitize_driver fused --shapes gate
 
 Edge shapes: tiles cut by the shape (M not a multiple of 64, T not a multiple of the token tile),
 experts that receive no token, one token per expert (N_e = 1), a single token (T = 1), K = 256 (one
@@ -11,7 +14,8 @@ uninitialised, so initcheck reports a kernel that reads what it did not write.
 
 CuPy's memory pool is switched off: every array is its own cudaMalloc, so memcheck sees each
 buffer's exact bounds (inside a pool chunk an overrun would land in a neighbouring array unseen).
-Exit codes: 0 after the group ran and synchronised, 2 unknown group, 4 no GPU/CuPy.
+Exit codes: 0 after the group ran and synchronised, 2 unknown group (or one without gate shapes), 4 no
+GPU/CuPy.
 """
 
 from __future__ import annotations
@@ -29,10 +33,10 @@ from zincbench.quant import get_format
 FORMATS = ("q4_k", "q6_k")
 
 
-def routing_table(rng, t: int, top_k: int, n_experts: int, stride: int, skip_last: int = 0) -> np.ndarray:
+def routing_table(rng, t: int, top_k: int, n_experts: int, stride: int | None = None, skip_last: int = 0) -> np.ndarray:
     """uint32 [T][stride]: top_k distinct experts per token among the first E - skip_last (the rest never
-    routed), then junk ids that the kernels must not read."""
-    table = rng.integers(0, 2**32, size=(t, stride), dtype=np.uint32)
+    routed), then junk ids that the kernels must not read; ``stride`` defaults to top_k (no junk)."""
+    table = rng.integers(0, 2**32, size=(t, stride or top_k), dtype=np.uint32)
     table[:, :top_k] = np.argsort(rng.random((t, n_experts - skip_last)), axis=1)[:, :top_k]
     return table
 
@@ -53,6 +57,15 @@ def quantized(cupy, rng, fmt: str, lead: tuple, k: int):
 
 def activations(cupy, rng, shape):
     return cupy.asarray(rng.standard_normal(shape, dtype=np.float32))
+
+
+def permuted(cupy, x):
+    """f32 activations [rows][K] in the fused kernel's permuted fp16 layout."""
+    from zincbench.ops.fused import permute_activations, permuted_activations
+
+    xp = permuted_activations(cupy, x.shape[0], x.shape[1])
+    permute_activations(x, xp)
+    return xp
 
 
 def run_matvec(cupy, rng) -> None:
@@ -167,20 +180,15 @@ def gate_tiles(family: str, experiment: str | None = None) -> list:
 
 
 def run_fused(cupy, rng) -> None:
-    from zincbench.ops.fused import POLICIES, FusedKQuantGemm, permute_activations, permuted_activations
+    from zincbench.ops.fused import POLICIES, FusedKQuantGemm
     from zincbench.ops.routing import RoutingWorkspace, build_routing
-
-    def permuted(x):
-        xp = permuted_activations(cupy, x.shape[0], x.shape[1])
-        permute_activations(x, xp)
-        return xp
 
     # K = 768: Q6_K rows of 630 bytes, so blocks start at every even misalignment.
     for weights in POLICIES:  # every format the kernel reads
         for tile in gate_tiles("t1"):  # the dense T1 gate's tiles
             gemm = FusedKQuantGemm(tile, grouped=False, weights=weights)
             for m, k, t in [(197, 256, 1), (64, 768, 37), (300, 512, 130)]:  # M and T cut the tile, T = 1
-                gemm.dense(quantized(cupy, rng, weights, (m,), k), permuted(activations(cupy, rng, (t, k))),
+                gemm.dense(quantized(cupy, rng, weights, (m,), k), permuted(cupy, activations(cupy, rng, (t, k))),
                            cupy.empty((t, m), dtype=cupy.float32), m, k, t)
     grouped_cases = [  # (routing table, top_k, E, M, K)
         (routing_table(rng, 23, 2, 7, 2, skip_last=1), 2, 7, 100, 512),  # expert 6 never routed, T = 23
@@ -199,34 +207,98 @@ def run_fused(cupy, rng) -> None:
             for per_slot in (False, True):
                 rows = t * top_k if per_slot else t
                 y = cupy.empty((t, top_k, m), dtype=cupy.float32)
-                gemm.grouped_call(w, permuted(activations(cupy, rng, (rows, k))), y, m, k, ws.tiles, ws.offsets,
+                gemm.grouped_call(w, permuted(cupy, activations(cupy, rng, (rows, k))), y, m, k, ws.tiles, ws.offsets,
                                   ws.sorted_ids, top_k, x_per_slot=per_slot)
+
+
+def run_layer(cupy, rng) -> None:
+    """The MoE block (`layer` family) at edge shapes: every down type, T = 1 (most experts empty), T = 23
+    (the engine's matvec path), T = 77 (its TC path, tiles cut); our blocks in every tile the experiment
+    tunes over, the engine's declared blocks with the stand-in kernels."""
+    from zincbench.bench import load_family
+    from zincbench.bench.autotune import Tuning
+    from zincbench.bench.base import NotApplicable
+    from zincbench.bench.declared import declared_for
+    from zincbench.bench.moe_layer import LayerShape
+    from zincbench.config import experiment_path
+
+    family = load_family("layer")
+    path = experiment_path(family.default_experiment)
+    cfg = family.load(path)
+    cfg.shapes = [LayerShape("edge", experts=12, top_k=3, n_embd=256, expert_width=256,
+                             down_types=["q4_k", "q5_k", "q6_k"], shared_width=256, shared_type="q6_k")]
+    cfg.shapes[0].check()
+    cfg.tokens, cfg.routing = [1, 23, 77], ["uniform"]
+    declared = declared_for("layer", path, cfg)
+    for case in family.cases(cfg):
+        inputs = family.build_inputs(cfg, case, rng)
+        runs = [declared.prepare(name, family.declared_binding(cfg, case, inputs)).run
+                for name in ("engine_block_matvec", "engine_block_tc")]
+        for variant in ("fused_block", "fused_block_cublas_down"):
+            for tile in cfg.fused_tiles:
+                try:
+                    runs.append(family.prepare(cfg, case, inputs, variant,
+                                               lambda key, tiles, make_run, tile=tile: Tuning(tile, {tile: 0.0})).run)
+                except NotApplicable:
+                    pass
+        for run in runs:
+            run()
+
+
+# The gates' shapes (ncu wants the kernel as the gate runs it): T1's dense prefill GEMM and T2's expert
+# GEMM at N_e = 8, each with its gate's first tile.
+T1_SHAPE = {"m": 4096, "k": 4096, "t": 2048}
+T2_SHAPE = {"e": 256, "m": 512, "k": 2048, "t": 256, "top_k": 8}
+
+
+def run_fused_at_gate_shapes(cupy, rng) -> None:
+    from zincbench.ops.fused import FusedKQuantGemm
+    from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+    m, k, t = T1_SHAPE["m"], T1_SHAPE["k"], T1_SHAPE["t"]
+    FusedKQuantGemm(gate_tiles("t1")[0], grouped=False, weights="q4_k").dense(
+        quantized(cupy, rng, "q4_k", (m,), k), permuted(cupy, activations(cupy, rng, (t, k))),
+        cupy.empty((t, m), dtype=cupy.float32), m, k, t)
+    e, m, k, t, top_k = (T2_SHAPE[key] for key in ("e", "m", "k", "t", "top_k"))
+    tile = gate_tiles("t2")[0]
+    ws = RoutingWorkspace(t, top_k, e, tile.bn)
+    build_routing(cupy.asarray(routing_table(rng, t, top_k, e)), ws)
+    FusedKQuantGemm(tile, grouped=True, weights="q4_k").grouped_call(
+        quantized(cupy, rng, "q4_k", (e, m), k), permuted(cupy, activations(cupy, rng, (t, k))),
+        cupy.empty((t, top_k, m), dtype=cupy.float32), m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
 
 
 GROUPS: dict[str, Callable[[object, np.random.Generator], None]] = {
     "matvec": run_matvec, "dequant": run_dequant, "routing": run_routing, "gemm_tc": run_gemm_tc,
-    "moe_cublas": run_moe_cublas, "fused": run_fused,
+    "moe_cublas": run_moe_cublas, "fused": run_fused, "layer": run_layer,
 }
+GATE_SHAPES: dict[str, Callable[[object, np.random.Generator], None]] = {"fused": run_fused_at_gate_shapes}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m zincbench.testing.sanitize_driver",
                                      description="Launch one group of bundled kernels once at edge shapes.")
     parser.add_argument("group", choices=sorted(GROUPS))
+    parser.add_argument("--shapes", choices=("edge", "gate"), default="edge",
+                        help="edge shapes (compute-sanitizer) or the gates' shapes (ncu; groups: "
+                             f"{', '.join(sorted(GATE_SHAPES))})")
     parser.add_argument("--seed", type=int, default=None, help="replay the inputs of an earlier run")
     args = parser.parse_args(argv)
+    launch = (GROUPS if args.shapes == "edge" else GATE_SHAPES).get(args.group)
+    if launch is None:
+        parser.error(f"group {args.group} has no gate shapes (those that have: {', '.join(sorted(GATE_SHAPES))})")
     seed = args.seed if args.seed is not None else secrets.randbits(63)
     try:
         from zincbench.gpu import require_cupy
 
         cupy = require_cupy()
         cupy.cuda.set_allocator(None)
-        GROUPS[args.group](cupy, np.random.default_rng(seed))
+        launch(cupy, np.random.default_rng(seed))
         cupy.cuda.Device().synchronize()
     except ZincbenchError as exc:
         print(f"sanitize_driver: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)
-    print(f"sanitize_driver {args.group}: all launches completed and synchronised (seed {seed})")
+    print(f"sanitize_driver {args.group}: all launches completed and synchronised (seed {seed}, {args.shapes} shapes)")
     return int(ExitCode.OK)
 
 

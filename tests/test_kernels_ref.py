@@ -1,0 +1,39 @@
+"""The float64 reference (zincbench.reference.kernels_ref) the families and the GPU tests check kernels with:
+its routed product is the dense product of each item's expert, fp16 rounding happens before the
+float64 product, and the relative error handles a zero reference."""
+
+import math
+
+import numpy as np
+import pytest
+
+from zincbench.reference import kernels_ref as ref
+
+
+@pytest.mark.parametrize("x_per_slot", [False, True])
+def test_experts_matvec_is_each_items_expert_times_its_activations(rng, x_per_slot):
+    e, m, k, t, top_k = 5, 7, 33, 11, 3
+    w = rng.standard_normal((e, m, k)).astype(np.float32)
+    x = rng.standard_normal((t, top_k, k) if x_per_slot else (t, k)).astype(np.float32)
+    ids = np.stack([rng.choice(e, size=top_k + 1, replace=False) for _ in range(t)])  # an extra column, unread
+    y = ref.experts_matvec(w, x, ids, top_k)
+    assert y.shape == (t, top_k, m) and y.dtype == np.float64
+    for tok in range(t):
+        for slot in range(top_k):
+            xv = x[tok, slot] if x_per_slot else x[tok]
+            expected = [math.fsum(a * b for a, b in zip(w[ids[tok, slot], row].tolist(), xv.tolist())) for row in range(m)]
+            assert y[tok, slot] == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_fp16_rounds_the_operands_before_a_float64_product(rng):
+    w, x = rng.standard_normal((6, 40)), rng.standard_normal((3, 40))
+    rounded = ref.dense_gemm(w.astype(np.float16), x.astype(np.float16))
+    assert np.array_equal(ref.dense_gemm(w, x, fp16=True), rounded)
+    assert not np.array_equal(ref.dense_gemm(w, x), rounded)
+
+
+def test_rel_frobenius(rng):
+    reference = rng.standard_normal((4, 9))
+    assert ref.rel_frobenius(reference * 1.001, reference) == pytest.approx(1e-3)
+    assert ref.rel_frobenius(np.zeros(3), np.zeros(3)) == 0.0
+    assert ref.rel_frobenius(np.ones(3), np.zeros(3)) == math.inf

@@ -1,0 +1,246 @@
+"""Launchers of the MoE FFN block's pieces (kernels/moe_layer.cu, the grouped kernels) and the candidate block.
+
+Buffers of one block (``LayerBuffers``): the FFN-normed activations ``x`` f32 [T][n_embd], the residual
+stream ``hidden`` f32 [T][n_embd] the block adds into, the router (f32 [E][n_embd]), routed expert
+weights (gate/up [E][ef][row bytes], down [E][n_embd][row bytes]) and the shared expert (gate/up
+[ef_sh][row bytes], down [n_embd][row bytes], the f32 gate-input row [n_embd]).
+
+``candidate_stages`` builds the candidate block as named stages (each enqueues only): routing built
+once on the GPU, gate and up as ONE grouped fused-dequant Q4_K GEMM with SwiGLU in its epilogue (fp16
+intermediate), the down projection by the entry of ``DOWN_PATHS`` for its type (fused with the weighted
+combine on Q4_K and Q5_K, dequant + batched cuBLAS on Q6_K), the shared expert on
+the engine's dense path (dequant + cuBLAS fp16).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from zincbench.gpu.runtime import get_kernel
+from zincbench.ops.dequant import DequantToF16
+from zincbench.ops.fused import (EPILOGUE_COMBINE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM,
+                                 FusedKQuantGemm, MmaTile, permute_activations, permuted_activations)
+from zincbench.ops.moe_cublas import CublasGemmF16, DenseDequantCublas
+from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+SOURCE = "moe_layer.cu"
+u32 = np.uint32
+
+
+@dataclass
+class LayerBuffers:
+    x: object
+    hidden: object
+    residual: object
+    router: object
+    gate: object
+    up: object
+    down: object
+    down_type: str
+    shared_gate: object
+    shared_up: object
+    shared_down: object
+    shared_type: str
+    shared_gate_inp: object
+    logits: object  # f32 [T][E], written by the router stage
+    table: object  # u32 [T][2*top_k], the engine's routing table
+    top_k: int
+
+    @property
+    def t(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def n_embd(self) -> int:
+        return self.x.shape[1]
+
+    @property
+    def experts(self) -> int:
+        return self.router.shape[0]
+
+    @property
+    def ef(self) -> int:
+        return self.gate.shape[1]
+
+
+Stage = tuple[str, Callable[[], None]]
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def packed_launch(source: str, entry: str, grid, block, pointers, push_u32) -> Callable[[], None]:
+    """A launch of an engine-ABI kernel whose push struct is all u32 fields: device pointers, then the
+    fields (the struct's bytes), as one parameter buffer."""
+    from zincbench.gpu.nvrtc import PackedLaunch
+
+    params = struct.pack(f"<{len(pointers)}Q{len(push_u32)}I", *(p.data.ptr for p in pointers), *push_u32)
+    return PackedLaunch(get_kernel(source, entry), (*grid, 1, 1)[:3], (*block, 1, 1)[:3], 0, params)
+
+
+def router(b: LayerBuffers) -> Callable[[], None]:
+    """dmmv_f32_batched: logits[t][e] = router[e] . x[t], grid (E, T), block 256."""
+    kernel = get_kernel(SOURCE, "dmmv_f32_batched")
+    args = (b.router, b.x, b.logits, u32(b.experts), u32(b.n_embd), u32(b.n_embd), u32(b.experts))
+    return lambda: kernel((b.experts, b.t), (256,), args)
+
+
+def topk(b: LayerBuffers) -> Callable[[], None]:
+    """softmax_topk_batched: the routing table [ids | weights] from the logits, grid T, block 64."""
+    kernel = get_kernel(SOURCE, "softmax_topk_batched")
+    args = (b.logits, b.table, u32(b.experts), u32(b.top_k))
+    return lambda: kernel((b.t,), (64,), args)
+
+
+def swiglu(g, u, y) -> Callable[[], None]:
+    kernel = get_kernel(SOURCE, "swiglu")
+    n = int(y.size)
+    return lambda: kernel((_ceil(n, 64),), (64,), (g, u, y, u32(n)))
+
+
+def weighted_acc(b: LayerBuffers, down_e) -> Callable[[], None]:
+    """moe_weighted_acc_batched: hidden[t] += sum_j w_j down_e[t][j], grid (ceil(n_embd/64), T), block 64."""
+    kernel = get_kernel(SOURCE, "moe_weighted_acc_batched")
+    n = b.n_embd
+    args = (b.hidden, down_e, b.table, u32(n), u32(b.top_k), u32(n), u32(n), u32(b.top_k * n), u32(2 * b.top_k))
+    return lambda: kernel((_ceil(n, 64), b.t), (64,), args)
+
+
+def residual_copy(b: LayerBuffers) -> Callable[[], None]:
+    """hidden = residual: the block adds into the residual stream, so every run starts from it."""
+    import cupy
+
+    return lambda: cupy.copyto(b.hidden, b.residual)
+
+
+def shared_expert_stages(b: LayerBuffers) -> list[Stage]:
+    """The qwen shared expert the engine's way at T >= cublas_min_t: gate and up GEMMs by dequant + cuBLAS
+    fp16, swiglu, the f32 gate scalar, down GEMM, hidden += sigmoid(scalar) * o."""
+    import cupy
+
+    ef_sh = b.shared_gate.shape[0]
+    g = cupy.empty((b.t, ef_sh), dtype=cupy.float32)
+    u, act = cupy.empty_like(g), cupy.empty_like(g)
+    o = cupy.empty((b.t, b.n_embd), dtype=cupy.float32)
+    scalar = cupy.empty((b.t, 1), dtype=cupy.float32)
+    gate_gemm = DenseDequantCublas(b.shared_type, b.shared_gate, b.x, g)
+    up_gemm = DenseDequantCublas(b.shared_type, b.shared_up, b.x, u)
+    down_gemm = DenseDequantCublas(b.shared_type, b.shared_down, act, o)
+    act_step = swiglu(g, u, act)
+    matvec = get_kernel(SOURCE, "dmmv_f32_batched")
+    scalar_args = (b.shared_gate_inp, b.x, scalar, u32(1), u32(b.n_embd), u32(b.n_embd), u32(1))
+    acc = get_kernel(SOURCE, "sigmoid_scale_acc_batched")
+    acc_args = (b.hidden, o, scalar, u32(b.n_embd))
+
+    def run() -> None:
+        gate_gemm()
+        up_gemm()
+        act_step()
+        matvec((1, b.t), (256,), scalar_args)
+        down_gemm()
+        acc((_ceil(b.n_embd, 64), b.t), (64,), acc_args)
+    return [("shared expert", run)]
+
+
+# ---- the candidate's down projection: one entry per weight type ----------------------------------------
+# Each entry owns the fp16 SwiGLU output in the layout it reads (``h``), names the gate+up epilogue that
+# writes it (``intermediate``, with ``capacity`` for a padded one) and gives its stages.
+class FusedDownCombine:
+    """Q4_K / Q5_K down as a grouped fused-dequant GEMM whose epilogue adds w(t, slot) * result into
+    hidden (atomicAdd; see the kernel). Reads the SwiGLU output [T][top_k][ef] in the permuted fp16 order."""
+
+    intermediate = EPILOGUE_SWIGLU_F16_PERM
+    capacity = 0
+
+    def __init__(self, b: LayerBuffers, ws: RoutingWorkspace, tile: MmaTile, capacity: int):
+        import cupy
+
+        self.h = cupy.empty((b.t, b.top_k, b.ef), dtype=cupy.float16)
+        self.gemm = FusedKQuantGemm(tile, grouped=True, weights=b.down_type, epilogue=EPILOGUE_COMBINE)
+        self.b, self.ws, self.xp = b, ws, self.h.view(np.uint32).reshape(b.t * b.top_k, b.ef // 8, 4)
+
+    def stages(self) -> list[Stage]:
+        b, ws = self.b, self.ws
+
+        def run() -> None:
+            self.gemm.grouped_call(b.down, self.xp, b.hidden, b.n_embd, b.ef, ws.tiles, ws.offsets, ws.sorted_ids,
+                                   b.top_k, x_per_slot=True, routing=b.table)
+        return [("down+combine", run)]
+
+
+class DequantCublasDown:
+    """Down by dequant-once + ONE batched cuBLAS fp16 GEMM over the experts (the best existing path for a
+    type without a fused kernel: 2.5-3.6x faster than the engine's grouped TC down on the H200's T2 down
+    run). The SwiGLU epilogue writes its input straight into the padded [E][capacity][ef] rows (no gather);
+    the combine reads the [E][capacity][n_embd] result per token, slots in order (deterministic)."""
+
+    intermediate = EPILOGUE_SWIGLU_F16_GROUPED
+
+    def __init__(self, b: LayerBuffers, ws: RoutingWorkspace, tile: MmaTile, capacity: int):
+        import cupy
+
+        e = b.experts
+        self.capacity = capacity
+        self.h = cupy.zeros((e, capacity, b.ef), dtype=cupy.float16)  # padding rows stay finite zeros
+        w16 = cupy.empty((e, b.n_embd, b.ef), dtype=cupy.float16)
+        self.y = cupy.empty((e, capacity, b.n_embd), dtype=cupy.float32)
+        self.position = cupy.empty(b.t * b.top_k, dtype=cupy.uint32)
+        self.dequant = DequantToF16(b.down_type, b.down, w16)
+        self.gemm = CublasGemmF16(w16, self.h, self.y)
+        places = get_kernel(SOURCE, "moe_item_positions")
+        acc = get_kernel(SOURCE, "moe_weighted_acc_grouped")
+        items = b.t * b.top_k
+
+        def combine() -> None:
+            places((_ceil(items, 256),), (256,), (ws.sorted_ids, ws.offsets, self.position, u32(e)))
+            acc((_ceil(b.n_embd, 64), b.t), (64,), (b.hidden, self.y, b.table, self.position, ws.offsets,
+                                                     u32(b.n_embd), u32(b.top_k), u32(2 * b.top_k), u32(capacity)))
+        self.combine = combine
+
+    def stages(self) -> list[Stage]:
+        def down() -> None:
+            self.dequant()
+            self.gemm()
+        return [("down", down), ("combine", self.combine)]
+
+
+# The candidate's down projection by weight type: "fused" where a fused kernel reads the type (a fused
+# Q6_K kernel plugs in here), "cublas" the dequant + cuBLAS path wherever it can (how much the fused
+# down is worth, and a fallback).
+DOWN_PATHS = {"fused": {"q4_k": FusedDownCombine, "q5_k": FusedDownCombine, "q6_k": DequantCublasDown},
+              "cublas": {"q4_k": DequantCublasDown, "q5_k": DequantCublasDown, "q6_k": DequantCublasDown}}
+
+
+def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str = "fused",
+                     capacity: int = 0) -> list[Stage]:
+    """The candidate block as named stages, in launch order; ``down`` picks the DOWN_PATHS family,
+    ``capacity`` (tokens per expert, at least the largest bucket) sizes a padded down path."""
+    import cupy
+
+    if b.gate.dtype != np.uint8 or b.ef % 256:
+        raise ValueError("the fused gate/up kernel reads Q4_K rows of a multiple of 256 weights")
+    ws = RoutingWorkspace(b.t, b.top_k, b.experts, tile.bn)
+    xp = permuted_activations(cupy, b.t, b.n_embd)
+    down_path = DOWN_PATHS[down][b.down_type](b, ws, tile, capacity)
+    gate_up = FusedKQuantGemm(tile, grouped=True, weights="q4_k", epilogue=down_path.intermediate)
+    route_x = (router(b), topk(b))
+
+    def route() -> None:
+        for step in route_x:
+            step()
+
+    def build() -> None:
+        build_routing(b.table, ws)
+        permute_activations(b.x, xp)
+
+    def gate_up_swiglu() -> None:
+        gate_up.grouped_call(b.gate, xp, down_path.h, b.ef, b.n_embd, ws.tiles, ws.offsets, ws.sorted_ids, b.top_k,
+                             w_up=b.up, capacity=down_path.capacity)
+    stages = [("residual", residual_copy(b)), ("router+top-k", route), ("routing build", build),
+              ("gate+up+swiglu", gate_up_swiglu), *down_path.stages()]
+    return stages + (shared_expert_stages(b) if shared else [])
