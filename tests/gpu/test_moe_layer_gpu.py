@@ -58,8 +58,6 @@ def run_cases(cupy, rng, path, variants, tile=TILES[0]):
     for case in family.cases(cfg):
         inputs = family.build_inputs(cfg, case, rng)
         for name in variants:
-            if name == "fused_block_cublas_down" and case.params["down_type"] == "q6_k":
-                continue  # NotApplicable: the same block as fused_block
             if name in declared.variants:
                 prepared = declared.prepare(name, family.declared_binding(cfg, case, inputs))
             else:
@@ -75,8 +73,8 @@ def test_candidate_block_matches_float64(cupy, rng, tmp_path, tile, routing):
     path = small_experiment(tmp_path, tokens=[77, 5], routing=[routing])
     checked = run_cases(cupy, rng, path, ["fused_block", "fused_block_cublas_down"], tile)
     assert {key.split("-")[1] for key, _, _ in checked} == {"q4k", "q5k", "q6k"}
-    assert {(key.split("-")[1], name) for key, name, _ in checked} >= {("q4k", "fused_block_cublas_down"),
-                                                                        ("q5k", "fused_block_cublas_down")}
+    assert {(key.split("-")[1], name) for key, name, _ in checked} == {
+        (down, name) for down in ("q4k", "q5k", "q6k") for name in ("fused_block", "fused_block_cublas_down")}
 
 
 @pytest.mark.parametrize("t", [33, 77])  # below and above moe_tc_min_t = 64
