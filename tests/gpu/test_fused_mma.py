@@ -90,3 +90,65 @@ def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"
     assert ref.rel_frobenius(got, ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
+
+
+@pytest.mark.parametrize("weights", ["q4_k", "q5_k", "q6_k"])
+@pytest.mark.parametrize("tile", ["1,2,4,1,3", "1,8,8,1,2", "1,8,4,1,2,1,1"])
+@pytest.mark.parametrize("epilogue", ["swiglu_perm", "swiglu_grouped", "combine"])
+def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
+    """Each epilogue on each format (the layer block's gate+up and down launches, in isolation): E=7 with
+    expert 6 never routed, T=23, K=768 (Q6_K blocks at every even misalignment), M=512 output rows (a
+    multiple of 256: the permuted SwiGLU output is the next GEMM's K), on weights of this format."""
+    from zincbench.bench.moe_layer import silu
+    from zincbench.ops import fused
+    from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+    fmt = get_format(weights)
+    e, m, k, t, top_k = 7, 512, 768, 23, 2
+    ids = np.stack([rng.choice(e - 1, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32)
+    slot_weights = rng.random((t, top_k), dtype=np.float32)
+    table = np.concatenate([ids, slot_weights.view(np.uint32)], axis=1)  # the engine's [ids | weights]
+    tile_obj = fused.MmaTile.parse(tile)
+    ws = RoutingWorkspace(t, top_k, e, tile_obj.bn)
+    build_routing(cupy.asarray(table), ws)
+    w_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    w = fmt.dequantize(w_host)
+    per_slot = epilogue == "combine"  # the down GEMM reads one row per token-slot
+    x_host = rng.standard_normal((t, top_k, k) if per_slot else (t, k), dtype=np.float32)
+    if not per_slot:
+        x_host *= 0.01  # gate and up of order 1-10: silu(gate) * up stays far inside fp16's range
+    xp = fused.permuted_activations(cupy, x_host.size // k, k)
+    fused.permute_activations(cupy.asarray(x_host.reshape(-1, k)), xp)
+    gemm = fused.FusedKQuantGemm(tile_obj, grouped=True, weights=weights, epilogue={
+        "swiglu_perm": fused.EPILOGUE_SWIGLU_F16_PERM, "swiglu_grouped": fused.EPILOGUE_SWIGLU_F16_GROUPED,
+        "combine": fused.EPILOGUE_COMBINE}[epilogue])
+    args = (m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
+    if epilogue == "combine":
+        hidden = rng.standard_normal((t, m), dtype=np.float32)
+        y = cupy.asarray(hidden)
+        gemm.grouped_call(cupy.asarray(w_host), xp, y, *args, x_per_slot=True, routing=cupy.asarray(table))
+        added = np.einsum("ts,tsm->tm", slot_weights, ref.experts_matvec(w, x_host, ids, top_k))
+        assert ref.rel_frobenius(y.get() - hidden, added) < TOL
+        return
+    up_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    gate_out = ref.experts_matvec(w, x_host, ids, top_k)
+    act = silu(gate_out) * ref.experts_matvec(fmt.dequantize(up_host), x_host, ids, top_k)  # [T][top_k][M]
+    if epilogue == "swiglu_perm":
+        h = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float16)
+        gemm.grouped_call(cupy.asarray(w_host), xp, h, *args, w_up=cupy.asarray(up_host))
+        want = fused.permuted_activations(cupy, t * top_k, m)  # the reference in the same permuted order
+        fused.permute_activations(cupy.asarray(act.reshape(t * top_k, m).astype(np.float32)), want)
+        got = h.get().reshape(t * top_k, m)
+        assert not np.isnan(got).any(), "unwritten outputs"
+        assert ref.rel_frobenius(got.astype(np.float64), want.get().view(np.float16).reshape(t * top_k, m)) < TOL
+        return
+    counts = np.bincount(ids.ravel(), minlength=e)
+    capacity = int(counts.max())
+    h = cupy.full((e, capacity, m), cupy.nan, dtype=cupy.float16)
+    gemm.grouped_call(cupy.asarray(w_host), xp, h, *args, w_up=cupy.asarray(up_host), capacity=capacity)
+    offsets, sorted_ids, got = ws.offsets.get(), ws.sorted_ids.get(), h.get()
+    assert offsets[-1] == t * top_k
+    # place p of expert e's bucket holds item sorted_ids[offsets[e] + p]; places past the bucket stay unwritten
+    got_rows = np.concatenate([got[ex, :offsets[ex + 1] - offsets[ex]] for ex in range(e)])
+    assert not np.isnan(got_rows).any(), "unwritten outputs"
+    assert ref.rel_frobenius(got_rows.astype(np.float64), act.reshape(t * top_k, m)[sorted_ids]) < TOL
