@@ -114,6 +114,111 @@ extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offset
     if (tid == 0) { status[0] = n_bad; status[1] = largest; }
 }
 
+// ---- Multi-block build: the same outputs in two launches over many blocks ------------------------
+// moe_route_count (grid ceil(P / (blockDim * ROUTE_MB_ITEMS)), blockDim >= E, a multiple of 32, <= 1024):
+// each block histograms its chunk of items in shared memory and adds the non-zero bins to global
+// counts; the last block to finish (a done-counter after a fence) scans the counts into offsets, sets
+// each expert's scatter cursor to its offset, writes the tile list and the status, and leaves the
+// scratch words it used at zero for the next build.
+// moe_route_scatter (same grid and block): each block histograms its chunk again, reserves one range per
+// expert with a global atomicAdd on the cursor, and places its items inside the range with shared atomics.
+// The buckets hold the same items as moe_route_build's; the order inside a bucket is arbitrary in both
+// (atomics), which every consumer accepts: an item carries its own token and slot.
+// scratch[2E + 2]: counts [0, E), cursors [E, 2E), ids out of range [2E], blocks done [2E + 1]; zero
+// before the first build (the launcher allocates it zeroed).
+#define ROUTE_MB_ITEMS 4u  // items per thread
+
+__device__ __forceinline__ unsigned route_id(const unsigned* ids, unsigned p, unsigned top_k, unsigned routing_stride) {
+    const unsigned t = p / top_k, slot = p - t * top_k;
+    return ids[(size_t)t * routing_stride + slot];
+}
+
+extern "C" __global__ void moe_route_count(const unsigned* ids, unsigned* offsets, unsigned* tiles, unsigned* status,
+                                           unsigned* scratch, unsigned T, unsigned top_k, unsigned routing_stride,
+                                           unsigned n_experts, unsigned tile_n, unsigned max_tiles) {
+    __shared__ unsigned hist[ROUTE_MAX_EXPERTS];
+    __shared__ unsigned block_bad, largest;
+    __shared__ bool is_last;
+    unsigned* counts = scratch;
+    unsigned* cursor = scratch + n_experts;
+    unsigned* n_bad = scratch + 2u * n_experts;
+    unsigned* blocks_done = n_bad + 1;
+    const unsigned tid = threadIdx.x, n_items = T * top_k;
+    for (unsigned e = tid; e < n_experts; e += blockDim.x) hist[e] = 0u;
+    if (tid == 0) { block_bad = 0u; largest = 0u; }
+    __syncthreads();
+
+    const unsigned chunk = blockIdx.x * blockDim.x * ROUTE_MB_ITEMS;
+    unsigned batch[ROUTE_MB_ITEMS];
+#pragma unroll
+    for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
+        const unsigned p = chunk + b * blockDim.x + tid;
+        batch[b] = p < n_items ? route_id(ids, p, top_k, routing_stride) : INVALID_ENTRY;
+    }
+#pragma unroll
+    for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
+        if (chunk + b * blockDim.x + tid >= n_items) continue;
+        if (batch[b] < n_experts) atomicAdd(&hist[batch[b]], 1u);
+        else atomicAdd(&block_bad, 1u);
+    }
+    __syncthreads();
+    for (unsigned e = tid; e < n_experts; e += blockDim.x)
+        if (hist[e]) atomicAdd(&counts[e], hist[e]);
+    if (tid == 0 && block_bad) atomicAdd(n_bad, block_bad);
+    __threadfence();  // this block's counts are visible before it counts itself done
+    __syncthreads();
+    if (tid == 0) is_last = atomicAdd(blocks_done, 1u) == gridDim.x - 1u;
+    __syncthreads();
+    if (!is_last) return;
+
+    // The last block: every other block's counts are in. atomicExch reads them at L2 and resets them.
+    const unsigned count = tid < n_experts ? atomicExch(&counts[tid], 0u) : 0u;
+    const unsigned n_tiles = (count + tile_n - 1u) / tile_n;
+    unsigned routed, tiles_used;
+    const unsigned start = block_exclusive_scan(count, &routed);
+    const unsigned first_tile = block_exclusive_scan(n_tiles, &tiles_used);
+    if (tid < n_experts) {
+        offsets[tid] = start;
+        cursor[tid] = start;
+        for (unsigned j = 0; j < n_tiles && first_tile + j < max_tiles; j++) tiles[first_tile + j] = (tid << 16) | j;
+        atomicMax(&largest, count);
+    }
+    for (unsigned j = tiles_used + tid; j < max_tiles; j += blockDim.x) tiles[j] = INVALID_ENTRY;
+    __syncthreads();
+    if (tid == 0) {
+        offsets[n_experts] = routed;
+        status[0] = atomicExch(n_bad, 0u);
+        status[1] = largest;
+        *blocks_done = 0u;
+    }
+}
+
+extern "C" __global__ void moe_route_scatter(const unsigned* ids, unsigned* sorted_ids, unsigned* scratch, unsigned T,
+                                             unsigned top_k, unsigned routing_stride, unsigned n_experts) {
+    __shared__ unsigned hist[ROUTE_MAX_EXPERTS];
+    __shared__ unsigned place[ROUTE_MAX_EXPERTS];
+    unsigned* cursor = scratch + n_experts;
+    const unsigned tid = threadIdx.x, n_items = T * top_k;
+    for (unsigned e = tid; e < n_experts; e += blockDim.x) hist[e] = 0u;
+    __syncthreads();
+
+    const unsigned chunk = blockIdx.x * blockDim.x * ROUTE_MB_ITEMS;
+    unsigned batch[ROUTE_MB_ITEMS];
+#pragma unroll
+    for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
+        const unsigned p = chunk + b * blockDim.x + tid;
+        batch[b] = p < n_items ? route_id(ids, p, top_k, routing_stride) : INVALID_ENTRY;
+        if (batch[b] < n_experts) atomicAdd(&hist[batch[b]], 1u);
+    }
+    __syncthreads();
+    for (unsigned e = tid; e < n_experts; e += blockDim.x)
+        if (hist[e]) place[e] = atomicAdd(&cursor[e], hist[e]);  // this block's range of expert e
+    __syncthreads();
+#pragma unroll
+    for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b)
+        if (batch[b] < n_experts) sorted_ids[atomicAdd(&place[batch[b]], 1u)] = chunk + b * blockDim.x + tid;
+}
+
 // Row r of a grouped buffer -> its position in sorted_ids. capacity == 0: contiguous rows [P][*]
 // (row r is position r). capacity > 0: each expert padded to `capacity` rows, [E][capacity][*]
 // (row r is the (r % capacity)-th item of expert r / capacity). False for padding or unrouted rows.

@@ -4,6 +4,7 @@
 #
 #   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full t3tests t3 wheel aa
 #                                               profile layer layerfull layergguf
+#                                               kernels routing t1q6 t2down (fused formats, routing builds)
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -48,6 +49,10 @@ for step in "${@:-env tests}"; do
         t1sq) run t1sq 200 $ZB microbench t1 --quick --case square --no-progress --markdown "$LOGS/t1sq.md" ;;
         declared) run declared 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_declared_gpu.py ;;
         t2full) TAIL=60 run t2full 300 $ZB microbench t2 $ENGINE --no-progress --markdown "$LOGS/t2full.md" ;;
+        kernels) TAIL=30 run kernels 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_fused_mma.py \
+                tests/gpu/test_kernels_baseline.py -k "test_fused_mma or routing" ;;
+        routing) run routing 60 python3 scripts/probe_routing.py ;;
+        t1q6) TAIL=20 run t1q6 200 $ZB microbench t1 $ENGINE --case gemma4-31b.ffn_down --no-progress --markdown "$LOGS/t1q6.md" ;;
         t2down) TAIL=30 run t2down 200 $ZB microbench t2 $ENGINE --experiment experiments/t2_moe_down.yaml --no-progress --markdown "$LOGS/t2down.md" ;;
         gpuall) TAIL=30 ZINCBENCH_RESULTS=$LOGS/gpuall run gpuall 400 bash -c "$ZB microbench t2 $ENGINE --gpu all \
                 --no-progress; $ZB report $LOGS/gpuall/microbench-*.json --markdown > $LOGS/gpuall_report.md" ;;
@@ -77,11 +82,9 @@ for step in "${@:-env tests}"; do
         probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-                --section InstructionStats -k regex:gemm_q4k_mma python3 -m zincbench.testing.sanitize_driver fused --shapes gate ;;
-        sass) run sass 120 bash -c 'cp kernels/q4k_fused_mma.cu /tmp/f.cu && printf "%s\n" \
-                "template __global__ void gemm_q4k_mma<2,8,4,1,3,false>(const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*, const unsigned*, const unsigned*, int, int);" \
-                "template __global__ void gemm_q4k_mma<1,2,4,1,3,true>(const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*, const unsigned*, const unsigned*, int, int);" \
-                >> /tmp/f.cu && nvcc -std=c++17 -arch=sm_90 -cubin -o /tmp/f.cubin /tmp/f.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;
+                --section InstructionStats -k regex:gemm_kquant_mma python3 -m zincbench.testing.sanitize_driver fused --shapes gate ;;
+        sass) run sass 120 bash -c 'nvcc -std=c++17 -arch=sm_90 -cubin -DZINCBENCH_COMPILE_CHECK -o /tmp/f.cubin \
+                kernels/kquant_fused_mma.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;
         *) echo "unknown step $step" ;;
     esac
     tar czf "$OUT/session.tgz" -C "$LOGS" . 2>/dev/null  # after every step: a killed session keeps its logs

@@ -16,7 +16,7 @@ import numpy as np
 from zincbench.judge import summarize
 from zincbench.measure.stopping.count import FixedCountRule
 from zincbench.measure.timer import GpuTimer, TimerConfig
-from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations
+from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations
 from zincbench.ops.routing import RoutingWorkspace, build_routing
 from zincbench.testing.sanitize_driver import activations, permuted, quantized, routing_table
 
@@ -44,7 +44,7 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 64)):
             tile = MmaTile.parse(spec)
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
             build_routing(ids_d, ws)
-            gemm = FusedQ4KGemm(tile, grouped=True)
+            gemm = FusedKQuantGemm(tile, grouped=True, weights="q4_k")
             us = timed(timer, lambda: gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k))
             print(f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  "
                   f"{w.nbytes / us / 1e3:6.0f} GB/s(w)", flush=True)
@@ -59,7 +59,7 @@ def probe_t1(timer, cupy, rng, shapes=((4096, 4096, 512), (4096, 4096, 2048), (2
         print(f"T1 M{m} K{k} T{t}: permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us", flush=True)
         for spec in T1_TILES:
             tile = MmaTile.parse(spec)
-            gemm = FusedQ4KGemm(tile, grouped=False)
+            gemm = FusedKQuantGemm(tile, grouped=False, weights="q4_k")
             us = timed(timer, lambda: gemm.dense(w, xp, y, m, k, t))
             print(f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {2 * m * k * t / us / 1e6:6.1f} TFLOP/s", flush=True)
 

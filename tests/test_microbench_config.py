@@ -17,7 +17,7 @@ from zincbench.config import experiment_path
 from zincbench.errors import ConfigError, InputError
 from zincbench.measure.stopping.count import QUICK_SAMPLES, FixedCountRule
 from zincbench.measure.stopping.noise import QUICK_MAX_TIME_S, QUICK_MIN_SAMPLES, MedianNoiseRule
-from zincbench.ops.fused import MmaTile
+from zincbench.ops.fused import EPILOGUE_COMBINE, MmaTile
 
 
 def test_bundled_experiments_load():
@@ -103,10 +103,24 @@ def test_gate_decision_over_rows(rng):
 def test_tile_specs():
     tile = MmaTile.parse("1,8,8,1,3,2")
     assert (tile.bm, tile.bn, tile.threads, tile.min_blocks) == (128, 64, 256, 2)
-    assert tile.expression(grouped=True) == "gemm_q4k_mma<1,8,8,1,3,2,true>"
+    assert tile.expression(grouped=True, weights="q4_k") == "gemm_kquant_mma<ZbQ4K,1,8,8,1,3,2,false,true,0>"
+    assert tile.expression(grouped=False, weights="q6_k") == "gemm_kquant_mma<ZbQ6K,1,8,8,1,3,2,false,false,0>"
+    trimmed = MmaTile.parse("1,8,4,1,3,1,1")
+    assert trimmed.trim_n and trimmed.label == "64x64/w4x1/s3/n8"
+    assert trimmed.expression(grouped=True, weights="q4_k") == "gemm_kquant_mma<ZbQ4K,1,8,4,1,3,1,true,true,0>"
+    # the epilogue is the last template argument (ZB_EPI_*; the compile test pins the values)
+    assert tile.expression(grouped=True, weights="q6_k", epilogue=EPILOGUE_COMBINE).endswith(",false,true,3>")
+    assert not MmaTile.parse("1,8,4,1,3,1,0").trim_n
+    # per stage: X [halves][64 tokens][256 B] + weights [128 rows][80 B (Q4_K half) or 224 B (Q6_K superblock)]
+    assert tile.smem_bytes("q4_k") == 3 * (64 * 256 + 128 * 80)
+    assert tile.smem_bytes("q6_k") == 3 * (2 * 64 * 256 + 128 * 224)
+    assert tile.smem_bytes("q5_k") == 3 * (64 * 256 + 128 * 112)
+    with pytest.raises(InputError, match="q8_0"):
+        tile.expression(grouped=True, weights="q8_0")
     assert MmaTile.parse("2,8,4,1,3").min_blocks == 1
-    with pytest.raises(ValueError):
-        MmaTile.parse("1,2,3")
+    for bad in ("1,2,3", "1,8,4,1,3,1,2", "1,8,4,1,3,0"):
+        with pytest.raises(ValueError):
+            MmaTile.parse(bad)
 
 
 def test_recorded_llama_cpp_times_are_shown_only_for_their_device():
@@ -176,3 +190,13 @@ def test_quick_never_lengthens_the_noise_rule(max_noise, min_samples, extra_samp
     assert quick.max_time_s <= min(rule.max_time_s, QUICK_MAX_TIME_S)
     assert quick.min_samples <= min(rule.min_samples, QUICK_MIN_SAMPLES)
     assert quick.min_time_s <= quick.max_time_s and quick.max_noise == rule.max_noise
+
+
+def test_down_projection_gates_the_fused_q6k_kernel_against_dequant_once():
+    fam = load_family("t2")
+    cfg = fam.load(experiment_path("t2_moe_down"))
+    assert cfg.weights == "q6_k" and cfg.x_per_slot
+    assert "fused_grouped" in [v.name for v in fam.variants(cfg)]
+    assert (cfg.gate.candidate, cfg.gate.baseline) == ("fused_grouped", "dequant_cublas")
+    # Portable tiles: a block gets at most 99 KB of shared memory on sm_89 / sm_120.
+    assert all(MmaTile.parse(t).smem_bytes("q6_k") + 8 * MmaTile.parse(t).bn <= 99 * 1024 for t in cfg.fused_tiles)

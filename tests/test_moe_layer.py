@@ -346,3 +346,15 @@ def test_gpu_orchestration_dry_run(tmp_path):
     result = subprocess.run([sys.executable, str(root / "tests" / "fixtures" / "layer_dryrun.py"), str(tmp_path)],
                             capture_output=True, text=True, env=env, timeout=600, cwd=root)
     assert result.returncode == 0 and result.stdout.strip().endswith("dry run ok"), result.stderr[-3000:]
+
+
+def test_every_down_type_has_a_fused_and_a_cublas_down():
+    """fused_block's down is the fused kernel with the combine epilogue on every type the family reads (the
+    kernel has a format policy for each); fused_block_cublas_down is dequant + cuBLAS on every type."""
+    from zincbench.bench.moe_layer import DOWN_TYPES
+    from zincbench.ops.fused import POLICIES
+    from zincbench.ops.moe_layer import DOWN_PATHS, DequantCublasDown, FusedDownCombine
+
+    assert DOWN_PATHS["fused"] == dict.fromkeys(DOWN_TYPES, FusedDownCombine)
+    assert DOWN_PATHS["cublas"] == dict.fromkeys(DOWN_TYPES, DequantCublasDown)
+    assert set(DOWN_TYPES) <= set(POLICIES)

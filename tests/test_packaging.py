@@ -70,7 +70,7 @@ def test_the_installed_tool_reads_its_files_from_site_packages(installed):
     package, kernels, experiments, kernels_const, experiments_const = map(Path, json.loads(probe.stdout))
     site = package.parent
     assert site.parent.name == "site-packages" and str(site).startswith(str(root / "venv"))
-    assert kernels == kernels_const == site / "kernels" and (kernels / "q4k_fused_mma.cu").is_file()
+    assert kernels == kernels_const == site / "kernels" and (kernels / "kquant_fused_mma.cu").is_file()
     assert experiments == experiments_const == site / "experiments" and (experiments / "t2_moe_expert.yaml").is_file()
 
 

@@ -1,8 +1,10 @@
-"""The fused-dequant Q4_K Tensor-core kernel against float64 references, at odd shapes.
+"""The fused-dequant K-quant (Q4_K, Q5_K, Q6_K) Tensor-core kernel against float64 references, at odd shapes.
 
-Tolerance: both operands are rounded to fp16 (the weights through fp16 d*sc and dmin*m, one fma),
-accumulation is f32: 2e-3 relative Frobenius error vs the exact float64 product is a loose bound
-for correct code and orders of magnitude below what an indexing bug produces.
+Tolerance: both operands are rounded to fp16 (the weights through fp16 scales: d*sc and dmin*m, one
+fma, for Q4_K and Q5_K; d*sc times q - 32 for Q6_K), accumulation is f32: 2e-3 relative Frobenius error vs the
+exact float64 product is a loose bound for correct code and orders of magnitude below what an indexing
+bug produces. Weights are fresh random valid blocks (signed Q6_K scales, subnormal d included). K = 768
+makes Q6_K rows 630 bytes long, so blocks start at every even misalignment (the kernel's unaligned path).
 """
 
 from __future__ import annotations
@@ -14,9 +16,15 @@ from zincbench.quant import get_format
 from zincbench.reference import kernels_ref as ref
 
 pytestmark = pytest.mark.gpu
-Q4K = get_format("q4_k")
 TOL = 2e-3
-TILES = ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,16,8,1,2"]
+# Tile shapes per weight format: the gates' choices plus WM = 2, a trimmed 64-token tile (trim_n: warps
+# skip empty 8-token columns) and a 128-token tile (the last, dense only).
+TILES = {
+    "q4_k": ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,8,8,1,3,2,1", "1,16,8,1,2"],
+    "q6_k": ["1,2,4,1,2", "1,8,8,1,2,2", "2,8,4,1,2", "1,8,4,1,2,1,1", "1,16,8,1,2"],
+    "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "1,16,8,1,2"],
+}
+CASES = [(weights, tile) for weights, tiles in TILES.items() for tile in tiles]
 
 
 def test_permuted_activation_layout(cupy, rng):
@@ -40,32 +48,35 @@ def test_permuted_activation_layout(cupy, rng):
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
-@pytest.mark.parametrize("tile", TILES)
-@pytest.mark.parametrize("m,k,t", [(197, 256, 1), (64, 768, 37), (300, 512, 130)])
-def test_dense_matches_reference(cupy, rng, tile, m, k, t):
-    from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+@pytest.mark.parametrize("weights,tile", CASES)
+@pytest.mark.parametrize("m,k,t", [(197, 256, 1), (64, 768, 37), (300, 512, 130), (131, 1280, 9)])
+def test_dense_matches_reference(cupy, rng, weights, tile, m, k, t):
+    from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations, permuted_activations
 
-    w_host = Q4K.random_blocks(rng, m, k)
+    fmt = get_format(weights)
+    w_host = fmt.random_blocks(rng, m, k)
     x_host = rng.standard_normal((t, k), dtype=np.float32)
     xp = permuted_activations(cupy, t, k)
     y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
     permute_activations(cupy.asarray(x_host), xp)
-    FusedQ4KGemm(MmaTile.parse(tile), grouped=False).dense(cupy.asarray(w_host), xp, y, m, k, t)
+    FusedKQuantGemm(MmaTile.parse(tile), grouped=False, weights=weights).dense(cupy.asarray(w_host), xp, y, m, k, t)
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"
-    assert ref.rel_frobenius(got, ref.dense_gemm(Q4K.dequantize(w_host), x_host)) < TOL
+    assert ref.rel_frobenius(got, ref.dense_gemm(fmt.dequantize(w_host), x_host)) < TOL
 
 
-@pytest.mark.parametrize("tile", TILES[:3])
+@pytest.mark.parametrize("weights,tile", [c for c in CASES if c[1] != TILES[c[0]][-1]])
 @pytest.mark.parametrize("x_per_slot", [False, True])
-def test_grouped_matches_reference(cupy, rng, tile, x_per_slot):
+@pytest.mark.parametrize("k", [512, 768])
+def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     """E=7 experts with expert 6 never routed (empty bucket), T=23 (no tile multiple), M=100."""
-    from zincbench.ops.fused import FusedQ4KGemm, MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations, permuted_activations
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
-    e, m, k, t, top_k = 7, 100, 512, 23, 2
+    fmt = get_format(weights)
+    e, m, t, top_k = 7, 100, 23, 2
     ids = np.stack([rng.choice(e - 1, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32)
-    w_host = Q4K.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    w_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
     x_host = rng.standard_normal((t, top_k, k) if x_per_slot else (t, k), dtype=np.float32)
     x_rows = t * top_k if x_per_slot else t
     tile_obj = MmaTile.parse(tile)
@@ -74,8 +85,70 @@ def test_grouped_matches_reference(cupy, rng, tile, x_per_slot):
     xp = permuted_activations(cupy, x_rows, k)
     permute_activations(cupy.asarray(x_host.reshape(x_rows, k)), xp)
     y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
-    FusedQ4KGemm(tile_obj, grouped=True).grouped_call(cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets,
-                                                      ws.sorted_ids, top_k, x_per_slot=x_per_slot)
+    FusedKQuantGemm(tile_obj, grouped=True, weights=weights).grouped_call(
+        cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=x_per_slot)
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"
-    assert ref.rel_frobenius(got, ref.experts_matvec(Q4K.dequantize(w_host), x_host, ids, top_k)) < TOL
+    assert ref.rel_frobenius(got, ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
+
+
+@pytest.mark.parametrize("weights", ["q4_k", "q5_k", "q6_k"])
+@pytest.mark.parametrize("tile", ["1,2,4,1,3", "1,8,8,1,2", "1,8,4,1,2,1,1"])
+@pytest.mark.parametrize("epilogue", ["swiglu_perm", "swiglu_grouped", "combine"])
+def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
+    """Each epilogue on each format (the layer block's gate+up and down launches, in isolation): E=7 with
+    expert 6 never routed, T=23, K=768 (Q6_K blocks at every even misalignment), M=512 output rows (a
+    multiple of 256: the permuted SwiGLU output is the next GEMM's K), on weights of this format."""
+    from zincbench.bench.moe_layer import silu
+    from zincbench.ops import fused
+    from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+    fmt = get_format(weights)
+    e, m, k, t, top_k = 7, 512, 768, 23, 2
+    ids = np.stack([rng.choice(e - 1, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32)
+    slot_weights = rng.random((t, top_k), dtype=np.float32)
+    table = np.concatenate([ids, slot_weights.view(np.uint32)], axis=1)  # the engine's [ids | weights]
+    tile_obj = fused.MmaTile.parse(tile)
+    ws = RoutingWorkspace(t, top_k, e, tile_obj.bn)
+    build_routing(cupy.asarray(table), ws)
+    w_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    w = fmt.dequantize(w_host)
+    per_slot = epilogue == "combine"  # the down GEMM reads one row per token-slot
+    x_host = rng.standard_normal((t, top_k, k) if per_slot else (t, k), dtype=np.float32)
+    if not per_slot:
+        x_host *= 0.01  # gate and up of order 1-10: silu(gate) * up stays far inside fp16's range
+    xp = fused.permuted_activations(cupy, x_host.size // k, k)
+    fused.permute_activations(cupy.asarray(x_host.reshape(-1, k)), xp)
+    gemm = fused.FusedKQuantGemm(tile_obj, grouped=True, weights=weights, epilogue={
+        "swiglu_perm": fused.EPILOGUE_SWIGLU_F16_PERM, "swiglu_grouped": fused.EPILOGUE_SWIGLU_F16_GROUPED,
+        "combine": fused.EPILOGUE_COMBINE}[epilogue])
+    args = (m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
+    if epilogue == "combine":
+        hidden = rng.standard_normal((t, m), dtype=np.float32)
+        y = cupy.asarray(hidden)
+        gemm.grouped_call(cupy.asarray(w_host), xp, y, *args, x_per_slot=True, routing=cupy.asarray(table))
+        added = np.einsum("ts,tsm->tm", slot_weights, ref.experts_matvec(w, x_host, ids, top_k))
+        assert ref.rel_frobenius(y.get() - hidden, added) < TOL
+        return
+    up_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    gate_out = ref.experts_matvec(w, x_host, ids, top_k)
+    act = silu(gate_out) * ref.experts_matvec(fmt.dequantize(up_host), x_host, ids, top_k)  # [T][top_k][M]
+    if epilogue == "swiglu_perm":
+        h = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float16)
+        gemm.grouped_call(cupy.asarray(w_host), xp, h, *args, w_up=cupy.asarray(up_host))
+        want = fused.permuted_activations(cupy, t * top_k, m)  # the reference in the same permuted order
+        fused.permute_activations(cupy.asarray(act.reshape(t * top_k, m).astype(np.float32)), want)
+        got = h.get().reshape(t * top_k, m)
+        assert not np.isnan(got).any(), "unwritten outputs"
+        assert ref.rel_frobenius(got.astype(np.float64), want.get().view(np.float16).reshape(t * top_k, m)) < TOL
+        return
+    counts = np.bincount(ids.ravel(), minlength=e)
+    capacity = int(counts.max())
+    h = cupy.full((e, capacity, m), cupy.nan, dtype=cupy.float16)
+    gemm.grouped_call(cupy.asarray(w_host), xp, h, *args, w_up=cupy.asarray(up_host), capacity=capacity)
+    offsets, sorted_ids, got = ws.offsets.get(), ws.sorted_ids.get(), h.get()
+    assert offsets[-1] == t * top_k
+    # place p of expert e's bucket holds item sorted_ids[offsets[e] + p]; places past the bucket stay unwritten
+    got_rows = np.concatenate([got[ex, :offsets[ex + 1] - offsets[ex]] for ex in range(e)])
+    assert not np.isnan(got_rows).any(), "unwritten outputs"
+    assert ref.rel_frobenius(got_rows.astype(np.float64), act.reshape(t * top_k, m)[sorted_ids]) < TOL

@@ -18,7 +18,7 @@ from zincbench.ops.dequant import DequantToF16, F32ToF16
 from zincbench.ops.gemm_tc import GemmQ4KTC
 from zincbench.ops.matvec import ExpertsMatvec
 from zincbench.ops.moe_cublas import CapacityExceeded, CublasGemmF16, DenseDequantCublas, MoeDequantCublas
-from zincbench.ops.routing import GatherRows, RoutingWorkspace, ScatterRows, build_routing, max_tiles
+from zincbench.ops.routing import ROUTING_BUILDS, GatherRows, RoutingWorkspace, ScatterRows, build_routing, max_tiles
 from zincbench.quant import get_format
 from zincbench.reference import kernels_ref as ref
 
@@ -123,35 +123,63 @@ ROUTING_CASES = [
     pytest.param(37, 8, 256, 64, 2, id="engine-table-many-empty-experts"),
     pytest.param(300, 8, 16, 16, 1, id="large-buckets"),
     pytest.param(64, 6, 1024, 8, 1, id="1024-experts"),
+    pytest.param(2999, 8, 256, 16, 1, id="many-blocks-P23992"),    # multi-block: 24 chunks, the last one partial
+    pytest.param(701, 7, 1000, 8, 2, id="1000-experts-many-blocks"),  # E not a warp multiple, 1024-thread blocks
 ]
 
 
-def built_routing(cupy, ids: np.ndarray, top_k: int, n_experts: int, tile_n: int) -> RoutingWorkspace:
-    ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n)
+def built_routing(cupy, ids: np.ndarray, top_k: int, n_experts: int, tile_n: int,
+                  build: str = "single_block") -> RoutingWorkspace:
+    ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n, build=build)
     ws.sorted_ids.fill(0xFFFFFFFF)
     build_routing(cupy.asarray(ids), ws)
     return ws
 
 
-@pytest.mark.parametrize("t, top_k, n_experts, tile_n, stride_factor", ROUTING_CASES)
-def test_routing_matches_reference(cupy, rng, t, top_k, n_experts, tile_n, stride_factor):
-    ids = routing_table(rng, t, top_k, n_experts, top_k * stride_factor)
-    ws = built_routing(cupy, ids, top_k, n_experts, tile_n)
+def assert_routing_matches(ws: RoutingWorkspace, ids: np.ndarray) -> None:
+    """offsets, tiles and status exactly; each bucket holds exactly the reference's items (any order)."""
+    t, top_k, n_experts, tile_n = ws.t, ws.top_k, ws.n_experts, ws.tile_n
     counts, offsets, buckets = ref.routing(ids, top_k, n_experts)
     got_offsets, got_sorted = ws.offsets.get(), ws.sorted_ids.get()
     np.testing.assert_array_equal(got_offsets, offsets)
     for e in range(n_experts):
-        assert set(got_sorted[offsets[e]:offsets[e + 1]].tolist()) == buckets[e], f"bucket of expert {e}"
+        bucket = got_sorted[offsets[e]:offsets[e + 1]].tolist()
+        assert len(bucket) == len(buckets[e]) and set(bucket) == buckets[e], f"bucket of expert {e}"
     expected_tiles = ref.work_tiles(counts, tile_n, max_tiles(t, top_k, n_experts, tile_n))
     np.testing.assert_array_equal(ws.tiles.get(), expected_tiles)
     assert ws.status() == (0, counts.max())
 
 
-def test_routing_reports_ids_out_of_range(cupy, rng):
+@pytest.mark.parametrize("build", ROUTING_BUILDS)
+@pytest.mark.parametrize("t, top_k, n_experts, tile_n, stride_factor", ROUTING_CASES)
+def test_routing_matches_reference(cupy, rng, t, top_k, n_experts, tile_n, stride_factor, build):
+    ids = routing_table(rng, t, top_k, n_experts, top_k * stride_factor)
+    assert_routing_matches(built_routing(cupy, ids, top_k, n_experts, tile_n, build), ids)
+
+
+@pytest.mark.parametrize("build", ROUTING_BUILDS)
+def test_routing_workspace_is_reusable(cupy, rng, build):
+    """Builds on one workspace in a row (the timed loop does this): the multi-block build's scratch counters
+    must be back at zero after each build, and a build with bad ids must not leak into the next."""
+    t, top_k, n_experts = 1500, 8, 128
+    ws = RoutingWorkspace(t, top_k, n_experts, 16, build=build)
+    for round_ in range(3):
+        ids = routing_table(rng, t, top_k, n_experts, top_k)
+        if round_ == 1:
+            ids[7, 3] = n_experts + 5
+            build_routing(cupy.asarray(ids), ws)
+            assert ws.status()[0] == 1
+            continue
+        build_routing(cupy.asarray(ids), ws)
+        assert_routing_matches(ws, ids)
+
+
+@pytest.mark.parametrize("build", ROUTING_BUILDS)
+def test_routing_reports_ids_out_of_range(cupy, rng, build):
     t, top_k, n_experts = 9, 3, 12
     ids = routing_table(rng, t, top_k, n_experts, top_k)
     ids[4, 1] = n_experts
-    ws = built_routing(cupy, ids, top_k, n_experts, 4)
+    ws = built_routing(cupy, ids, top_k, n_experts, 4, build)
     assert ws.status()[0] == 1
     assert int(ws.offsets.get()[-1]) == t * top_k - 1
 

@@ -93,8 +93,9 @@ class LayerConfig(ExperimentConfig):
 VARIANTS = {
     "fused_block": VariantInfo(
         "fused_block", "candidate", 5e-3,
-        "routing once; gate+up one grouped fused-dequant Q4_K GEMM, SwiGLU in its epilogue (fp16); down fused "
-        "with the weighted combine (Q4_K, Q5_K) or dequant + batched cuBLAS (Q6_K); shared expert dense"),
+        "routing once; gate+up one grouped fused-dequant Q4_K GEMM, SwiGLU in its epilogue (fp16); down the "
+        "same fused kernel on its type (Q4_K, Q5_K, Q6_K) with the weighted combine in its epilogue; shared "
+        "expert dense"),
     "fused_block_cublas_down": VariantInfo(
         "fused_block_cublas_down", "reference", 5e-3,
         "fused_block with the down by dequant + batched cuBLAS on every type: what the fused down is worth "
@@ -280,8 +281,6 @@ class LayerFamily(FamilyBase):
             raise ValueError(variant)
         if inp.weights.types["gate"] != "q4_k" or inp.weights.types["up"] != "q4_k":
             raise NotApplicable("the fused gate/up kernel reads Q4_K")
-        if variant == "fused_block_cublas_down" and inp.down_type == "q6_k":
-            raise NotApplicable("the same block as fused_block on this down type")
         shared = inp.shape.shared_width > 0
         # The padded down path's rows per expert: this case's largest bucket (the routing is fixed per case),
         # rounded up to 8; the epilogue drops what does not fit, so a wrong size fails the check.

@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 
 from zincbench.bench import autotune, register_family
-from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, NotApplicable, Prepared, VariantInfo
+from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, Prepared, VariantInfo
 from zincbench.config import load_config
 from zincbench.measure.traffic import Traffic
 from zincbench.quant import check_row_length, get_format
@@ -62,7 +62,8 @@ VARIANTS = {
     "round_trip": VariantInfo("round_trip", "baseline", 2e-3,
                               "engine path: dequant -> fp16 scratch, f32_to_f16(x), cuBLAS fp16 GEMM (fp32 accumulate)"),
     "cublas_f16": VariantInfo("cublas_f16", "ceiling", 2e-3, "cuBLAS alone on pre-dequantized fp16 weights"),
-    "fused": VariantInfo("fused", "candidate", 2e-3, "fused-dequant Q4_K mma.sync GEMM, cp.async pipeline, autotuned tile"),
+    "fused": VariantInfo("fused", "candidate", 2e-3,
+                         "fused-dequant Q4_K/Q6_K mma.sync GEMM, cp.async pipeline, autotuned tile"),
 }
 
 
@@ -151,15 +152,13 @@ class T1Family(FamilyBase):
     def _prepare_fused(self, cfg: T1Config, case: Case, inp: T1Inputs, tuner) -> Prepared:
         import cupy
 
-        from zincbench.ops.fused import FusedQ4KGemm, MmaTile, dense_traffic, permute_activations, permuted_activations
+        from zincbench.ops.fused import FusedKQuantGemm, MmaTile, dense_traffic, permute_activations, permuted_activations
 
-        if inp.fmt != "q4_k":
-            raise NotApplicable("the fused kernel reads Q4_K only (a Q6_K fused kernel is not implemented)")
         xp = permuted_activations(cupy, inp.t, inp.k)
 
         def make_run(tile_text: str):
             tile = MmaTile.parse(tile_text)
-            gemm = FusedQ4KGemm(tile, grouped=False)
+            gemm = FusedKQuantGemm(tile, grouped=False, weights=inp.fmt)
 
             def run():
                 permute_activations(inp.x, xp)
@@ -169,7 +168,7 @@ class T1Family(FamilyBase):
 
         tuning = tuner(f"t1/fused/{case.key}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
-        return Prepared(run, inp.y, dense_traffic(inp.m, inp.k, inp.t, run.tile),
+        return Prepared(run, inp.y, dense_traffic(inp.m, inp.k, inp.t, run.tile, inp.fmt),
                         detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)})
 
     def declared_binding(self, cfg: T1Config, case: Case, inp: T1Inputs):

@@ -1,5 +1,5 @@
 """T2 gate: MoE routed-expert projection. The engine's matvec (every routed token re-reads its
-expert's rows) vs dequant-once + batched cuBLAS vs our grouped fused Q4_K Tensor-core kernel.
+expert's rows) vs dequant-once + batched cuBLAS vs our grouped fused Q4_K/Q6_K Tensor-core kernel.
 
 Cases: (E experts, M rows) x N_e tokens per expert, T = N_e * E / top_k tokens, K columns.
 Outputs are y[T][top_k][M] for every variant, checked against a float64 NumPy reference on a sample
@@ -37,6 +37,9 @@ class T2Config(ExperimentConfig):
     x_per_slot: bool = False  # down projection: one activation row per (token, slot)
     routing: Literal["uniform", "zipf"] = "uniform"
     zipf_s: float = 1.0
+    # How our paths (dequant_cublas, fused_grouped) group items by expert on the GPU: one block, or two
+    # launches over many blocks (zincbench.ops.routing). Part of the timed op either way.
+    routing_build: Literal["single_block", "multi_block"] = "single_block"
     # The routing llama_cpp_us was measured with: its numbers show only beside cases routed the same way.
     llama_cpp_routing: Optional[Literal["uniform", "zipf"]] = None
     variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
@@ -73,7 +76,8 @@ VARIANTS = {
     "dequant_cublas": VariantInfo("dequant_cublas", "candidate", 2e-3,
                                   "route, dequantize all experts once to fp16, gather, one batched cuBLAS GEMM, scatter"),
     "fused_grouped": VariantInfo("fused_grouped", "candidate", 2e-3,
-                                 "route, permute x to fp16, grouped fused-dequant Q4_K mma.sync GEMM (one weight read per tile)"),
+                                 "route, permute x to fp16, grouped fused-dequant Q4_K/Q6_K mma.sync GEMM (one weight read "
+                                 "per tile)"),
 }
 
 
@@ -150,7 +154,7 @@ class T2Family(FamilyBase):
         return cfg.llama_cpp_routing == case.params["routing"]
 
     def variants(self, cfg: T2Config) -> list[VariantInfo]:
-        return [VARIANTS[v] for v in cfg.variants if not (v == "fused_grouped" and cfg.weights != "q4_k")]
+        return [VARIANTS[v] for v in cfg.variants]
 
     def gate_applies(self, cfg: T2Config, case: Case) -> bool:
         return case.params["tokens_per_expert"] >= cfg.gate.when.get("min_tokens_per_expert", 0)
@@ -196,7 +200,7 @@ class T2Family(FamilyBase):
 
             capacity = int(-(-inp.counts.max() // 8) * 8)  # largest bucket of this routing, rounded to 8
             op = MoeDequantCublas(cfg.weights, inp.w, inp.x, inp.ids, inp.y, top_k=inp.top_k, capacity=capacity,
-                                  x_per_slot=cfg.x_per_slot)
+                                  x_per_slot=cfg.x_per_slot, routing_build=cfg.routing_build)
             return Prepared(op, inp.y, op.traffic(hit).with_flops(op.flops(), "dequantizes every expert to fp16 scratch"),
                             detail={"capacity": capacity}, after_check=_capacity_check(op))
         if variant == "fused_grouped":
@@ -206,7 +210,7 @@ class T2Family(FamilyBase):
     def _prepare_fused(self, cfg: T2Config, case: Case, inp: T2Inputs, tuner) -> Prepared:
         import cupy
 
-        from zincbench.ops.fused import FusedQ4KGemm, MmaTile, grouped_traffic, permute_activations, permuted_activations
+        from zincbench.ops.fused import FusedKQuantGemm, MmaTile, grouped_traffic, permute_activations, permuted_activations
         from zincbench.ops.routing import RoutingWorkspace, build_routing
 
         x_rows = inp.t * inp.top_k if cfg.x_per_slot else inp.t
@@ -215,8 +219,8 @@ class T2Family(FamilyBase):
 
         def make_run(tile_text: str):
             tile = MmaTile.parse(tile_text)
-            gemm = FusedQ4KGemm(tile, grouped=True)
-            ws = RoutingWorkspace(inp.t, inp.top_k, inp.e, tile.bn)
+            gemm = FusedKQuantGemm(tile, grouped=True, weights=cfg.weights)
+            ws = RoutingWorkspace(inp.t, inp.top_k, inp.e, tile.bn, build=cfg.routing_build)
 
             def run():
                 build_routing(inp.ids, ws)
@@ -226,9 +230,9 @@ class T2Family(FamilyBase):
             run.tile = tile
             return run
 
-        tuning = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}", cfg.fused_tiles, make_run)
+        tuning = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}/{cfg.routing_build}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
-        return Prepared(run, inp.y, grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile),
+        return Prepared(run, inp.y, grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile, cfg.weights),
                         detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)})
 
     def declared_binding(self, cfg: T2Config, case: Case, inp: T2Inputs):

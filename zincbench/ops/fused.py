@@ -1,10 +1,10 @@
-"""Launchers of the fused-dequant Q4_K Tensor-core GEMM (kernels/q4k_fused_mma.cu).
+"""Launchers of the fused-dequant K-quant Tensor-core GEMM (kernels/kquant_fused_mma.cu).
 
-One kernel serves the gates: dense (T1: one weight matrix, tokens tiled by BN) and grouped (T2 and the
-layer block: one expert per work tile, token buckets built on the GPU by the routing kernels). The tile
-shape is a template; experiments declare candidate shapes and the autotuner picks per GPU. Template
-options: the epilogue (store, SwiGLU of gate+up rows to fp16, routing-weighted combine into hidden) and
-the weight type (Q4_K, or Q5_K: Q4_K's block plus the fifth bits).
+One kernel serves the gates and the layer block: dense (T1: one weight matrix, tokens tiled by BN) and
+grouped (T2 and the layer block: one expert per work tile, token buckets built on the GPU by the routing
+kernels). The weight format (Q4_K, Q5_K or Q6_K: the format policy), the epilogue (store, SwiGLU of
+gate+up rows to fp16, routing-weighted combine into hidden) and the tile shape are template parameters;
+experiments declare candidate shapes and the autotuner picks per GPU.
 """
 
 from __future__ import annotations
@@ -13,25 +13,49 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zincbench.errors import InputError
 from zincbench.gpu.nvrtc import set_dynamic_shared
 from zincbench.gpu.runtime import get_kernel
 from zincbench.measure.traffic import Traffic
-from zincbench.quant import check_row_length
+from zincbench.quant import check_row_length, get_format
 
-SOURCE = "q4k_fused_mma.cu"
-Q4K_BLOCK_BYTES = 144
+SOURCE = "kquant_fused_mma.cu"
 PERMUTE_THREADS = 256
 # The kernel's epilogues (ZB_EPI_* in the source): what a block does with its accumulators.
 EPILOGUE_STORE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM, EPILOGUE_COMBINE = 0, 1, 2, 3
 SWIGLU_EPILOGUES = (EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM)
-# Weight types the kernel reads (ZB_Q4K / ZB_Q5K): template value and extra shared bytes per row and stage.
-WEIGHT_TYPES = {"q4_k": (0, 0), "q5_k": (1, 32)}
+
+
+@dataclass(frozen=True)
+class WeightPolicy:
+    """How the kernel reads one weight format: its policy struct in the source, half superblocks per
+    pipeline stage and shared-memory bytes per weight row per stage (the struct's HALVES and
+    ROW_STAGE_BYTES)."""
+
+    policy: str
+    halves_per_stage: int
+    row_stage_bytes: int
+
+
+POLICIES = {
+    "q4_k": WeightPolicy("ZbQ4K", 1, 80),  # half superblock: 64 nibble bytes + 16-byte header per row
+    "q5_k": WeightPolicy("ZbQ5K", 1, 112),  # the same + the block's 32 qh bytes
+    "q6_k": WeightPolicy("ZbQ6K", 2, 224),  # whole superblock: 14 aligned chunks cover 210 bytes at any offset
+}
+
+
+def weight_policy(weights: str) -> WeightPolicy:
+    policy = POLICIES.get(weights)
+    if policy is None:
+        raise InputError(f"the fused kernel reads {', '.join(POLICIES)} weights, not {weights!r}")
+    return policy
 
 
 @dataclass(frozen=True)
 class MmaTile:
-    """Warp tile (16*wm rows x 8*wn tokens), warps per block, cp.async pipeline depth, and the blocks
-    per SM the compiler must fit (``__launch_bounds__``: caps registers to raise occupancy)."""
+    """Warp tile (16*wm rows x 8*wn tokens), warps per block, cp.async pipeline depth, the blocks per SM
+    the compiler must fit (``__launch_bounds__``: caps registers to raise occupancy), and ``trim_n``: a
+    block computes only its real tokens rounded up to 8, not all BN columns (the kernel's TRIM_N)."""
 
     wm: int
     wn: int
@@ -39,6 +63,7 @@ class MmaTile:
     warps_n: int
     stages: int
     min_blocks: int = 1
+    trim_n: bool = False
 
     @property
     def bm(self) -> int:
@@ -52,34 +77,34 @@ class MmaTile:
     def threads(self) -> int:
         return 32 * self.warps_m * self.warps_n
 
-    def smem_for(self, qtype: str) -> int:
-        """Dynamic shared memory of the kernel on ``qtype`` weights (Q5_K adds each row's qh)."""
-        return self.stages * (self.bn * 256 + self.bm * (80 + WEIGHT_TYPES[qtype][1]))
+    def smem_bytes(self, weights: str) -> int:
+        policy = weight_policy(weights)
+        return self.stages * (policy.halves_per_stage * self.bn * 256 + self.bm * policy.row_stage_bytes)
 
     @property
     def label(self) -> str:
         occupancy = f"/b{self.min_blocks}" if self.min_blocks > 1 else ""
-        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}"
+        trim = "/n8" if self.trim_n else ""
+        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}"
 
-    def expression(self, grouped: bool, epilogue: int = 0, qtype: str = "q4_k") -> str:
+    def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
-        qt = WEIGHT_TYPES[qtype][0]
-        # trailing template arguments left at their defaults (EPILOGUE_STORE, Q4_K) are omitted
-        tail = f",{epilogue},{qt}" if qt else f",{epilogue}" if epilogue else ""
-        return (f"gemm_q4k_mma<{self.wm},{self.wn},{self.warps_m},{self.warps_n},{self.stages},{self.min_blocks},"
-                f"{g}{tail}>")
+        trim = "true" if self.trim_n else "false"
+        return (f"gemm_kquant_mma<{weight_policy(weights).policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
+                f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}>")
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
-        """'wm,wn,warps_m,warps_n,stages[,min_blocks]' (the form used in experiment YAML)."""
+        """'wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]' (the form used in experiment YAML; trim_n 0 or 1)."""
+        form = "'wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
         parts = [int(p) for p in str(text).split(",")]
-        if len(parts) not in (5, 6) or min(parts) < 1:
-            raise ValueError(f"tile must be 'wm,wn,warps_m,warps_n,stages[,min_blocks]', got {text!r}")
-        return cls(*parts)
+        if len(parts) not in (5, 6, 7) or min(parts[:6]) < 1 or (len(parts) == 7 and parts[6] not in (0, 1)):
+            raise ValueError(f"tile must be {form} (trim_n 0 or 1), got {text!r}")
+        return cls(*parts[:6], *(bool(parts[6]),) if len(parts) == 7 else ())
 
 
 def permuted_activations(cupy, rows: int, k: int):
-    """Workspace for x_f32_to_f16_q4k_perm's output: rows x K fp16 stored as K/8 16-byte chunks."""
+    """Workspace for x_f32_to_f16_kquant_perm's output: rows x K fp16 stored as K/8 16-byte chunks."""
     check_row_length(k)
     return cupy.empty((rows, k // 8, 4), dtype=cupy.uint32)
 
@@ -87,29 +112,39 @@ def permuted_activations(cupy, rows: int, k: int):
 def permute_activations(x, xp) -> None:
     """x f32 [rows][K] -> xp (permuted fp16, see the kernel source), enqueued on the current stream."""
     rows, k = x.shape
-    kernel = get_kernel(SOURCE, "x_f32_to_f16_q4k_perm")
+    kernel = get_kernel(SOURCE, "x_f32_to_f16_kquant_perm")
     n_chunks = rows * (k // 8)
     blocks = max(1, min((n_chunks + PERMUTE_THREADS - 1) // PERMUTE_THREADS, 65535))
     kernel((blocks,), (PERMUTE_THREADS,), (x, xp, np.int32(rows), np.int32(k)))
 
 
-class FusedQ4KGemm:
-    """Y = X W^T with W in Q4_K (or Q5_K), for one tile shape, dense or grouped, and one epilogue (EPILOGUE_*)."""
+class FusedKQuantGemm:
+    """Y = X W^T with W in Q4_K, Q5_K or Q6_K (``weights``), for one tile shape, dense or grouped, and one
+    epilogue (EPILOGUE_*)."""
 
-    def __init__(self, tile: MmaTile, grouped: bool, epilogue: int = EPILOGUE_STORE, qtype: str = "q4_k"):
+    def __init__(self, tile: MmaTile, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE):
         import cupy
 
+        if epilogue != EPILOGUE_STORE and not grouped:
+            raise ValueError("the SwiGLU and combine epilogues are for the grouped (MoE) kernel")
         self.tile = tile
         self.grouped = grouped
+        self.weights = weights
         self.epilogue = epilogue
-        self.smem_bytes = tile.smem_for(qtype)
-        expr = tile.expression(grouped, epilogue, qtype)
+        self.smem_bytes = tile.smem_bytes(weights)
+        rt = cupy.cuda.runtime
+        limit = rt.deviceGetAttribute(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, cupy.cuda.Device().id)
+        if self.smem_bytes + 8 * tile.bn > limit:  # + the static token tables (s_xoff, s_orow)
+            # ValueError: the autotuner skips a candidate that does not apply on this GPU
+            raise ValueError(f"tile {tile.label} with {weights} needs {self.smem_bytes + 8 * tile.bn} bytes of shared "
+                             f"memory per block; this GPU allows {limit}")
+        expr = tile.expression(grouped, weights, epilogue)
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,))
         set_dynamic_shared(self.kernel, self.smem_bytes)
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
 
     def dense(self, w, xp, y, m: int, k: int, t: int) -> None:
-        """w uint8 [M][K/256*144], xp from permute_activations, y f32 [T][M]."""
+        """w uint8 [M][row bytes], xp from permute_activations, y f32 [T][M]."""
         grid = ((m + self.tile.bm - 1) // self.tile.bm, (t + self.tile.bn - 1) // self.tile.bn)
         d = self._dummy
         self.kernel(grid, (self.tile.threads,),
@@ -122,8 +157,8 @@ class FusedQ4KGemm:
         """w uint8 [E][M][row bytes]; tiles/offsets/sorted_ids from the routing kernels with BN = tile.bn;
         xp rows are tokens (or token-slots when x_per_slot). y by epilogue: STORE f32 [T][top_k][M];
         SWIGLU_F16_PERM fp16 [T][top_k][M] (permuted order), SWIGLU_F16_GROUPED fp16 [E][capacity][M], from
-        gate rows ``w`` and up rows ``w_up`` (same shape); COMBINE f32 [T][M] += routing weight x result, ``routing`` the
-        engine's u32 table [T][2*top_k]."""
+        gate rows ``w`` and up rows ``w_up`` (same shape); COMBINE f32 [T][M] += routing weight x result,
+        ``routing`` the engine's u32 table [T][2*top_k]."""
         swiglu = self.epilogue in SWIGLU_EPILOGUES
         if swiglu != (w_up is not None) or (self.epilogue == EPILOGUE_COMBINE) != (routing is not None):
             raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")
@@ -140,21 +175,21 @@ class FusedQ4KGemm:
                     shared_mem=self.smem_bytes)
 
 
-def dense_traffic(m: int, k: int, t: int, tile: MmaTile) -> Traffic:
-    """minimum: Q4_K W, f32 X and Y once; model: W re-read by every token tile, X permuted to fp16
+def dense_traffic(m: int, k: int, t: int, tile: MmaTile, weights: str) -> Traffic:
+    """minimum: W, f32 X and Y once; model: W re-read by every token tile, X permuted to fp16
     (read f32, write fp16, read fp16 back per row tile from L2: counted once)."""
-    w_bytes = m * (k // 256) * Q4K_BLOCK_BYTES
+    w_bytes = m * get_format(weights).row_bytes(k)
     io = 4 * t * k + 4 * t * m
     token_tiles = -(-t // tile.bn)
     return Traffic(w_bytes + io, w_bytes * token_tiles + io + 4 * t * k, 2 * m * k * t,
                    f"weights read by each of {token_tiles} {tile.bn}-token tiles; x permuted to fp16")
 
 
-def grouped_traffic(counts, m: int, k: int, top_k: int, x_rows: int, tile: MmaTile) -> Traffic:
-    """counts: tokens per expert of the routing. minimum: hit experts' Q4_K rows, x, y and ids once;
+def grouped_traffic(counts, m: int, k: int, top_k: int, x_rows: int, tile: MmaTile, weights: str) -> Traffic:
+    """counts: tokens per expert of the routing. minimum: hit experts' rows, x, y and ids once;
     model: each expert's rows once per token tile of its bucket, plus the permuted fp16 x and routing."""
     counts = np.asarray(counts)
-    row_bytes = (k // 256) * Q4K_BLOCK_BYTES
+    row_bytes = get_format(weights).row_bytes(k)
     items = int(counts.sum())
     reads = int(np.ceil(counts / tile.bn).sum())
     io = 4 * x_rows * k + 4 * items * m + 4 * items

@@ -129,7 +129,7 @@ class MoeDequantCublas:
     """
 
     def __init__(self, fmt: str, weights, x, expert_ids, y, *, top_k: int, capacity: int,
-                 x_per_slot: bool = False):
+                 x_per_slot: bool = False, routing_build: str = "single_block"):
         import cupy
 
         check_array(weights, np.uint8, (None, None, None), "weights")
@@ -141,7 +141,7 @@ class MoeDequantCublas:
         t = expert_ids.shape[0]
         self.fmt, self.n_experts, self.m, self.k, self.t, self.top_k = fmt, n_experts, m, k, t, top_k
         self.capacity, self.x_per_slot = capacity, x_per_slot
-        self.routing = RoutingWorkspace(t, top_k, n_experts, tile_n=capacity)
+        self.routing = RoutingWorkspace(t, top_k, n_experts, tile_n=capacity, build=routing_build)
         self.w16 = cupy.empty((n_experts, m, k), dtype=cupy.float16)
         # Zeroed once so padding rows hold finite values; their GEMM outputs are never read.
         self.x16 = cupy.zeros((n_experts, capacity, k), dtype=cupy.float16)

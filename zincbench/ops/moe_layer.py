@@ -7,9 +7,9 @@ weights (gate/up [E][ef][row bytes], down [E][n_embd][row bytes]) and the shared
 
 ``candidate_stages`` builds the candidate block as named stages (each enqueues only): routing built
 once on the GPU, gate and up as ONE grouped fused-dequant Q4_K GEMM with SwiGLU in its epilogue (fp16
-intermediate), the down projection by the entry of ``DOWN_PATHS`` for its type (fused with the weighted
-combine on Q4_K and Q5_K, dequant + batched cuBLAS on Q6_K), the shared expert on
-the engine's dense path (dequant + cuBLAS fp16).
+intermediate), the down projection by the entry of ``DOWN_PATHS`` for its type (the same fused kernel with
+the weighted combine in its epilogue on Q4_K, Q5_K and Q6_K, or dequant + batched cuBLAS), the shared
+expert on the engine's dense path (dequant + cuBLAS fp16).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import numpy as np
 
 from zincbench.gpu.runtime import get_kernel
 from zincbench.ops.dequant import DequantToF16
-from zincbench.ops.fused import (EPILOGUE_COMBINE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM, FusedQ4KGemm,
-                                 MmaTile, permute_activations, permuted_activations)
+from zincbench.ops.fused import (EPILOGUE_COMBINE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM,
+                                 FusedKQuantGemm, MmaTile, permute_activations, permuted_activations)
 from zincbench.ops.moe_cublas import CublasGemmF16, DenseDequantCublas
 from zincbench.ops.routing import RoutingWorkspace, build_routing
 
@@ -151,8 +151,9 @@ def shared_expert_stages(b: LayerBuffers) -> list[Stage]:
 # Each entry owns the fp16 SwiGLU output in the layout it reads (``h``), names the gate+up epilogue that
 # writes it (``intermediate``, with ``capacity`` for a padded one) and gives its stages.
 class FusedDownCombine:
-    """Q4_K / Q5_K down as a grouped fused-dequant GEMM whose epilogue adds w(t, slot) * result into
-    hidden (atomicAdd; see the kernel). Reads the SwiGLU output [T][top_k][ef] in the permuted fp16 order."""
+    """Q4_K / Q5_K / Q6_K down as a grouped fused-dequant GEMM (the format's policy) whose epilogue adds
+    w(t, slot) * result into hidden (atomicAdd; see the kernel). Reads the SwiGLU output [T][top_k][ef] in
+    the permuted fp16 order."""
 
     intermediate = EPILOGUE_SWIGLU_F16_PERM
     capacity = 0
@@ -161,7 +162,7 @@ class FusedDownCombine:
         import cupy
 
         self.h = cupy.empty((b.t, b.top_k, b.ef), dtype=cupy.float16)
-        self.gemm = FusedQ4KGemm(tile, grouped=True, epilogue=EPILOGUE_COMBINE, qtype=b.down_type)
+        self.gemm = FusedKQuantGemm(tile, grouped=True, weights=b.down_type, epilogue=EPILOGUE_COMBINE)
         self.b, self.ws, self.xp = b, ws, self.h.view(np.uint32).reshape(b.t * b.top_k, b.ef // 8, 4)
 
     def stages(self) -> list[Stage]:
@@ -174,10 +175,10 @@ class FusedDownCombine:
 
 
 class DequantCublasDown:
-    """Down by dequant-once + ONE batched cuBLAS fp16 GEMM over the experts (the best existing path for a
-    type without a fused kernel: 2.5-3.6x faster than the engine's grouped TC down on the H200's T2 down
-    run). The SwiGLU epilogue writes its input straight into the padded [E][capacity][ef] rows (no gather);
-    the combine reads the [E][capacity][n_embd] result per token, slots in order (deterministic)."""
+    """Down by dequant-once + ONE batched cuBLAS fp16 GEMM over the experts (2.5-3.6x faster than the
+    engine's grouped TC down on the H200's T2 down run; what the fused down is measured against). The
+    SwiGLU epilogue writes its input straight into the padded [E][capacity][ef] rows (no gather); the
+    combine reads the [E][capacity][n_embd] result per token, slots in order (deterministic)."""
 
     intermediate = EPILOGUE_SWIGLU_F16_GROUPED
 
@@ -209,10 +210,10 @@ class DequantCublasDown:
         return [("down", down), ("combine", self.combine)]
 
 
-# The candidate's down projection by weight type: "fused" where a fused kernel reads the type (a fused
-# Q6_K kernel plugs in here), "cublas" the dequant + cuBLAS path wherever it can (how much the fused
-# down is worth, and a fallback).
-DOWN_PATHS = {"fused": {"q4_k": FusedDownCombine, "q5_k": FusedDownCombine, "q6_k": DequantCublasDown},
+# The candidate's down projection by weight type: "fused" the fused kernel with the combine epilogue (its
+# format policy reads every down type), "cublas" the dequant + cuBLAS path (how much the fused down is
+# worth, and a fallback).
+DOWN_PATHS = {"fused": {"q4_k": FusedDownCombine, "q5_k": FusedDownCombine, "q6_k": FusedDownCombine},
               "cublas": {"q4_k": DequantCublasDown, "q5_k": DequantCublasDown, "q6_k": DequantCublasDown}}
 
 
@@ -227,7 +228,7 @@ def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str 
     ws = RoutingWorkspace(b.t, b.top_k, b.experts, tile.bn)
     xp = permuted_activations(cupy, b.t, b.n_embd)
     down_path = DOWN_PATHS[down][b.down_type](b, ws, tile, capacity)
-    gate_up = FusedQ4KGemm(tile, grouped=True, epilogue=down_path.intermediate)
+    gate_up = FusedKQuantGemm(tile, grouped=True, weights="q4_k", epilogue=down_path.intermediate)
     route_x = (router(b), topk(b))
 
     def route() -> None:

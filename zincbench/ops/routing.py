@@ -1,8 +1,10 @@
 """Launchers of kernels/moe_routing.cu: group routed (token, slot) items by expert on the GPU.
 
-``RoutingWorkspace`` owns the buffers (allocated once); ``build_routing`` fills them with one
-single-block launch (histogram, prefix-sum offsets, scatter of item ids p = t*top_k + slot into
-expert order, and the work-tile list of a grouped GEMM). ``GatherRows`` / ``ScatterRows`` move
+``RoutingWorkspace`` owns the buffers (allocated once); ``build_routing`` fills them (histogram,
+prefix-sum offsets, scatter of item ids p = t*top_k + slot into expert order, and the work-tile list
+of a grouped GEMM) with one single-block launch (``build="single_block"``) or two launches over many
+blocks (``build="multi_block"``: count + scan by the last block, then scatter). Both give the same
+offsets, tiles, status and bucket contents; the order inside a bucket is arbitrary in both. ``GatherRows`` / ``ScatterRows`` move
 activations into and results out of expert-grouped rows, either contiguous ``[P][*]`` or padded to a
 fixed capacity per expert ``[E][capacity][*]``. Nothing here synchronises except ``RoutingWorkspace.status``.
 """
@@ -20,6 +22,9 @@ SOURCE = "moe_routing.cu"
 ROUTE_THREADS = 1024  # one expert per thread in the block scans
 MAX_EXPERTS = 1024  # ROUTE_MAX_EXPERTS in the kernel (shared counters)
 ROW_THREADS = 256
+MULTI_BLOCK_MIN_THREADS = 256
+MULTI_BLOCK_ITEMS = 4  # ROUTE_MB_ITEMS in the kernel: items per thread
+ROUTING_BUILDS = ("single_block", "multi_block")
 
 
 def max_tiles(t: int, top_k: int, n_experts: int, tile_n: int) -> int:
@@ -28,9 +33,10 @@ def max_tiles(t: int, top_k: int, n_experts: int, tile_n: int) -> int:
 
 
 class RoutingWorkspace:
-    """offsets uint32[E+1], sorted_ids uint32[T*top_k], tiles uint32[max_tiles], status uint32[2]."""
+    """offsets uint32[E+1], sorted_ids uint32[T*top_k], tiles uint32[max_tiles], status uint32[2]; the
+    multi-block build also keeps scratch uint32[2E+2] (counts, cursors, two counters), zero between builds."""
 
-    def __init__(self, t: int, top_k: int, n_experts: int, tile_n: int):
+    def __init__(self, t: int, top_k: int, n_experts: int, tile_n: int, build: str = "single_block"):
         import cupy
 
         if not 1 <= n_experts <= MAX_EXPERTS:
@@ -39,12 +45,21 @@ class RoutingWorkspace:
             raise InputError(f"bad routing shape T={t}, top_k={top_k}, tile_n={tile_n}")
         if -(-t * top_k // tile_n) >= 2**16 or t * top_k >= 2**32:
             raise InputError(f"T*top_k={t * top_k} with tile_n={tile_n}: tile entries pack the tile index in 16 bits")
-        self.t, self.top_k, self.n_experts, self.tile_n = t, top_k, n_experts, tile_n
+        if build not in ROUTING_BUILDS:
+            raise InputError(f"routing build {build!r}: expected one of {', '.join(ROUTING_BUILDS)}")
+        self.t, self.top_k, self.n_experts, self.tile_n, self.build = t, top_k, n_experts, tile_n, build
         self.offsets = cupy.empty(n_experts + 1, dtype=cupy.uint32)
         self.sorted_ids = cupy.empty(t * top_k, dtype=cupy.uint32)
         self.tiles = cupy.empty(max_tiles(t, top_k, n_experts, tile_n), dtype=cupy.uint32)
         self.status_words = cupy.zeros(2, dtype=cupy.uint32)
-        self.kernel = get_kernel(SOURCE, "moe_route_build")
+        if build == "single_block":
+            self.kernels = (get_kernel(SOURCE, "moe_route_build"),)
+        else:
+            self.scratch = cupy.zeros(2 * n_experts + 2, dtype=cupy.uint32)
+            self.kernels = (get_kernel(SOURCE, "moe_route_count"), get_kernel(SOURCE, "moe_route_scatter"))
+            # one expert per thread in the last block's scan: blockDim >= E, a whole number of warps
+            self.block_threads = max(MULTI_BLOCK_MIN_THREADS, -(-n_experts // 32) * 32)
+            self.blocks = -(-self.items // (self.block_threads * MULTI_BLOCK_ITEMS))
 
     @property
     def items(self) -> int:
@@ -57,18 +72,25 @@ class RoutingWorkspace:
 
 
 def build_routing(expert_ids, ws: RoutingWorkspace) -> None:
-    """Fill ``ws`` from expert_ids uint32 [T][routing_stride] (first top_k entries per row), one launch."""
+    """Fill ``ws`` from expert_ids uint32 [T][routing_stride] (first top_k entries per row), by ws.build."""
     check_array(expert_ids, np.uint32, (ws.t, None), "expert_ids")
     if expert_ids.shape[1] < ws.top_k:
         raise InputError(f"routing rows of {expert_ids.shape[1]} ids are shorter than top_k={ws.top_k}")
     u32 = np.uint32
-    ws.kernel((1,), (ROUTE_THREADS,),
-              (expert_ids, ws.offsets, ws.sorted_ids, ws.tiles, ws.status_words, u32(ws.t), u32(ws.top_k),
-               u32(expert_ids.shape[1]), u32(ws.n_experts), u32(ws.tile_n), u32(ws.tiles.size)))
+    shape = (u32(ws.t), u32(ws.top_k), u32(expert_ids.shape[1]), u32(ws.n_experts))
+    if ws.build == "single_block":
+        ws.kernels[0]((1,), (ROUTE_THREADS,), (expert_ids, ws.offsets, ws.sorted_ids, ws.tiles, ws.status_words,
+                                               *shape, u32(ws.tile_n), u32(ws.tiles.size)))
+        return
+    count, scatter = ws.kernels
+    count((ws.blocks,), (ws.block_threads,), (expert_ids, ws.offsets, ws.tiles, ws.status_words, ws.scratch, *shape,
+                                              u32(ws.tile_n), u32(ws.tiles.size)))
+    scatter((ws.blocks,), (ws.block_threads,), (expert_ids, ws.sorted_ids, ws.scratch, *shape))
 
 
 def routing_traffic(t: int, top_k: int, n_experts: int, tile_n: int) -> Traffic:
-    """minimum: ids once, offsets and sorted ids once; actual: ids twice (histogram, scatter) plus the tile list."""
+    """minimum: ids once, offsets and sorted ids once; actual: ids twice (histogram, scatter) plus the tile list
+    (either build; the multi-block one adds per-block atomics on E counters, not counted)."""
     p = t * top_k
     minimum = 4 * (p + (n_experts + 1) + p)
     return Traffic(minimum, minimum + 4 * p + 4 * max_tiles(t, top_k, n_experts, tile_n) + 8)

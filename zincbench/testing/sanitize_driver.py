@@ -3,7 +3,7 @@ once per gate at the gate's own shape, for ncu (``--shapes gate``). The one plac
 inputs and launches them outside a microbench: scripts/probe_fused.py times the same inputs.
 
     compute-sanitizer --tool memcheck python -m zincbench.testing.sanitize_driver fused [--seed N]
-    ncu -k regex:gemm_q4k_mma python -m zincbench.testing.sanitize_driver fused --shapes gate
+    ncu -k regex:gemm_kquant_mma python -m zincbench.testing.sanitize_driver fused --shapes gate
 
 Edge shapes: tiles cut by the shape (M not a multiple of 64, T not a multiple of the token tile),
 experts that receive no token, one token per expert (N_e = 1), a single token (T = 1), K = 256 (one
@@ -97,18 +97,20 @@ def run_dequant(cupy, rng) -> None:
 
 
 def run_routing(cupy, rng) -> None:
-    from zincbench.ops.routing import GatherRows, RoutingWorkspace, ScatterRows, build_routing
+    from zincbench.ops.routing import ROUTING_BUILDS, GatherRows, RoutingWorkspace, ScatterRows, build_routing
 
-    def built(ids: np.ndarray, top_k: int, n_experts: int, tile_n: int) -> RoutingWorkspace:
-        ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n)
+    def built(ids: np.ndarray, top_k: int, n_experts: int, tile_n: int, build: str = "single_block") -> RoutingWorkspace:
+        ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n, build=build)
         build_routing(cupy.asarray(ids), ws)
         return ws
 
-    for t, top_k, e, tile_n, stride in [(1, 1, 1, 64, 1), (37, 8, 256, 64, 2), (300, 8, 16, 16, 1), (64, 6, 1024, 8, 1)]:
-        built(routing_table(rng, t, top_k, e, top_k * stride), top_k, e, tile_n)
-    bad = routing_table(rng, 9, 3, 12, 3)
-    bad[4, 1] = 12  # an id >= E: counted in the status word, never followed
-    built(bad, 3, 12, 4)
+    for build in ROUTING_BUILDS:
+        for t, top_k, e, tile_n, stride in [(1, 1, 1, 64, 1), (37, 8, 256, 64, 2), (300, 8, 16, 16, 1),
+                                            (64, 6, 1024, 8, 1), (2999, 8, 256, 16, 1), (701, 7, 1000, 8, 2)]:
+            built(routing_table(rng, t, top_k, e, top_k * stride), top_k, e, tile_n, build)
+        bad = routing_table(rng, 9, 3, 12, 3)
+        bad[4, 1] = 12  # an id >= E: counted in the status word, never followed
+        built(bad, 3, 12, 4, build)
 
     top_k, k, m = 4, 96, 37
     for ids, n_experts in ((routing_table(rng, 23, top_k, 13, top_k, skip_last=3), 13),  # 3 experts never routed
@@ -165,38 +167,43 @@ def run_moe_cublas(cupy, rng) -> None:
             path.check()
 
 
-def gate_tiles(family: str) -> list:
-    """The fused kernel's tile shapes that a gate tunes over: ``fused_tiles`` of its experiment YAML."""
+def gate_tiles(family: str, experiment: str | None = None) -> list:
+    """The fused kernel's tile shapes that a gate tunes over: ``fused_tiles`` of its experiment YAML
+    (the family's default experiment unless named)."""
     from zincbench.bench import load_family
     from zincbench.config import experiment_path
     from zincbench.ops.fused import MmaTile
 
     fam = load_family(family)
-    config = fam.load(experiment_path(fam.default_experiment))
+    config = fam.load(experiment_path(experiment or fam.default_experiment))
     return [MmaTile.parse(tile) for tile in config.fused_tiles]
 
 
 def run_fused(cupy, rng) -> None:
-    from zincbench.ops.fused import FusedQ4KGemm
+    from zincbench.ops.fused import POLICIES, FusedKQuantGemm
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
-    for tile in gate_tiles("t1"):  # the dense T1 gate's tiles
-        gemm = FusedQ4KGemm(tile, grouped=False)
-        for m, k, t in [(197, 256, 1), (64, 768, 37), (300, 512, 130)]:  # M and T cut the tile, T = 1
-            gemm.dense(quantized(cupy, rng, "q4_k", (m,), k), permuted(cupy, activations(cupy, rng, (t, k))),
-                       cupy.empty((t, m), dtype=cupy.float32), m, k, t)
+    # K = 768: Q6_K rows of 630 bytes, so blocks start at every even misalignment.
+    for weights in POLICIES:  # every format the kernel reads
+        for tile in gate_tiles("t1"):  # the dense T1 gate's tiles
+            gemm = FusedKQuantGemm(tile, grouped=False, weights=weights)
+            for m, k, t in [(197, 256, 1), (64, 768, 37), (300, 512, 130)]:  # M and T cut the tile, T = 1
+                gemm.dense(quantized(cupy, rng, weights, (m,), k), permuted(cupy, activations(cupy, rng, (t, k))),
+                           cupy.empty((t, m), dtype=cupy.float32), m, k, t)
     grouped_cases = [  # (routing table, top_k, E, M, K)
         (routing_table(rng, 23, 2, 7, 2, skip_last=1), 2, 7, 100, 512),  # expert 6 never routed, T = 23
         (one_token_per_expert(rng, 8, 2), 2, 8, 100, 256),                # N_e = 1, K = 256
         (routing_table(rng, 1, 1, 4, 1), 1, 4, 33, 256),                  # T = 1, three empty experts
     ]
-    for tile in gate_tiles("t2"):  # the grouped T2 gate's tiles
-        gemm = FusedQ4KGemm(tile, grouped=True)
+    grouped_tiles = [(tile, "q4_k") for tile in gate_tiles("t2")] + [  # the T2 gates' tiles (gate/up, down)
+        (tile, "q6_k") for tile in gate_tiles("t2", "t2_moe_down")]
+    for tile, weights in grouped_tiles:
+        gemm = FusedKQuantGemm(tile, grouped=True, weights=weights)
         for ids, top_k, e, m, k in grouped_cases:
             t = ids.shape[0]
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
             build_routing(cupy.asarray(ids), ws)
-            w = quantized(cupy, rng, "q4_k", (e, m), k)
+            w = quantized(cupy, rng, weights, (e, m), k)
             for per_slot in (False, True):
                 rows = t * top_k if per_slot else t
                 y = cupy.empty((t, top_k, m), dtype=cupy.float32)
@@ -245,18 +252,18 @@ T2_SHAPE = {"e": 256, "m": 512, "k": 2048, "t": 256, "top_k": 8}
 
 
 def run_fused_at_gate_shapes(cupy, rng) -> None:
-    from zincbench.ops.fused import FusedQ4KGemm
+    from zincbench.ops.fused import FusedKQuantGemm
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
     m, k, t = T1_SHAPE["m"], T1_SHAPE["k"], T1_SHAPE["t"]
-    FusedQ4KGemm(gate_tiles("t1")[0], grouped=False).dense(
+    FusedKQuantGemm(gate_tiles("t1")[0], grouped=False, weights="q4_k").dense(
         quantized(cupy, rng, "q4_k", (m,), k), permuted(cupy, activations(cupy, rng, (t, k))),
         cupy.empty((t, m), dtype=cupy.float32), m, k, t)
     e, m, k, t, top_k = (T2_SHAPE[key] for key in ("e", "m", "k", "t", "top_k"))
     tile = gate_tiles("t2")[0]
     ws = RoutingWorkspace(t, top_k, e, tile.bn)
     build_routing(cupy.asarray(routing_table(rng, t, top_k, e)), ws)
-    FusedQ4KGemm(tile, grouped=True).grouped_call(
+    FusedKQuantGemm(tile, grouped=True, weights="q4_k").grouped_call(
         quantized(cupy, rng, "q4_k", (e, m), k), permuted(cupy, activations(cupy, rng, (t, k))),
         cupy.empty((t, top_k, m), dtype=cupy.float32), m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
 

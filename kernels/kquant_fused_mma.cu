@@ -1,0 +1,691 @@
+// Fused-dequant K-quant (Q4_K, Q5_K, Q6_K) Tensor-core GEMM (zincbench candidate for the T1 and T2 gates).
+//
+//   Y[out_row(n)][m] = sum_k W[m][k] * X[x_row(n)][k]      W: Q4_K, Q5_K or Q6_K blocks, X: fp16, Y: f32
+//
+// Dense mode: n is a token, x_row = out_row = n.  Grouped (MoE) mode: a block works on one tile of
+// one expert's token bucket (built on the GPU by moe_routing.cu); x_row is the token (or the
+// token-slot for per-slot activations) and out_row the token-slot, so Y is [T][top_k][M].
+// What a block does with its accumulators is the epilogue (EPI, ZB_EPI_* below): store Y as above, SwiGLU
+// of gate and up rows to fp16 (the MoE gate+up GEMM), or the routing-weighted combine into the hidden
+// state (the MoE down GEMM). Format policy and epilogue are independent template parameters.
+//
+// Design (why it can beat the matvec and the dequant->fp16->cuBLAS round trip):
+// - every weight byte is read from DRAM once per (row tile, token tile) and dequantized straight
+//   into mma.sync A fragments in registers: no fp16 weight scratch, no shared-memory round trip
+//   of dequantized weights;
+// - mma.sync.m16n8k16 puts weight rows on M and tokens on N, so an 8-token tile is a full MMA:
+//   skinny expert buckets (N_e = 8..64) stay on Tensor cores;
+// - the k order inside one 128-weight half superblock is permuted so that one u32 of quant bytes
+//   yields four fp16x2 A registers with shifts and LOP3s (the exponent trick: 1024 + q or 64 + q is
+//   exact in fp16, subtracting the bias is exact, then one fma applies the scale and the offset).
+//   X is stored in the same permuted order by x_f32_to_f16_kquant_perm, so each B fragment pair is one
+//   16-byte load; the permutation is the same for every weight format;
+// - the weight format is a policy (ZbQ4K, ZbQ5K, ZbQ6K): how a pipeline stage of weight rows is copied to
+//   shared memory and how one lane decodes its slice of a half superblock into A fragments. The
+//   pipeline, the X tile, the MMA loop and the epilogues are shared;
+// - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
+//   on row parity so the 16-byte fragment loads are bank-conflict free.
+// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no headers.
+
+#define ZB_INVALID 0xFFFFFFFFu
+
+__device__ __forceinline__ unsigned zb_smem_addr(const void* p) {
+    unsigned long long a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return (unsigned)a;
+}
+
+__device__ __forceinline__ void zb_cp_async16(unsigned dst, const void* src, unsigned src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void zb_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void zb_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+// 16-byte shared-memory load through a plain pointer: the compiler folds constant offsets into the
+// LDS instruction (an inline-asm address would cost an integer add per load).
+__device__ __forceinline__ uint4 zb_lds128(const unsigned char* p) { return *reinterpret_cast<const uint4*>(p); }
+
+__device__ __forceinline__ float zb_half_to_float(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// {v, v} as fp16x2, round to nearest even.
+__device__ __forceinline__ unsigned zb_half2_splat(float v) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(v));
+    return r;
+}
+
+__device__ __forceinline__ unsigned zb_half2_pack(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// (v & mask) | bias in one LOP3 (the compiler splits it in two when both operands are immediates).
+__device__ __forceinline__ unsigned zb_and_or(unsigned v, unsigned mask, unsigned bias) {
+    unsigned r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(v), "r"(mask), "r"(bias));
+    return r;
+}
+
+// Nibble pairs become fp16 without conversions: OR-ing a nibble into the mantissa of 1024.0 (bits
+// 0-3, ulp 1) or of 64.0 (bits 4-7, ulp 1/16) gives exactly 1024 + q or 64 + q.
+#define ZB_BIAS_LOW 0x64006400u   // 1024.0 in both halves: nibble in bits 0-3 (and 16-19)
+#define ZB_BIAS_HIGH 0x54005400u  // 64.0 in both halves: nibble in bits 4-7 (and 20-23)
+
+// (nibble pair as bias + q in fp16x2) -> (q * dsc - dm): exact subtraction, then one rounding fma.
+__device__ __forceinline__ unsigned zb_dequant_pair(unsigned biased, unsigned bias, unsigned dsc2, unsigned neg_dm2) {
+    unsigned q, r;
+    asm("sub.f16x2 %0, %1, %2;" : "=r"(q) : "r"(biased), "r"(bias));
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(q), "r"(dsc2), "r"(neg_dm2));
+    return r;
+}
+
+__device__ __forceinline__ void zb_mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                            unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+
+// {(v & mask) | bias} where v's selected bits are a quant's low bits and `high` supplies its top bits
+// under `high_mask`: two LOP3s.
+__device__ __forceinline__ unsigned zb_merge_bits(unsigned v, unsigned mask, unsigned high, unsigned high_mask,
+                                                  unsigned bias) {
+    return zb_and_or(high, high_mask, zb_and_or(v, mask, bias));
+}
+
+__device__ __forceinline__ unsigned zb_funnel_right(unsigned lo, unsigned hi, unsigned shift) {
+    unsigned r;
+    asm("shf.r.clamp.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(shift));
+    return r;
+}
+
+// 16 bytes from a shared-memory address that is only 2-byte aligned (Q6_K blocks are 210 bytes):
+// five aligned words and a funnel shift by 0 or 16 bits.
+__device__ __forceinline__ uint4 zb_lds128_unaligned(const unsigned char* p) {
+    const unsigned* w = reinterpret_cast<const unsigned*>(reinterpret_cast<unsigned long long>(p) & ~3ull);
+    const unsigned shift = (unsigned)(reinterpret_cast<unsigned long long>(p) & 3ull) * 8u;
+    const unsigned w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4];
+    return make_uint4(zb_funnel_right(w0, w1, shift), zb_funnel_right(w1, w2, shift), zb_funnel_right(w2, w3, shift),
+                      zb_funnel_right(w3, w4, shift));
+}
+
+__device__ __forceinline__ unsigned zb_word(const uint4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// The block's BM weight rows in global memory: local row r is row row0 + r of w, except that with a
+// gate/up split (the SwiGLU epilogues: split = BM/2) rows r >= split are rows row0 + r - split of w_up.
+// Rows past M read row M - 1 (loaded, never stored).
+struct ZbRows {
+    const unsigned char* w;
+    const unsigned char* w_up;
+    int row0, M, row_bytes, split;
+
+    __device__ __forceinline__ const unsigned char* at(int r) const {
+        const bool up = r >= split;
+        return (up ? w_up : w) + (unsigned long long)min(row0 + (up ? r - split : r), M - 1) * row_bytes;
+    }
+};
+
+// ---- Weight-format policies --------------------------------------------------------------------
+// A policy Q says, for one weight format:
+//   BLOCK_BYTES         superblock size in the GGUF row;
+//   HALVES              half superblocks (128 weights) per pipeline stage (1 or 2);
+//   ROW_STAGE_BYTES     shared memory per weight row per stage;
+//   Loader<BM, THREADS> per-thread cp.async assignments of a stage's BM weight rows (ZbRows; fixed for the
+//                       K loop);
+//   Lane                one lane's registers for one weight row of one half superblock;
+//   load<BM>(ws, r, c, h, sb, row_misalign)  fill a Lane from the stage's weight area ws (row r, MMA
+//                       lane column c = lane & 3, half h of superblock sb; h is a constant after unrolling);
+//   decode(lane, i, lo, hi) the A registers of k step i (0..3): lo[0] = k pair (2c, 2c+1), lo[1] =
+//                       (2c+8, 2c+9) of the first MMA, hi[] those of the second.
+// In every format lane c at step i covers weights e + {0, 2} (lo[0]) and e + {1, 3} (lo[1]), hi[] the
+// same at e + 32, where e = 64*j + 16*(c&1) + 4*i and j = 2*h + (c>>1) is the 64-weight chunk: the
+// order x_f32_to_f16_kquant_perm writes X in.
+
+// Q4_K/Q5_K scale d*sc and negated min -(dmin*m) of one sub-block, as fp16x2 splats, from the 16-byte block
+// header (d, dmin, scales[12]). HIGH selects sub-block j + 4 (6-bit codes split across bytes), else j.
+struct ZbScale {
+    unsigned dsc, ndm;
+};
+
+template <bool HIGH>
+__device__ __forceinline__ ZbScale zb_q4k_scale(const uint4& hdr, int j) {
+    const int s = 8 * j;  // j in 0..3
+    const unsigned yb = hdr.y >> s, zb = hdr.z >> s, wb = hdr.w >> s;  // scales bytes j, 4 + j, 8 + j
+    const unsigned sc = HIGH ? (wb & 0xFu) | ((yb >> 6 & 3u) << 4) : yb & 63u;
+    const unsigned mn = HIGH ? (wb >> 4 & 0xFu) | ((zb >> 6 & 3u) << 4) : zb & 63u;
+    const float d = zb_half_to_float((unsigned short)(hdr.x & 0xFFFFu));
+    const float dmin = zb_half_to_float((unsigned short)(hdr.x >> 16));
+    return {zb_half2_splat(d * (float)sc), zb_half2_splat(-dmin * (float)mn)};
+}
+
+// Q4_K and Q5_K (144- and 176-byte blocks, 16-byte aligned; the same 16-byte header d, dmin, 6-bit
+// scale/min codes): a stage is one half superblock, per row its 64 nibble bytes ([BM][64], lane c reads
+// bytes 16c..16c+15: conflict-free), the block header ([BM][16]) and, for Q5_K, the 32 qh bytes
+// ([BM][32]; bit 2j of qh[l] is the fifth bit of the low nibble of chunk j, bit 2j + 1 of the high one).
+template <int BLOCK_BYTES_, int QS_OFFSET, bool FIFTH_BIT>
+struct ZbNibbleFormat {
+    static constexpr int BLOCK_BYTES = BLOCK_BYTES_;
+    static constexpr int HALVES = 1;
+    static constexpr int ROW_STAGE_BYTES = 80 + (FIFTH_BIT ? 32 : 0);
+
+    template <int BM, int THREADS>
+    struct Loader {
+        static constexpr int CHUNKS = BM * 4, ITERS = (CHUNKS + THREADS - 1) / THREADS;
+        static constexpr int QH_CHUNKS = FIFTH_BIT ? BM * 2 : 0, QH_ITERS = (QH_CHUNKS + THREADS - 1) / THREADS;
+        const unsigned char* src[ITERS];
+        unsigned dst[ITERS];
+        const unsigned char* header_src;
+        unsigned header_dst;
+        bool copies_header;
+        const unsigned char* qh_src[QH_ITERS > 0 ? QH_ITERS : 1];
+        unsigned qh_dst[QH_ITERS > 0 ? QH_ITERS : 1];
+
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) {
+#pragma unroll
+            for (int it = 0; it < ITERS; ++it) {
+                const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
+                const int r = idx >> 2, q = idx & 3;
+                src[it] = rows.at(r) + QS_OFFSET + q * 16;
+                dst[it] = r * 64 + q * 16;
+            }
+            header_src = rows.at(min(tid, BM - 1));
+            header_dst = BM * 64 + tid * 16;
+            copies_header = tid < BM;
+#pragma unroll
+            for (int it = 0; it < QH_ITERS; ++it) {
+                const int idx = min(tid + it * THREADS, QH_CHUNKS - 1);
+                const int r = idx >> 1, q = idx & 1;
+                qh_src[it] = rows.at(r) + 16 + q * 16;
+                qh_dst[it] = BM * 80 + r * 32 + q * 16;
+            }
+        }
+
+        // Stage `step` = half superblock 2 * sb + h, into the stage's weight area at shared address ws.
+        __device__ __forceinline__ void issue(unsigned ws, int step) const {
+            const int sb = step >> 1, h = step & 1;
+            const int w_off = sb * BLOCK_BYTES + h * 64;
+#pragma unroll
+            for (int it = 0; it < ITERS; ++it) zb_cp_async16(ws + dst[it], src[it] + w_off, 16u);
+            if (copies_header) zb_cp_async16(ws + header_dst, header_src + sb * BLOCK_BYTES, 16u);
+#pragma unroll
+            for (int it = 0; it < QH_ITERS; ++it) zb_cp_async16(ws + qh_dst[it], qh_src[it] + sb * BLOCK_BYTES, 16u);
+        }
+    };
+
+    struct Lane {
+        uint4 nib;  // bytes 16c..16c+15 of the half's 64 nibble bytes
+        uint4 qh;   // Q5_K: qh[16(c&1) ..] shifted right by 2j (chunk j = 2h + (c>>1)): fifth bits at bits 0 and 1
+        unsigned dsc_lo, ndm_lo, dsc_hi, ndm_hi;  // low nibbles: sub-block 2j, high nibbles: 2j + 1
+    };
+
+    template <int BM>
+    __device__ __forceinline__ static Lane load(const unsigned char* ws, int r, int c, int h, int, unsigned) {
+        Lane l;
+        l.nib = zb_lds128(ws + r * 64 + c * 16);
+        const uint4 hdr = zb_lds128(ws + BM * 64 + r * 16);
+        const int j = 2 * (c >> 1);  // sub-blocks j, j + 1 (+ 4 in the second half)
+        const ZbScale lo = h ? zb_q4k_scale<true>(hdr, j) : zb_q4k_scale<false>(hdr, j);
+        const ZbScale hi = h ? zb_q4k_scale<true>(hdr, j + 1) : zb_q4k_scale<false>(hdr, j + 1);
+        l.dsc_lo = lo.dsc, l.ndm_lo = lo.ndm, l.dsc_hi = hi.dsc, l.ndm_hi = hi.ndm;
+        if (FIFTH_BIT) {
+            const uint4 qh = zb_lds128(ws + BM * 80 + r * 32 + 16 * (c & 1));
+            const int shift = 2 * (2 * h + (c >> 1));
+            l.qh = make_uint4(qh.x >> shift, qh.y >> shift, qh.z >> shift, qh.w >> shift);
+        }
+        return l;
+    }
+
+    // Q5_K puts the fifth bit above the nibble: bit 4 (1024 + q, q < 32) or bit 8 (64 + q).
+    __device__ __forceinline__ static void decode(const Lane& l, int i, unsigned (&lo)[2], unsigned (&hi)[2]) {
+        const unsigned v = zb_word(l.nib, i);
+        const unsigned v8 = v >> 8;  // bytes 1 and 3 moved under the masks of bytes 0 and 2
+        unsigned b_lo0 = zb_and_or(v, 0x000F000Fu, ZB_BIAS_LOW), b_lo1 = zb_and_or(v8, 0x000F000Fu, ZB_BIAS_LOW);
+        unsigned b_hi0 = zb_and_or(v, 0x00F000F0u, ZB_BIAS_HIGH), b_hi1 = zb_and_or(v8, 0x00F000F0u, ZB_BIAS_HIGH);
+        if (FIFTH_BIT) {
+            const unsigned q = zb_word(l.qh, i);
+            b_lo0 = zb_and_or(q << 4, 0x00100010u, b_lo0);
+            b_lo1 = zb_and_or(q >> 4, 0x00100010u, b_lo1);
+            b_hi0 = zb_and_or(q << 7, 0x01000100u, b_hi0);
+            b_hi1 = zb_and_or(q >> 1, 0x01000100u, b_hi1);
+        }
+        lo[0] = zb_dequant_pair(b_lo0, ZB_BIAS_LOW, l.dsc_lo, l.ndm_lo);
+        lo[1] = zb_dequant_pair(b_lo1, ZB_BIAS_LOW, l.dsc_lo, l.ndm_lo);
+        hi[0] = zb_dequant_pair(b_hi0, ZB_BIAS_HIGH, l.dsc_hi, l.ndm_hi);
+        hi[1] = zb_dequant_pair(b_hi1, ZB_BIAS_HIGH, l.dsc_hi, l.ndm_hi);
+    }
+};
+
+struct ZbQ4K : ZbNibbleFormat<144, 16, false> {};
+struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
+
+// Q6_K (210-byte blocks: only 2-byte aligned in a row, so no 16-byte copy can start at a block): a stage
+// is one whole superblock, per row the 14 aligned 16-byte chunks that cover its 210 bytes at any even
+// misalignment o ([BM][224]; the block starts at byte o of its row area). In half H, lane c reads the
+// low nibbles (c < 2) or high nibbles (c >= 2) of ql[64h + 16(c&1) + ...] and ql[64h + 32 + ...] and
+// two bits of qh[32h + 16(c&1) + ...]; its two 16-weight sub-blocks are 8h + 4(c>>1) + (c&1) and that + 2.
+struct ZbQ6K {
+    static constexpr int BLOCK_BYTES = 210;
+    static constexpr int HALVES = 2;
+    static constexpr int CHUNKS_PER_ROW = 14;  // o + 210 <= 224 for o <= 14
+    static constexpr int ROW_STAGE_BYTES = 16 * CHUNKS_PER_ROW;
+
+    template <int BM, int THREADS>
+    struct Loader {
+        static constexpr int CHUNKS = BM * CHUNKS_PER_ROW, ITERS = (CHUNKS + THREADS - 1) / THREADS;
+        const unsigned char* src[ITERS];  // chunk q of the row, relative to superblock 0 (before alignment)
+        unsigned dst[ITERS];
+        bool last[ITERS];  // the chunk holding the block's tail: copy only the block's bytes (o + 2)
+
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) {
+#pragma unroll
+            for (int it = 0; it < ITERS; ++it) {
+                const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
+                const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
+                src[it] = rows.at(r) + 16 * q;
+                dst[it] = r * ROW_STAGE_BYTES + 16 * q;
+                last[it] = q == CHUNKS_PER_ROW - 1;
+            }
+        }
+
+        // Stage `step` = superblock sb, into the stage's weight area at shared address ws.
+        __device__ __forceinline__ void issue(unsigned ws, int sb) const {
+#pragma unroll
+            for (int it = 0; it < ITERS; ++it) {
+                const unsigned long long p = reinterpret_cast<unsigned long long>(src[it]) + sb * BLOCK_BYTES;
+                const unsigned o = (unsigned)(p & 15ull);
+                zb_cp_async16(ws + dst[it], reinterpret_cast<const void*>(p & ~15ull), last[it] ? o + 2u : 16u);
+            }
+        }
+    };
+
+    struct Lane {
+        uint4 ql_lo, ql_hi, qh;  // quarters 2n (ql_lo) and 2n + 1 (ql_hi) of the half, n = c >> 1
+        unsigned dsc_lo, dsc_hi;
+        unsigned nib_mask, high_mask, bias, offset;  // lane constants: nibble n, qh bits under it
+    };
+
+    template <int BM>
+    __device__ __forceinline__ static Lane load(const unsigned char* ws, int r, int c, int h, int sb,
+                                                unsigned row_misalign) {
+        const unsigned o = (row_misalign + (unsigned)sb * BLOCK_BYTES) & 15u;
+        const unsigned char* blk = ws + r * ROW_STAGE_BYTES + o;
+        const int l0 = 16 * (c & 1);
+        Lane l;
+        l.ql_lo = zb_lds128_unaligned(blk + 64 * h + l0);
+        l.ql_hi = zb_lds128_unaligned(blk + 64 * h + 32 + l0);
+        l.qh = zb_lds128_unaligned(blk + 128 + 32 * h + l0);
+        const float d = zb_half_to_float(*reinterpret_cast<const unsigned short*>(blk + 208));
+        const signed char* sc = reinterpret_cast<const signed char*>(blk + 192 + 8 * h + 4 * (c >> 1) + (c & 1));
+        l.dsc_lo = zb_half2_splat(d * (float)sc[0]);
+        l.dsc_hi = zb_half2_splat(d * (float)sc[2]);
+        // Low nibble: 1024 + q with q's 6 bits at 0-5. High nibble: 64 + q (ulp 1/16) with q at bits 4-9.
+        // Subtracting bias + 32 leaves q - 32 exactly.
+        const bool high = c >> 1;
+        l.nib_mask = high ? 0x00F000F0u : 0x000F000Fu;
+        l.high_mask = high ? 0x03000300u : 0x00300030u;
+        l.bias = high ? ZB_BIAS_HIGH : ZB_BIAS_LOW;
+        l.offset = high ? 0x56005600u : 0x64206420u;  // 96 = 64 + 32, 1056 = 1024 + 32
+        return l;
+    }
+
+    // qh bits 2k, 2k+1 of byte 0 (quarter k = 2n or 2n + 1) land on bits 4-5 (n = 0) or 8-9 (n = 1)
+    // by the same shift for both n: << 4 for quarter 2n, << 2 for 2n + 1; byte 1's by >> 4 and >> 6.
+    __device__ __forceinline__ static unsigned pair(unsigned ql, unsigned qh, unsigned dsc, const Lane& l) {
+        unsigned q, r;
+        const unsigned biased = zb_merge_bits(ql, l.nib_mask, qh, l.high_mask, l.bias);
+        asm("sub.f16x2 %0, %1, %2;" : "=r"(q) : "r"(biased), "r"(l.offset));
+        asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(q), "r"(dsc));
+        return r;
+    }
+
+    __device__ __forceinline__ static void decode(const Lane& l, int i, unsigned (&lo)[2], unsigned (&hi)[2]) {
+        const unsigned a = zb_word(l.ql_lo, i), b = zb_word(l.ql_hi, i), h = zb_word(l.qh, i);
+        lo[0] = pair(a, h << 4, l.dsc_lo, l);
+        lo[1] = pair(a >> 8, h >> 4, l.dsc_lo, l);
+        hi[0] = pair(b, h << 2, l.dsc_hi, l);
+        hi[1] = pair(b >> 8, h >> 6, l.dsc_hi, l);
+    }
+};
+
+// X f32 [rows][K] -> fp16 [rows][K] in the permuted order the fused kernel reads: per half superblock
+// (128 weights, 256 bytes) 16 chunks of 16 bytes; chunk (i, c) holds, for e = 64*j + 16*(c&1) + 4*i
+// with j = 2*h + (c>>1), the values x[e], x[e+2], x[e+1], x[e+3], x[e+32], x[e+34], x[e+33], x[e+35].
+extern "C" __global__ void x_f32_to_f16_kquant_perm(const float* __restrict__ x, uint4* __restrict__ xp,
+                                                    int rows, int K) {
+    const long long n_chunks = (long long)rows * (K / 8);
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < n_chunks;
+         idx += (long long)gridDim.x * blockDim.x) {
+        const long long row = idx / (K / 8);
+        const int q_in_row = (int)(idx % (K / 8));
+        const int sb = q_in_row >> 5, h = (q_in_row >> 4) & 1, i = (q_in_row >> 2) & 3, c = q_in_row & 3;
+        const int e = 64 * (2 * h + (c >> 1)) + 16 * (c & 1) + 4 * i;
+        const float* src = x + row * K + sb * 256 + e;
+        const float4 lo = *reinterpret_cast<const float4*>(src);
+        const float4 hi = *reinterpret_cast<const float4*>(src + 32);
+        uint4 out;
+        out.x = zb_half2_pack(lo.x, lo.z);
+        out.y = zb_half2_pack(lo.y, lo.w);
+        out.z = zb_half2_pack(hi.x, hi.z);
+        out.w = zb_half2_pack(hi.y, hi.w);
+        xp[idx] = out;
+    }
+}
+
+// Shared memory per pipeline stage: X tile [HALVES][BN][256 B] (swizzled), then the format's weight area
+// [BM][ROW_STAGE_BYTES].
+template <class Q, int WM, int WN, int WARPS_M, int WARPS_N>
+struct ZbTile {
+    static constexpr int BM = 16 * WM * WARPS_M;
+    static constexpr int BN = 8 * WN * WARPS_N;
+    static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr int X_HALF_BYTES = BN * 256;
+    static constexpr int X_BYTES = Q::HALVES * X_HALF_BYTES;
+    static constexpr int W_BYTES = BM * Q::ROW_STAGE_BYTES;
+    static constexpr int STAGE_BYTES = X_BYTES + W_BYTES;
+};
+
+// One half superblock's math: this warp's rows (decoded lane slices) times its first n_tiles 8-token
+// columns (n_tiles = WN unless the tile trims empty columns).
+template <class Q, int WM, int WN>
+__device__ __forceinline__ void zb_mma_half(float (&acc)[WM][WN][4], const typename Q::Lane (&lanes)[WM][2],
+                                            const unsigned char* x_even, const unsigned char* x_odd, int n_tiles) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        unsigned a_lo[WM][4], a_hi[WM][4];
+#pragma unroll
+        for (int mt = 0; mt < WM; ++mt) {
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+                // a0/a1 hold k-pairs (2c, 2c+1) of rows g / g+8; a2/a3 hold (2c+8, 2c+9).
+                unsigned lo[2], hi[2];
+                Q::decode(lanes[mt][rr], i, lo, hi);
+                a_lo[mt][rr] = lo[0], a_lo[mt][2 + rr] = lo[1];
+                a_hi[mt][rr] = hi[0], a_hi[mt][2 + rr] = hi[1];
+            }
+        }
+        // Chunk (i, c) of token row r sits at ((i ^ (r & 1)) * 4 + c) * 16: x_even/x_odd fold the swizzle in.
+        const unsigned char* x_base = ((i & 1) ? x_odd : x_even) + (i & 2) * 64;
+#pragma unroll
+        for (int nt = 0; nt < WN; ++nt) {
+            if (nt >= n_tiles) break;  // warp-uniform
+            const uint4 b = zb_lds128(x_base + nt * 8 * 256);
+#pragma unroll
+            for (int mt = 0; mt < WM; ++mt) {
+                zb_mma16816(acc[mt][nt], a_lo[mt][0], a_lo[mt][1], a_lo[mt][2], a_lo[mt][3], b.x, b.y);
+                zb_mma16816(acc[mt][nt], a_hi[mt][0], a_hi[mt][1], a_hi[mt][2], a_hi[mt][3], b.z, b.w);
+            }
+        }
+    }
+}
+
+// ---- Epilogues (template parameter EPI) ---------------------------------------------------------
+// STORE: y[out_row][m] = acc. SWIGLU_F16_PERM / SWIGLU_F16_GROUPED (grouped MoE gate+up): the block's first
+// BM/2 weight rows are gate rows of `w`, the last BM/2 the same rows of `w_up` (ZbRows' split); it writes
+// fp16(silu(gate) * up) for BM/2 output rows: PERM at h[out_row] in the permuted order
+// x_f32_to_f16_kquant_perm produces (so a fused down GEMM reads it as its X); GROUPED in plain order at row
+// expert*capacity + (the token's place in its expert's bucket) of [E][capacity][M] (a batched GEMM's
+// padded input; capacity in n_rows, places past it dropped). COMBINE (grouped MoE down):
+// y[t][m] += w(t, slot) * acc with the routing weight from the engine's table (f32 bits after the ids),
+// by atomicAdd: a token's top_k slots sit in top_k different blocks, and a deterministic reduction would
+// need the [T][top_k][M] intermediate this epilogue exists to avoid (f32 addition order varies run to run).
+// The epilogue only changes which rows a block loads (ZbRows) and what it writes: any format policy works
+// with any epilogue.
+#define ZB_EPI_STORE 0
+#define ZB_EPI_SWIGLU_F16_GROUPED 1
+#define ZB_EPI_SWIGLU_F16_PERM 2
+#define ZB_EPI_COMBINE 3
+
+// Index (in halves) of element k of a row in the order x_f32_to_f16_kquant_perm writes (K a multiple of 256).
+__device__ __forceinline__ unsigned zb_kquant_perm_index(unsigned k) {
+    const unsigned sb = k >> 8, kk = k & 255u, j = kk >> 6, r = kk & 63u, hi = r >> 5, c_lo = (r >> 4) & 1u;
+    const unsigned i = (r >> 2) & 3u, off = r & 3u;
+    const unsigned chunk = sb * 32u + (j >> 1) * 16u + i * 4u + 2u * (j & 1u) + c_lo;
+    return chunk * 8u + 4u * hi + (((off & 1u) << 1) | (off >> 1));
+}
+
+// TRIM_N: the block's token extent is its real token count rounded up to 8, not BN: a warp skips the
+// dequant and MMAs of 8-token columns that hold no token (with a BN at least the largest expert bucket,
+// the work unit is (expert, row block) with the whole bucket as N, every weight read and decoded once).
+// Without it every block computes all BN columns, padding included (the original schedule).
+template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
+          int EPI>
+__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
+gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
+                const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
+                float* __restrict__ y,                 // [out rows][M] (the epilogue's output)
+                int M, int K, int n_rows,              // n_rows: tokens (dense), capacity (SWIGLU_F16_GROUPED)
+                unsigned long long expert_bytes,
+                const unsigned* __restrict__ tiles,       // grouped: (expert << 16 | tile) or ZB_INVALID
+                const unsigned* __restrict__ offsets,     // grouped: [E + 1] bucket starts
+                const unsigned* __restrict__ sorted_ids,  // grouped: token-slot ids t * top_k + slot
+                int top_k, int x_per_slot,
+                const unsigned char* __restrict__ w_up,   // SWIGLU: the up rows (same layout as w)
+                const unsigned* __restrict__ routing,     // COMBINE: [T][routing_stride], weights at +top_k
+                int routing_stride) {
+    constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
+    static_assert(EPI >= ZB_EPI_STORE && EPI <= ZB_EPI_COMBINE, "unknown epilogue");
+    static_assert(!SWIGLU || (WM * WARPS_M) % 2 == 0, "SwiGLU splits the block's rows into gate and up halves");
+    static_assert((!SWIGLU && EPI != ZB_EPI_COMBINE) || GROUPED, "the SwiGLU and combine epilogues are for grouped MoE");
+    using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
+    constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, HALVES = Q::HALVES;
+    constexpr int X_CHUNKS = BN * 16;  // per half superblock
+    constexpr int X_ITERS = (X_CHUNKS + THREADS - 1) / THREADS;
+    extern __shared__ __align__(16) unsigned char smem[];
+    __shared__ unsigned s_xoff[BN];  // first 16-byte chunk of the token's X row, ZB_INVALID for padding
+    __shared__ int s_orow[BN];
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    const int g = lane >> 2, c = lane & 3;
+    constexpr int OUT_ROWS = SWIGLU ? BM / 2 : BM;  // output rows per block
+    const int row0 = blockIdx.x * OUT_ROWS;
+
+    unsigned long long w_base = 0;
+    int n_tokens;  // tokens in this block's tile (<= BN)
+    unsigned bucket_row0 = 0, place0 = 0;  // SWIGLU_F16_GROUPED: expert*capacity; the tile's first place
+    if (GROUPED) {
+        const unsigned tile = tiles[blockIdx.y];
+        if (tile == ZB_INVALID) return;
+        const unsigned expert = tile >> 16;
+        const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
+        const unsigned end = offsets[expert + 1];
+        bucket_row0 = expert * (unsigned)n_rows;
+        place0 = (tile & 0xFFFFu) * BN;
+        n_tokens = (int)min(end - begin, (unsigned)BN);
+        w_base = expert * expert_bytes;
+        for (int r = tid; r < BN; r += THREADS) {
+            const unsigned pos = begin + r;
+            const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
+            s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
+            s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
+        }
+    } else {
+        n_tokens = min(n_rows - (int)blockIdx.y * BN, BN);
+        for (int r = tid; r < BN; r += THREADS) {
+            const int t = blockIdx.y * BN + r;
+            s_orow[r] = t < n_rows ? t : -1;
+            s_xoff[r] = t < n_rows ? (unsigned)t * (unsigned)(K / 8) : ZB_INVALID;
+        }
+    }
+    __syncthreads();
+
+    const int row_bytes = (K / 256) * Q::BLOCK_BYTES;
+    const int n_sb = K / 256;
+    const unsigned smem_base = zb_smem_addr(smem);
+    const ZbRows rows{w + w_base, SWIGLU ? w_up + w_base : w + w_base, row0, M, row_bytes, OUT_ROWS};
+    const typename Q::template Loader<BM, THREADS> loader(rows, tid);
+
+    // Stage s holds `HALVES` half superblocks starting at half 2 * sb + h (step = (2 * sb + h) / HALVES).
+    // X copies: thread tid moves chunk q = tid % 16 of rows tid / 16 + it * THREADS / 16; the row
+    // parity (hence the swizzle) is the same for all its rows because THREADS / 16 is even.
+    static_assert(THREADS % 32 == 0, "row parity of a thread's X chunks must not change across iterations");
+    const int x_q = tid & 15, x_r0 = tid >> 4;
+    const unsigned x_dst0 = x_r0 * 256 + ((x_q ^ ((x_r0 & 1) << 2)) << 4);
+    auto load_stage = [&](int stage, int step) {
+        const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
+#pragma unroll
+        for (int hh = 0; hh < HALVES; ++hh) {
+            const int half = step * HALVES + hh;
+#pragma unroll
+            for (int it = 0; it < X_ITERS; ++it) {
+                const int r = x_r0 + it * (THREADS / 16);
+                if (X_CHUNKS % THREADS == 0 || r < BN) {
+                    const unsigned xoff = s_xoff[r];
+                    const bool valid = xoff != ZB_INVALID;
+                    zb_cp_async16(xs + hh * Tile::X_HALF_BYTES + x_dst0 + it * (THREADS / 16) * 256,
+                                  xp + (valid ? xoff + half * 16 + x_q : 0u), valid ? 16u : 0u);
+                }
+            }
+        }
+        loader.issue(xs + Tile::X_BYTES, step);
+    };
+
+    float acc[WM][WN][4];
+#pragma unroll
+    for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < WN; ++nt)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[mt][nt][v] = 0.f;
+
+    const int n_steps = 2 * n_sb / HALVES;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < n_steps) load_stage(s, s);
+        zb_cp_async_commit();
+    }
+
+    // Lane-constant offsets: this lane's token row in the X tile; its weight rows in the stage and the
+    // byte misalignment of their starts in global memory (Q6_K blocks are not 16-byte aligned).
+    const int r_x = wn * 8 * WN + g;
+    const int n_tiles = TRIM_N ? min(max((n_tokens - wn * 8 * WN + 7) / 8, 0), WN) : WN;  // this warp's columns
+    const unsigned x_even = r_x * 256 + c * 16 + (g & 1) * 64;
+    const unsigned x_odd = r_x * 256 + c * 16 + 64 - (g & 1) * 64;
+    unsigned row_misalign[WM][2];
+#pragma unroll
+    for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr)
+            row_misalign[mt][rr] =
+                (unsigned)(reinterpret_cast<unsigned long long>(rows.at(wm * 16 * WM + mt * 16 + g + 8 * rr)) & 15ull);
+    int stage = 0;
+    const unsigned char* ws = smem;  // the current stage's base
+    for (int sb = 0; sb < n_sb; ++sb) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // unrolled: h is a constant in each copy
+            if (h % HALVES == 0) {
+                const int step = (2 * sb + h) / HALVES;
+                zb_cp_async_wait<STAGES - 2>();
+                __syncthreads();
+                const int next = step + STAGES - 1;
+                const int next_stage = stage == 0 ? STAGES - 1 : stage - 1;  // (step + STAGES - 1) % STAGES
+                if (next < n_steps) load_stage(next_stage, next);
+                zb_cp_async_commit();
+                ws = smem + stage * Tile::STAGE_BYTES;
+            }
+            if (n_tiles > 0) {  // warp-uniform: a trimmed warp without tokens only helps with the copies
+                typename Q::Lane lanes[WM][2];
+#pragma unroll
+                for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+                    for (int rr = 0; rr < 2; ++rr)
+                        lanes[mt][rr] = Q::template load<BM>(ws + Tile::X_BYTES, wm * 16 * WM + mt * 16 + g + 8 * rr, c,
+                                                             h, sb, row_misalign[mt][rr]);
+                const unsigned char* xh = ws + (h % HALVES) * Tile::X_HALF_BYTES;
+                zb_mma_half<Q, WM, WN>(acc, lanes, xh + x_even, xh + x_odd, n_tiles);
+            }
+            if (h % HALVES == HALVES - 1) stage = stage == STAGES - 1 ? 0 : stage + 1;
+        }
+    }
+    zb_cp_async_wait<0>();
+
+    // C fragment: c0,c1 = (row g, tokens 2c, 2c+1); c2,c3 = (row g+8, tokens 2c, 2c+1).
+    if constexpr (SWIGLU) {
+        // Gate and up rows of one output row sit in different warps: meet in shared memory (the pipeline's).
+        constexpr int CS = BN + 1;  // padded row stride
+        static_assert(BM * CS * 4 <= STAGES * Tile::STAGE_BYTES, "SwiGLU staging must fit the pipeline's shared memory");
+        float* cs = reinterpret_cast<float*>(smem);
+        __syncthreads();  // every warp is done with the last stage
+#pragma unroll
+        for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < WN; ++nt)
+#pragma unroll
+                for (int v = 0; v < 4; ++v)
+                    cs[(wm * 16 * WM + mt * 16 + g + (v >> 1) * 8) * CS + wn * 8 * WN + nt * 8 + 2 * c + (v & 1)] =
+                        acc[mt][nt][v];
+        __syncthreads();
+        unsigned short* h = reinterpret_cast<unsigned short*>(y);
+        for (int idx = tid; idx < OUT_ROWS * BN; idx += THREADS) {
+            const int n = idx / OUT_ROWS, o = idx - n * OUT_ROWS, row = row0 + o, orow = s_orow[n];
+            if (row >= M || orow < 0) continue;
+            const float gate = cs[o * CS + n], up = cs[(o + OUT_ROWS) * CS + n];
+            const float value = gate / (1.0f + expf(-gate)) * up;
+            unsigned short bits;
+            asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+            if constexpr (EPI == ZB_EPI_SWIGLU_F16_GROUPED) {
+                if (place0 + n >= (unsigned)n_rows) continue;  // past the capacity: dropped (the host sizes it)
+                h[(long long)(bucket_row0 + place0 + n) * M + row] = bits;
+            } else {
+                h[(long long)orow * M + zb_kquant_perm_index((unsigned)row)] = bits;
+            }
+        }
+    } else {
+#pragma unroll
+        for (int mt = 0; mt < WM; ++mt) {
+            const int r_lo = row0 + wm * 16 * WM + mt * 16 + g;
+#pragma unroll
+            for (int nt = 0; nt < WN; ++nt) {
+#pragma unroll
+                for (int v = 0; v < 4; ++v) {
+                    const int row = r_lo + (v >> 1) * 8;
+                    const int orow = s_orow[wn * 8 * WN + nt * 8 + 2 * c + (v & 1)];
+                    if (row >= M || orow < 0) continue;
+                    if constexpr (EPI == ZB_EPI_COMBINE) {
+                        const int t = orow / top_k, slot = orow - t * top_k;
+                        const float weight = __uint_as_float(routing[(long long)t * routing_stride + top_k + slot]);
+                        atomicAdd(y + (long long)t * M + row, weight * acc[mt][nt][v]);
+                    } else {
+                        y[(long long)orow * M + row] = acc[mt][nt][v];
+                    }
+                }
+            }
+        }
+    }
+}
+
+#ifdef ZINCBENCH_COMPILE_CHECK
+// Ahead-of-time compile checks (nvcc, no GPU) instantiate representative tile shapes of each format and
+// every epilogue; at run time NVRTC instantiates the shapes an experiment declares through name expressions.
+#define ZB_INSTANTIATE(Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI)                      \
+    template __global__ void gemm_kquant_mma<Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI>( \
+        const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,            \
+        const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int);
+ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 2, 2, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ4K, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ4K, 1, 4, 4, 1, 4, 1, false, true, ZB_EPI_SWIGLU_F16_GROUPED)
+ZB_INSTANTIATE(ZbQ4K, 1, 8, 8, 1, 2, 1, true, true, ZB_EPI_SWIGLU_F16_PERM)
+ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_COMBINE)
+ZB_INSTANTIATE(ZbQ6K, 1, 2, 4, 1, 2, 1, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 2, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ6K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ6K, 1, 8, 4, 1, 2, 1, true, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
+ZB_INSTANTIATE(ZbQ5K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ5K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ5K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
+#endif
