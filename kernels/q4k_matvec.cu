@@ -44,6 +44,25 @@ __device__ __forceinline__ float q4k_four_products(float acc, float scale, float
     return acc + (((p0 + p1) + p2) + p3);
 }
 
+// Scale and min of the thread's four sub-blocks (2v_im, 2v_im+1, 2v_im+4, 2v_im+5) from the packed
+// 6-bit fields (Q4_K and Q5_K share them): s0, s1, s2 are header words 1..3 shifted by 16*v_im.
+struct SubScales {
+    float scale[4], min[4];
+};
+
+__device__ __forceinline__ SubScales sub_scales(float d, float dmin, unsigned s0, unsigned s1, unsigned s2) {
+    SubScales r;
+    r.scale[0] = d * (float)(s0 & 0x3Fu);
+    r.min[0] = dmin * (float)(s1 & 0x3Fu);
+    r.scale[1] = d * (float)((s0 >> 8) & 0x3Fu);
+    r.min[1] = dmin * (float)((s1 >> 8) & 0x3Fu);
+    r.scale[2] = d * (float)((s2 & 0xFu) | ((s0 & 0xC0u) >> 2));
+    r.min[2] = dmin * (float)(((s2 & 0xF0u) >> 4) | ((s1 & 0xC0u) >> 2));
+    r.scale[3] = d * (float)(((s2 >> 8) & 0xFu) | (((s0 >> 8) & 0xC0u) >> 2));
+    r.min[3] = dmin * (float)((((s2 >> 8) & 0xF0u) >> 4) | (((s1 >> 8) & 0xC0u) >> 2));
+    return r;
+}
+
 // Q4_K superblock = 36 u32 words: [0] d | dmin << 16, [1..3] packed 6-bit scales/mins, [4..35] quants.
 extern "C" __global__ void dmmv_q4k_experts_batched(
     const unsigned* a_u32, const float* x, float* y, const unsigned* expert_ids,
@@ -79,16 +98,11 @@ extern "C" __global__ void dmmv_q4k_experts_batched(
         const unsigned q_hi = a_u32[blk + 4u + (quant_byte >> 2) + 16u];  // sub-blocks 2v_im+4, 2v_im+5
         const unsigned xi = (i * 256u + x_first) >> 2, xi_hi = (i * 256u + x_first + 128u) >> 2;
         const float4 x0 = xv[xi], x1 = xv[xi + 8u], x2 = xv[xi_hi], x3 = xv[xi_hi + 8u];
-        const float scale0 = d * (float)(s0 & 0x3Fu), min0 = dmin * (float)(s1 & 0x3Fu);
-        const float scale1 = d * (float)((s0 >> 8) & 0x3Fu), min1 = dmin * (float)((s1 >> 8) & 0x3Fu);
-        const float scale2 = d * (float)((s2 & 0xFu) | ((s0 & 0xC0u) >> 2));
-        const float min2 = dmin * (float)(((s2 & 0xF0u) >> 4) | ((s1 & 0xC0u) >> 2));
-        const float scale3 = d * (float)(((s2 >> 8) & 0xFu) | (((s0 >> 8) & 0xC0u) >> 2));
-        const float min3 = dmin * (float)((((s2 >> 8) & 0xF0u) >> 4) | (((s1 >> 8) & 0xC0u) >> 2));
-        sum = q4k_four_products(sum, scale0, min0, q_lo, x0);
-        sum = q4k_four_products(sum, scale1, min1, q_lo >> 4, x1);
-        sum = q4k_four_products(sum, scale2, min2, q_hi, x2);
-        sum = q4k_four_products(sum, scale3, min3, q_hi >> 4, x3);
+        const SubScales sm = sub_scales(d, dmin, s0, s1, s2);
+        sum = q4k_four_products(sum, sm.scale[0], sm.min[0], q_lo, x0);
+        sum = q4k_four_products(sum, sm.scale[1], sm.min[1], q_lo >> 4, x1);
+        sum = q4k_four_products(sum, sm.scale[2], sm.min[2], q_hi, x2);
+        sum = q4k_four_products(sum, sm.scale[3], sm.min[3], q_hi >> 4, x3);
     }
     sum = block_reduce_sum(sum);
     if (threadIdx.x == 0) y[(size_t)t * y_tok_stride + (size_t)e * M + row] = sum;
@@ -140,16 +154,11 @@ extern "C" __global__ void dmmv_q5k_experts_batched(
         const unsigned q_hi = a_u32[blk + 12u + (quant_byte >> 2) + 16u];
         const unsigned xi = (i * 256u + x_first) >> 2, xi_hi = (i * 256u + x_first + 128u) >> 2;
         const float4 x0 = xv[xi], x1 = xv[xi + 8u], x2 = xv[xi_hi], x3 = xv[xi_hi + 8u];
-        const float scale0 = d * (float)(s0 & 0x3Fu), min0 = dmin * (float)(s1 & 0x3Fu);
-        const float scale1 = d * (float)((s0 >> 8) & 0x3Fu), min1 = dmin * (float)((s1 >> 8) & 0x3Fu);
-        const float scale2 = d * (float)((s2 & 0xFu) | ((s0 & 0xC0u) >> 2));
-        const float min2 = dmin * (float)(((s2 & 0xF0u) >> 4) | ((s1 & 0xC0u) >> 2));
-        const float scale3 = d * (float)(((s2 >> 8) & 0xFu) | (((s0 >> 8) & 0xC0u) >> 2));
-        const float min3 = dmin * (float)((((s2 >> 8) & 0xF0u) >> 4) | (((s1 >> 8) & 0xC0u) >> 2));
-        sum = q5k_four_products(sum, scale0, min0, q_lo, qh, sub0, x0);
-        sum = q5k_four_products(sum, scale1, min1, q_lo >> 4, qh, sub0 + 1u, x1);
-        sum = q5k_four_products(sum, scale2, min2, q_hi, qh, sub0 + 4u, x2);
-        sum = q5k_four_products(sum, scale3, min3, q_hi >> 4, qh, sub0 + 5u, x3);
+        const SubScales sm = sub_scales(d, dmin, s0, s1, s2);
+        sum = q5k_four_products(sum, sm.scale[0], sm.min[0], q_lo, qh, sub0, x0);
+        sum = q5k_four_products(sum, sm.scale[1], sm.min[1], q_lo >> 4, qh, sub0 + 1u, x1);
+        sum = q5k_four_products(sum, sm.scale[2], sm.min[2], q_hi, qh, sub0 + 4u, x2);
+        sum = q5k_four_products(sum, sm.scale[3], sm.min[3], q_hi >> 4, qh, sub0 + 5u, x3);
     }
     sum = block_reduce_sum(sum);
     if (threadIdx.x == 0) y[(size_t)t * y_tok_stride + (size_t)e * M + row] = sum;
