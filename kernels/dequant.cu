@@ -18,6 +18,17 @@ __device__ __forceinline__ unsigned short float_to_half_rne(float f) {
     return h;
 }
 
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block `sub` (Q4_K and Q5_K headers).
+__device__ __forceinline__ void scale_min_k4(const unsigned char* scales, unsigned sub, unsigned& sc, unsigned& mn) {
+    if (sub < 4u) {
+        sc = scales[sub] & 63u;
+        mn = scales[sub + 4u] & 63u;
+    } else {
+        sc = (scales[sub + 4u] & 0xFu) | ((scales[sub - 4u] >> 6) << 4);
+        mn = (scales[sub + 4u] >> 4) | ((scales[sub] >> 6) << 4);
+    }
+}
+
 // Q4_K: value = (d*sc)*q - dmin*mn in f32 (ggml's get_scale_min_k4 for sc, mn).
 extern "C" __global__ void dequant_q4k_to_f16(const unsigned* a_u32, unsigned short* w16,
                                               unsigned rows, unsigned K, unsigned a_offset) {
@@ -33,13 +44,7 @@ extern "C" __global__ void dequant_q4k_to_f16(const unsigned* a_u32, unsigned sh
     const unsigned char* scales = (const unsigned char*)(blk + 1);
     const unsigned char* qs = (const unsigned char*)(blk + 4);
     unsigned sc, mn;
-    if (sub < 4u) {
-        sc = scales[sub] & 63u;
-        mn = scales[sub + 4u] & 63u;
-    } else {
-        sc = (scales[sub + 4u] & 0xFu) | ((scales[sub - 4u] >> 6) << 4);
-        mn = (scales[sub + 4u] >> 4) | ((scales[sub] >> 6) << 4);
-    }
+    scale_min_k4(scales, sub, sc, mn);
     const unsigned q_byte = qs[(sub >> 1) * 32u + l];
     const unsigned q = (sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu);
     w16[i] = float_to_half_rne(d * (float)sc * (float)q - dmin * (float)mn);
@@ -78,13 +83,7 @@ extern "C" __global__ void dequant_q5k_to_f16(const unsigned char* a, unsigned s
     const float dmin = half_bits_to_float((unsigned short)(blk[2] | (blk[3] << 8)));
     const unsigned char* scales = blk + 4;
     unsigned sc, mn;
-    if (sub < 4u) {
-        sc = scales[sub] & 63u;
-        mn = scales[sub + 4u] & 63u;
-    } else {
-        sc = (scales[sub + 4u] & 0xFu) | ((scales[sub - 4u] >> 6) << 4);
-        mn = (scales[sub + 4u] >> 4) | ((scales[sub] >> 6) << 4);
-    }
+    scale_min_k4(scales, sub, sc, mn);
     const unsigned q_byte = blk[48u + (sub >> 1) * 32u + l];
     const unsigned q = ((sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu)) | (((unsigned)blk[16u + l] >> sub & 1u) << 4);
     w16[i] = float_to_half_rne(d * (float)sc * (float)q - dmin * (float)mn);
