@@ -45,6 +45,25 @@ __device__ unsigned block_exclusive_scan(unsigned v, unsigned* total) {
     return exclusive;
 }
 
+// From each expert's item count (thread e holds expert e's): its bucket's offset (also its scatter
+// cursor's start), its tiles (expert << 16 | tile) at the scan of tile counts, and the largest bucket.
+// Returns the routed total; *tiles_used is the number of tiles (may exceed max_tiles: status says so).
+__device__ __forceinline__ unsigned publish_buckets(unsigned count, unsigned n_experts, unsigned tile_n,
+                                                    unsigned max_tiles, unsigned* offsets, unsigned* cursor,
+                                                    unsigned* tiles, unsigned* largest, unsigned* tiles_used) {
+    const unsigned tid = threadIdx.x, n_tiles = (count + tile_n - 1u) / tile_n;
+    unsigned routed;
+    const unsigned start = block_exclusive_scan(count, &routed);
+    const unsigned first_tile = block_exclusive_scan(n_tiles, tiles_used);
+    if (tid < n_experts) {
+        offsets[tid] = start;
+        cursor[tid] = start;
+        for (unsigned j = 0; j < n_tiles && first_tile + j < max_tiles; j++) tiles[first_tile + j] = (tid << 16) | j;
+        atomicMax(largest, count);
+    }
+    return routed;
+}
+
 // One block of blockDim >= E threads (1024 is the launcher's choice; E <= 1024, T*top_k < 2^32).
 // Cost: two passes over the P = T*top_k ids (histogram, scatter) with shared-memory atomics on a single
 // SM, plus the max_tiles fill. Measured on an H200 before the batching/caching of pass 1: 7.4 us at
@@ -87,16 +106,9 @@ extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offset
     __syncthreads();
 
     const unsigned count = tid < n_experts ? counts[tid] : 0u;
-    const unsigned n_tiles = (count + tile_n - 1u) / tile_n;
-    unsigned routed, tiles_used;
-    const unsigned start = block_exclusive_scan(count, &routed);
-    const unsigned first_tile = block_exclusive_scan(n_tiles, &tiles_used);
-    if (tid < n_experts) {
-        offsets[tid] = start;
-        cursor[tid] = start;
-        for (unsigned j = 0; j < n_tiles && first_tile + j < max_tiles; j++) tiles[first_tile + j] = (tid << 16) | j;
-        atomicMax(&largest, count);
-    }
+    unsigned tiles_used;
+    const unsigned routed = publish_buckets(count, n_experts, tile_n, max_tiles, offsets, cursor, tiles, &largest,
+                                            &tiles_used);
     if (tid == 0) offsets[n_experts] = routed;
     __syncthreads();
 
@@ -173,16 +185,9 @@ extern "C" __global__ void moe_route_count(const unsigned* ids, unsigned* offset
 
     // The last block: every other block's counts are in. atomicExch reads them at L2 and resets them.
     const unsigned count = tid < n_experts ? atomicExch(&counts[tid], 0u) : 0u;
-    const unsigned n_tiles = (count + tile_n - 1u) / tile_n;
-    unsigned routed, tiles_used;
-    const unsigned start = block_exclusive_scan(count, &routed);
-    const unsigned first_tile = block_exclusive_scan(n_tiles, &tiles_used);
-    if (tid < n_experts) {
-        offsets[tid] = start;
-        cursor[tid] = start;
-        for (unsigned j = 0; j < n_tiles && first_tile + j < max_tiles; j++) tiles[first_tile + j] = (tid << 16) | j;
-        atomicMax(&largest, count);
-    }
+    unsigned tiles_used;
+    const unsigned routed = publish_buckets(count, n_experts, tile_n, max_tiles, offsets, cursor, tiles, &largest,
+                                            &tiles_used);
     for (unsigned j = tiles_used + tid; j < max_tiles; j += blockDim.x) tiles[j] = INVALID_ENTRY;
     __syncthreads();
     if (tid == 0) {
