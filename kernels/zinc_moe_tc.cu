@@ -75,31 +75,33 @@ __device__ __forceinline__ void zinc_scale_min_k4(const unsigned char* scales, u
     }
 }
 
+// d*sc and dmin*mn of sub-block sub from a Q4_K / Q5_K header (f16 d, f16 dmin, 12 scale bytes).
+__device__ __forceinline__ float2 zinc_k4_scale_min(const unsigned char* blk, unsigned sub) {
+    const unsigned d_dmin = *(const unsigned*)blk;
+    const float d = __half2float(__ushort_as_half((unsigned short)(d_dmin & 0xFFFFu)));
+    const float dmin = __half2float(__ushort_as_half((unsigned short)(d_dmin >> 16)));
+    unsigned sc, mn;
+    zinc_scale_min_k4(blk + 4, sub, &sc, &mn);
+    return make_float2(d * (float)sc, dmin * (float)mn);
+}
+
 struct ZincQ4K {
     static constexpr unsigned BLOCK_BYTES = 144u;
     __device__ static float at(const unsigned char* blk, unsigned sub, unsigned l) {
-        const unsigned d_dmin = *(const unsigned*)blk;
-        const float d = __half2float(__ushort_as_half((unsigned short)(d_dmin & 0xFFFFu)));
-        const float dmin = __half2float(__ushort_as_half((unsigned short)(d_dmin >> 16)));
-        unsigned sc, mn;
-        zinc_scale_min_k4(blk + 4, sub, &sc, &mn);
+        const float2 scale_min = zinc_k4_scale_min(blk, sub);
         const unsigned q_byte = blk[16u + (sub >> 1) * 32u + l];
         const unsigned q = (sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu);
-        return (d * (float)sc) * (float)q - dmin * (float)mn;
+        return scale_min.x * (float)q - scale_min.y;
     }
 };
 
 struct ZincQ5K {  // d, dmin, scales[12], qh[32] @16, qs[128] @48; fifth bit of sub-block s is bit s of qh[l]
     static constexpr unsigned BLOCK_BYTES = 176u;
     __device__ static float at(const unsigned char* blk, unsigned sub, unsigned l) {
-        const unsigned d_dmin = *(const unsigned*)blk;
-        const float d = __half2float(__ushort_as_half((unsigned short)(d_dmin & 0xFFFFu)));
-        const float dmin = __half2float(__ushort_as_half((unsigned short)(d_dmin >> 16)));
-        unsigned sc, mn;
-        zinc_scale_min_k4(blk + 4, sub, &sc, &mn);
+        const float2 scale_min = zinc_k4_scale_min(blk, sub);
         const unsigned q_byte = blk[48u + (sub >> 1) * 32u + l];
         const unsigned q = ((sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu)) | (((unsigned)blk[16u + l] >> sub & 1u) << 4);
-        return (d * (float)sc) * (float)q - dmin * (float)mn;
+        return scale_min.x * (float)q - scale_min.y;
     }
 };
 
