@@ -184,6 +184,7 @@ struct ZbNibbleFormat {
     struct Loader {
         static constexpr int CHUNKS = BM * 4, ITERS = (CHUNKS + THREADS - 1) / THREADS;
         static constexpr int QH_CHUNKS = FIFTH_BIT ? BM * 2 : 0, QH_ITERS = (QH_CHUNKS + THREADS - 1) / THREADS;
+        static_assert(BM <= THREADS, "one thread per row copies the block headers");
         const unsigned char* src[ITERS];
         unsigned dst[ITERS];
         const unsigned char* header_src;

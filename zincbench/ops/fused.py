@@ -100,7 +100,12 @@ class MmaTile:
         parts = [int(p) for p in str(text).split(",")]
         if len(parts) not in (5, 6, 7) or min(parts[:6]) < 1 or (len(parts) == 7 and parts[6] not in (0, 1)):
             raise ValueError(f"tile must be {form} (trim_n 0 or 1), got {text!r}")
-        return cls(*parts[:6], *(bool(parts[6]),) if len(parts) == 7 else ())
+        tile = cls(*parts[:6], *(bool(parts[6]),) if len(parts) == 7 else ())
+        if not tile.bm <= tile.threads <= 1024:
+            # the Q4_K/Q5_K loaders copy each row's block header with one thread per row
+            raise ValueError(f"tile {text!r}: needs rows per block ({tile.bm}) <= threads ({tile.threads}) <= 1024, "
+                             f"i.e. wm <= 2 * warps_n")
+        return tile
 
 
 def permuted_activations(cupy, rows: int, k: int):
