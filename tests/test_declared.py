@@ -16,6 +16,7 @@ from zincbench.bench.expressions import ExpressionError, evaluate, evaluate_int
 from zincbench.cli import main
 from zincbench.config import experiment_path
 from zincbench.errors import InputError
+from zincbench.gpu import nvrtc
 from zincbench.gpu.runtime import find_nvcc
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engine_abi"
@@ -248,3 +249,35 @@ def test_kernels_on_the_command_line_are_relative_to_the_working_folder(monkeypa
     err = capsys.readouterr().err
     assert "not found" not in err and "no such file" not in err
     assert exc.value.code in (0, 1, 3, 4), err  # it got past loading (no GPU here: 4)
+
+
+class _Driver:
+    """cuFuncGet/SetAttribute of one kernel with `static` bytes of static shared memory, as CUDA keeps them:
+    the dynamic limit starts at 48 KB minus the static bytes."""
+
+    def __init__(self, static: int):
+        self.limit = 48 * 1024 - static
+
+    def funcGetAttribute(self, attribute, ptr):
+        assert attribute == nvrtc.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        return self.limit
+
+    def funcSetAttribute(self, ptr, attribute, value):
+        assert attribute == nvrtc.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        self.limit = value
+
+
+@pytest.mark.parametrize("static", [0, 512, 16 * 1024])
+def test_every_dynamic_shared_request_fits_the_kernels_limit_afterwards(monkeypatch, static):
+    """Under 48 KB of dynamic memory still needs the opt-in when static + dynamic exceed 48 KB (the fused
+    kernel's token tables are static), and a smaller request must not lower a limit another launch needs."""
+    import sys
+    import types
+
+    driver = _Driver(static)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(driver=driver)))
+    function = types.SimpleNamespace(ptr=1)
+    for request in (100, 48 * 1024 - 256, 200 * 1024, 64 * 1024, 0):
+        nvrtc.set_dynamic_shared(function, request)
+        assert request <= driver.limit
+    assert driver.limit == 200 * 1024

@@ -29,7 +29,6 @@ CU_LAUNCH_PARAM_END = 0x00
 CU_LAUNCH_PARAM_BUFFER_POINTER = 0x01
 CU_LAUNCH_PARAM_BUFFER_SIZE = 0x02
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-STATIC_SHARED_LIMIT = 48 * 1024
 
 
 class KernelNotFound(LookupError):
@@ -160,11 +159,16 @@ def load_cached(source: str, filename: str, options: tuple[str, ...], name_expre
 
 
 def set_dynamic_shared(function, nbytes: int) -> None:
-    """Allow more than 48 KB of dynamic shared memory (the driver refuses the launch otherwise)."""
-    if nbytes > STATIC_SHARED_LIMIT:
-        import cupy
+    """Let ``function`` launch with ``nbytes`` of dynamic shared memory. A kernel's default limit is 48 KB
+    minus its static shared memory (not 48 KB), and the driver refuses a launch over it: raise the limit
+    when ``nbytes`` exceeds it, never lower it (launchers of different sizes share one function)."""
+    if nbytes <= 0:
+        return
+    import cupy
 
-        cupy.cuda.driver.funcSetAttribute(function.ptr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+    driver = cupy.cuda.driver
+    if nbytes > driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, function.ptr):
+        driver.funcSetAttribute(function.ptr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
 
 
 class PackedLaunch:
