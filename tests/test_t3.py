@@ -286,6 +286,7 @@ def numpy_as_cupy(monkeypatch):
 
     fake = types.ModuleType("cupy")
     fake.float32 = np.float32
+    fake.ndarray = np.ndarray  # the launchers' buffer checks
     fake.asarray = lambda a: np.array(a).view(_HostArray)
     fake.empty = lambda shape, dtype: np.empty(shape, dtype).view(_HostArray)
     fake.isnan = np.isnan
@@ -345,3 +346,69 @@ def test_the_family_checks_conv1d_and_norm(tmp_path, numpy_as_cupy, rng, stage):
     assert family.check(cfg, case, inp, inp.dev["out"])[0] < 1e-6
     inp.dev["out"][...] = 1.01 * out
     assert family.check(cfg, case, inp, inp.dev["out"])[0] > 5e-3
+
+
+# ---- the launchers (zincbench/ops/ssm.py) against the engine pack's declared launches ----------------------
+class _RecordedKernel:
+    def __init__(self, name: str):
+        self.name, self.launches = name, []
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        self.launches.append((tuple(grid), tuple(block), args, shared_mem))
+
+
+@pytest.mark.parametrize("kind, declared_variant", [("warp", "engine_warp"), ("block", "engine_block"),
+                                                    ("chunked", "engine_warp"), ("conv1d", "engine_conv1d"),
+                                                    ("norm", "engine_gated_norm")])
+def test_the_launchers_pass_the_engine_packs_buffers_and_push(monkeypatch, numpy_as_cupy, rng, kind,
+                                                              declared_variant):
+    """ssm.py passes a push struct as its u32 fields one by one: each must be a NumPy uint32 (CuPy passes a
+    Python int as 8 bytes) and the fields must come in the struct's order with the values the engine pack
+    declares (two independent spellings of one ABI); buffers and geometry as declared. The chunked
+    candidate takes the warp kernel's buffers and push."""
+    from zincbench.bench.declared import Binding, _names, expand
+    from zincbench.bench.expressions import evaluate, evaluate_int
+    from zincbench.bench.t3_ssm import CONV_STATE_OFFSET, SsmModel, T3Config
+    from zincbench.measure.traffic import Traffic
+    from zincbench.ops import ssm
+
+    kernels = {}
+    monkeypatch.setattr(ssm, "load_module", lambda source: type("M", (), {
+        "function": staticmethod(lambda name: kernels.setdefault(name, _RecordedKernel(name)))}))
+    monkeypatch.setattr(ssm, "set_dynamic_shared", lambda function, nbytes: None)
+    monkeypatch.setattr(ssm, "chunked_shared_bytes", lambda: 160 * 1024)
+    monkeypatch.setattr(ssm, "shared_limit", lambda: 227 * 1024)
+    family = load_family("t3")
+    # T not a multiple of the chunked kernel's 64 tokens; hv = d_state = 128 so every scan kind applies
+    cfg = T3Config(description="launch", tokens=[37], models=[SsmModel("m", 256, 2, 128, 128, 1)])
+    stage = {"conv1d": "conv1d", "norm": "norm"}.get(kind, "scan")
+    case = next(c for c in family.cases(cfg) if c.params["stage"] == stage)
+    inp = family.build_inputs(cfg, case, rng)
+    d = inp.dev
+    if stage == "scan":
+        op = ssm.DeltaNetScan(kind, inp.dims, d["conv_out"], d["dt_bias"], d["alpha"], d["beta"], d["ssm_a"],
+                              d["state"], d["out"])
+    elif stage == "conv1d":
+        op = ssm.Conv1dBatched(d["x"], d["weight"], d["state"], d["out"], CONV_STATE_OFFSET)
+    else:
+        op = ssm.GatedNorm(inp.dims, d["o"], d["z"], d["weight"], d["out"], norm_per_head=cfg.norm_per_head)
+    op()
+    (kernel,) = kernels.values()
+    ((grid, block, args, shared),) = kernel.launches
+
+    pack = load_pack(experiment_path("engine_zinc"))
+    names = _names(pack, Binding({}, family.declared_params(cfg, case), "out", Traffic(0, 0)))
+    ((step, step_names, _),) = expand(pack.variant("t3", declared_variant), pack, names).steps
+    buffers, scalars = args[:len(step.buffers)], args[len(step.buffers):]
+    assert all(got is d[name] for got, name in zip(buffers, step.buffers))
+    assert all(c_type == "u32" for _, c_type, _ in step.push)
+    assert [type(s) for s in scalars] == [np.uint32] * len(step.push)
+    assert [int(s) for s in scalars] == [evaluate(e, step_names) for _, _, e in step.push]
+    if kind == "chunked":
+        assert kernel.name == "ssm_delta_net_chunked_tc"
+        assert grid == (2, 128 // 32) and block == (128,) and shared == 160 * 1024
+    else:
+        assert kernel.name == step.kernel
+        assert list(grid) == [evaluate_int(e, step_names, minimum=1) for e in step.grid]
+        assert list(block) == [evaluate_int(e, step_names, minimum=1) for e in step.block]
+        assert shared == (evaluate_int(step.shared, step_names) if step.shared is not None else 0)
