@@ -477,6 +477,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                 int routing_stride) {
     constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
     static_assert(EPI >= ZB_EPI_STORE && EPI <= ZB_EPI_COMBINE, "unknown epilogue");
+    static_assert(STAGES >= 2, "the pipeline loads stage s + STAGES - 1 while computing stage s");
     static_assert(!SWIGLU || (WM * WARPS_M) % 2 == 0, "SwiGLU splits the block's rows into gate and up halves");
     static_assert((!SWIGLU && EPI != ZB_EPI_COMBINE) || GROUPED, "the SwiGLU and combine epilogues are for grouped MoE");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;

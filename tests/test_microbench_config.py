@@ -118,8 +118,8 @@ def test_tile_specs():
     with pytest.raises(InputError, match="q8_0"):
         tile.expression(grouped=True, weights="q8_0")
     assert MmaTile.parse("2,8,4,1,3").min_blocks == 1
-    # "4,8,2,1,2": 128 rows, 64 threads (the Q4_K/Q5_K header copy has one thread per row); 33 warps
-    for bad in ("1,2,3", "1,8,4,1,3,1,2", "1,8,4,1,3,0", "4,8,2,1,2", "1,1,33,1,2"):
+    # "4,8,2,1,2": 128 rows, 64 threads (the Q4_K/Q5_K header copy has one thread per row); 33 warps; 1 stage
+    for bad in ("1,2,3", "1,8,4,1,3,1,2", "1,8,4,1,3,0", "4,8,2,1,2", "1,1,33,1,2", "1,8,4,1,1"):
         with pytest.raises(ValueError):
             MmaTile.parse(bad)
 

@@ -105,6 +105,8 @@ class MmaTile:
             # the Q4_K/Q5_K loaders copy each row's block header with one thread per row
             raise ValueError(f"tile {text!r}: needs rows per block ({tile.bm}) <= threads ({tile.threads}) <= 1024, "
                              f"i.e. wm <= 2 * warps_n")
+        if tile.stages < 2:  # the pipeline loads stage s + STAGES - 1 while computing stage s
+            raise ValueError(f"tile {text!r}: the cp.async pipeline needs stages >= 2")
         return tile
 
 
