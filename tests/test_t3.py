@@ -412,3 +412,13 @@ def test_the_launchers_pass_the_engine_packs_buffers_and_push(monkeypatch, numpy
         assert list(grid) == [evaluate_int(e, step_names, minimum=1) for e in step.grid]
         assert list(block) == [evaluate_int(e, step_names, minimum=1) for e in step.block]
         assert shared == (evaluate_int(step.shared, step_names) if step.shared is not None else 0)
+
+
+def test_the_gated_norm_refuses_more_tokens_than_grid_y_holds(numpy_as_cupy):
+    from zincbench.errors import InputError
+    from zincbench.ops import ssm
+
+    dims = SsmDims(1, 32, 32, 1)
+    o = np.zeros((ssm.MAX_GRID_Y + 1, dims.d_inner), np.float32)
+    with pytest.raises(InputError, match="grid.y"):
+        ssm.GatedNorm(dims, o, o, np.ones(dims.d_inner, np.float32), o, norm_per_head=True)

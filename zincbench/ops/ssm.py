@@ -27,6 +27,7 @@ CHUNKED_D_STATE = 128  # the candidate's compile-time key width
 CHUNKED_ROWS = 32  # state rows per block of the candidate
 CONV_BLOCK = 64
 MAX_SHARED_DEFAULT = 48 * 1024
+MAX_GRID_Y = 65535
 
 
 def chunked_shared_bytes() -> int:
@@ -173,6 +174,8 @@ class GatedNorm:
         if dims.head_v_dim % 32:
             raise InputError(f"the gated norm's block is hv threads: hv must be a multiple of 32, "
                              f"got {dims.head_v_dim}")
+        if t > MAX_GRID_Y:
+            raise InputError(f"the gated norm's grid puts tokens on grid.y: T must be <= {MAX_GRID_Y}, got {t}")
         self.dims, self.t = dims, t
         self.kernel = load_module(SOURCE).function("ssm_gated_norm_batched")
         u32 = np.uint32
