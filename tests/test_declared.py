@@ -126,7 +126,8 @@ def test_the_t2_gate_judges_against_what_the_engine_runs():
 def test_steps_follow_the_declared_threshold():
     pack = declared.load_pack(experiment_path("engine_zinc"))
     variant = pack.variant("t2", "engine")
-    names = declared._names(pack, declared.Binding({}, {"T": 63, "E": 256, "top_k": 8, "x_per_slot": 0}, "y", None))
+    params = {"T": 63, "E": 256, "top_k": 8, "x_per_slot": 0, "weights": "q4_k"}
+    names = declared._names(pack, declared.Binding({}, params, "y", None))
     plan = declared.expand(variant, pack, names)
     assert [s.kernel for s, _, _ in plan.steps] == ["dmmv_{qtype}_experts_batched"] and not plan.workspace
     plan = declared.expand(variant, pack, {**names, "T": 64})
@@ -134,6 +135,21 @@ def test_steps_follow_the_declared_threshold():
     # the used variant's let and workspace come along: max_pos = T*top_k + 64*E
     assert {ws.name for ws, _, _ in plan.workspace} == {"order", "tile_expert"}
     assert plan.steps[0][1]["max_pos"] == 64 * 8 + 64 * 256
+
+
+
+@pytest.mark.parametrize("weights, kernels", [
+    ("q4_k", ["dmmv_{qtype}_experts_batched"]),
+    ("q6_k", ["build_expert_order_padded", "gemm_{qtype}_experts_grouped_tc"])])
+def test_the_engines_down_form_at_the_tc_threshold(weights, kernels):
+    """Per-slot activations (the down projection) from moe_tc_min_t: Q6_K takes the down-form grouped TC
+    kernel; Q4_K has none (gemm_q4k_experts_grouped_tc takes the gate/up push, so the down push there would
+    read base = slice bytes) and stays on the matvec, as in the layer block."""
+    pack = declared.load_pack(experiment_path("engine_zinc"))
+    params = {"T": 64, "E": 256, "top_k": 8, "x_per_slot": 1, "weights": weights, "qtype": weights.replace("_", "")}
+    names = declared._names(pack, declared.Binding({}, params, "y", None))
+    plan = declared.expand(pack.variant("t2", "engine"), pack, names)
+    assert [s.kernel for s, _, _ in plan.steps] == kernels
 
 
 def test_test_pack_parses():
