@@ -145,6 +145,17 @@ __device__ __forceinline__ unsigned route_id(const unsigned* ids, unsigned p, un
     return ids[(size_t)t * routing_stride + slot];
 }
 
+// This thread's ids of the block's chunk: item chunk + b*blockDim + tid for b < ROUTE_MB_ITEMS, all loads
+// issued before any is used; items past the end read as INVALID_ENTRY.
+__device__ __forceinline__ void load_chunk(const unsigned* ids, unsigned chunk, unsigned n_items, unsigned top_k,
+                                           unsigned routing_stride, unsigned (&batch)[ROUTE_MB_ITEMS]) {
+#pragma unroll
+    for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
+        const unsigned p = chunk + b * blockDim.x + threadIdx.x;
+        batch[b] = p < n_items ? route_id(ids, p, top_k, routing_stride) : INVALID_ENTRY;
+    }
+}
+
 extern "C" __global__ void moe_route_count(const unsigned* ids, unsigned* offsets, unsigned* tiles, unsigned* status,
                                            unsigned* scratch, unsigned T, unsigned top_k, unsigned routing_stride,
                                            unsigned n_experts, unsigned tile_n, unsigned max_tiles) {
@@ -162,11 +173,7 @@ extern "C" __global__ void moe_route_count(const unsigned* ids, unsigned* offset
 
     const unsigned chunk = blockIdx.x * blockDim.x * ROUTE_MB_ITEMS;
     unsigned batch[ROUTE_MB_ITEMS];
-#pragma unroll
-    for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
-        const unsigned p = chunk + b * blockDim.x + tid;
-        batch[b] = p < n_items ? route_id(ids, p, top_k, routing_stride) : INVALID_ENTRY;
-    }
+    load_chunk(ids, chunk, n_items, top_k, routing_stride, batch);
 #pragma unroll
     for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
         if (chunk + b * blockDim.x + tid >= n_items) continue;
@@ -209,10 +216,9 @@ extern "C" __global__ void moe_route_scatter(const unsigned* ids, unsigned* sort
 
     const unsigned chunk = blockIdx.x * blockDim.x * ROUTE_MB_ITEMS;
     unsigned batch[ROUTE_MB_ITEMS];
+    load_chunk(ids, chunk, n_items, top_k, routing_stride, batch);
 #pragma unroll
     for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
-        const unsigned p = chunk + b * blockDim.x + tid;
-        batch[b] = p < n_items ? route_id(ids, p, top_k, routing_stride) : INVALID_ENTRY;
         if (batch[b] < n_experts) atomicAdd(&hist[batch[b]], 1u);
     }
     __syncthreads();
