@@ -43,7 +43,9 @@ def installed(tmp_path_factory):
     made = _run([sys.executable, "-m", "venv", "--system-site-packages", venv], cwd=root)
     assert made.returncode == 0, made.stderr
     python = venv / "bin" / "python"
-    pip = _run([python, "-m", "pip", "install", "--no-deps", "--no-index", wheel], cwd=root)
+    # --ignore-installed: the venv sees the host's site-packages (for the dependencies), where a zincbench of
+    # the same version (e.g. the editable install under test) would otherwise make pip skip the wheel.
+    pip = _run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", wheel], cwd=root)
     assert pip.returncode == 0, pip.stdout + pip.stderr
     return python, venv / "bin" / "zincbench", wheel, root
 
