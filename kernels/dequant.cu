@@ -1,6 +1,6 @@
 // Dequantize-to-fp16 and activation downcast: the engine's cuBLAS prefill path (zinc-kernels.md §1.4).
-// One thread per output element, grid ceil(n/256) x 256, row-major [rows][K] fp16 stores rounded to
-// nearest even (the engine's __float2half). rows = M for one matrix or E*M for a whole [E][M][K] expert
+// One thread per output element, grid ceil(M*K/256) x 256, row-major [M][K] fp16 stores rounded to
+// nearest even (the engine's __float2half). M = rows of one matrix, or E*rows for a whole [E][rows][K] expert
 // tensor in one launch; element indices are 64-bit because E*M*K may exceed 2^31.
 // a_offset is in bytes (a multiple of 4 for the word-addressed Q4_K kernel). Parameters after the
 // buffers are the engine's push fields (DequantQ4KPush / DequantQ5KPush / DequantQ6KPush {M, K, a_offset}, F32ToF16Push {N}),
@@ -31,9 +31,9 @@ __device__ __forceinline__ void scale_min_k4(const unsigned char* scales, unsign
 
 // Q4_K: value = (d*sc)*q - dmin*mn in f32 (ggml's get_scale_min_k4 for sc, mn).
 extern "C" __global__ void dequant_q4k_to_f16(const unsigned* a_u32, unsigned short* w16,
-                                              unsigned rows, unsigned K, unsigned a_offset) {
+                                              unsigned M, unsigned K, unsigned a_offset) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)rows * K) return;
+    if (i >= (size_t)M * K) return;
     const size_t row = i / K;
     const unsigned k = (unsigned)(i - row * K);
     const unsigned sub = (k & 255u) >> 5, l = k & 31u;
@@ -52,9 +52,9 @@ extern "C" __global__ void dequant_q4k_to_f16(const unsigned* a_u32, unsigned sh
 
 // Q6_K: value = d*sc*(q-32) with q = 4 bits of ql + 2 bits of qh (ggml ordering, 210-byte blocks).
 extern "C" __global__ void dequant_q6k_to_f16(const unsigned char* a, unsigned short* w16,
-                                              unsigned rows, unsigned K, unsigned a_offset) {
+                                              unsigned M, unsigned K, unsigned a_offset) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)rows * K) return;
+    if (i >= (size_t)M * K) return;
     const size_t row = i / K;
     const unsigned k = (unsigned)(i - row * K);
     const unsigned char* blk = a + a_offset + (row * (K >> 8) + (k >> 8)) * 210u;
@@ -72,9 +72,9 @@ extern "C" __global__ void dequant_q6k_to_f16(const unsigned char* a, unsigned s
 
 // Q5_K: Q4_K's value with a 5-bit q: nibble of qs[(sub/2)*32 + l] @48 plus bit `sub` of qh[l] @16 (176-byte blocks).
 extern "C" __global__ void dequant_q5k_to_f16(const unsigned char* a, unsigned short* w16,
-                                              unsigned rows, unsigned K, unsigned a_offset) {
+                                              unsigned M, unsigned K, unsigned a_offset) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)rows * K) return;
+    if (i >= (size_t)M * K) return;
     const size_t row = i / K;
     const unsigned k = (unsigned)(i - row * K);
     const unsigned sub = (k & 255u) >> 5, l = k & 31u;
@@ -90,7 +90,7 @@ extern "C" __global__ void dequant_q5k_to_f16(const unsigned char* a, unsigned s
 }
 
 // y[i] = fp16(x[i]), round to nearest even.
-extern "C" __global__ void f32_to_f16(const float* x, unsigned short* y, unsigned n) {
+extern "C" __global__ void f32_to_f16(const float* x, unsigned short* y, unsigned N) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = float_to_half_rne(x[i]);
+    if (i < N) y[i] = float_to_half_rne(x[i]);
 }

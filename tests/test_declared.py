@@ -1,28 +1,20 @@
-"""Declared kernel variants (zincbench.bench.declared) without a GPU: the spec, the ABI packing, the
-engine pack's sources, and bad specs as one-line input errors with exit code 2."""
+"""Declared kernel variants (zincbench.bench.declared) without a GPU: the spec, the engine pack's
+sources, and bad specs as one-line input errors with exit code 2 (the ABI layout: test_kernel_abi.py)."""
 
 from __future__ import annotations
 
-import ctypes
-import struct
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 from zincbench.bench import declared
 from zincbench.bench.expressions import ExpressionError, evaluate, evaluate_int
 from zincbench.cli import main
 from zincbench.config import experiment_path
-from zincbench.errors import InputError
 from zincbench.gpu import nvrtc
 from zincbench.gpu.runtime import find_nvcc
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engine_abi"
-CTYPES = {"u32": ctypes.c_uint32, "i32": ctypes.c_int32, "u64": ctypes.c_uint64, "i64": ctypes.c_int64,
-          "f32": ctypes.c_float, "f32_bits": ctypes.c_uint32}
-SAMPLE = {"u32": 7, "i32": -3, "u64": 2**40 + 5, "i64": -(2**40), "f32": 0.5, "f32_bits": 0.5}
 
 
 # ---- expressions ----------------------------------------------------------------------------------
@@ -50,35 +42,6 @@ def test_integer_expressions_must_be_whole():
         evaluate_int("T / 3", {"T": 4})
     with pytest.raises(ExpressionError, match=">= 1"):
         evaluate_int("T - 4", {"T": 4}, minimum=1)
-
-
-# ---- the ABI: a push struct by value after the buffers ---------------------------------------------
-@given(st.lists(st.sampled_from(sorted(CTYPES)), min_size=1, max_size=12))
-@example(["u32", "u64"])  # 4 bytes of padding before an 8-byte field
-@example(["u64", "u32"])  # tail padding to the struct's alignment
-@settings(derandomize=True, max_examples=200, deadline=None)
-def test_push_struct_matches_the_c_layout(kinds):
-    fields = [(f"f{i}", kind, SAMPLE[kind]) for i, kind in enumerate(kinds)]
-
-    class Push(ctypes.Structure):
-        _fields_ = [(name, CTYPES[kind]) for name, kind, _ in fields]
-
-    values = [struct.unpack("<I", struct.pack("<f", v))[0] if k == "f32_bits" else v for _, k, v in fields]
-    want = bytes(Push(*values))
-    assert declared.pack_struct(fields, "push") == want
-
-
-def test_parameter_buffer_aligns_the_struct_after_the_pointers():
-    push = declared.pack_struct([("a", "u32", 1), ("b", "u64", 2)], "push")
-    params = declared.pack_parameters([0x1000, 0x2000, 0x3000], push, 8)
-    assert params[:24] == struct.pack("<QQQ", 0x1000, 0x2000, 0x3000)
-    assert params[24:] == push and len(push) == 16
-
-
-@pytest.mark.parametrize("kind, value", [("u32", -1), ("u32", 2**32), ("i32", 2**31), ("u64", 1.5)])
-def test_push_values_must_fit_their_type(kind, value):
-    with pytest.raises(InputError, match="does not fit"):
-        declared.pack_struct([("f", kind, value)], "variants[0].push")
 
 
 # ---- packs ----------------------------------------------------------------------------------------
@@ -170,10 +133,10 @@ def test_abi_test_kernels_compile(arch, tmp_path):
 
 # ---- bad specs: one line naming the file and the key, exit 2 ------------------------------------------
 GOOD_STEP = {"kernel": "abi_routed_dot", "grid": [1], "block": [64], "buffers": ["weights", "x", "routing", "y"],
-             "push": {"M": "u32 M"}}
+             "push": {"M": "M"}}
 BAD_SPECS = {
-    "push-type": ({"push": {"M": "u16 M"}}, "steps[0].push.M: unknown field type 'u16'"),
-    "push-form": ({"push": {"M": "M"}}, "steps[0].push.M: expected '<type> <expression>'"),
+    "push-typed": ({"push": {"M": "u32 M"}}, "steps[0].push.M: write only the expression ('M')"),
+    "push-form": ({"push": {"M": "M +"}}, "steps[0].push.M: 'M +': does not parse"),
     "expression": ({"grid": ["ceil_div(M", "64)"]}, "steps[0].grid[0]: 'ceil_div(M': does not parse"),
     "attribute": ({"grid": ["M.real"]}, "steps[0].grid[0]: 'M.real': unsupported syntax Attribute"),
     "unknown-key": ({"threads": 64}, "steps[0]: unknown key(s) threads"),

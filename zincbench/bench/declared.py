@@ -6,7 +6,9 @@ names CUDA sources and declares variants as sequences of steps:
 - a **launch**: ``kernel`` (an entry of a source, ``{name}`` fields filled from the case, e.g.
   ``dmmv_{qtype}_experts_batched``), ``grid`` / ``block`` / ``shared`` as expressions, ``buffers`` (the
   family's tensors or the variant's workspaces, in the kernel's order) and ``push``, the one struct the
-  engine passes by value: ``field: "<type> <expression>"`` with type u32, i32, u64, i64, f32 or f32_bits;
+  engine passes by value (or the kernel's scalar parameters): ``field: <expression>`` by field name; the
+  layout (order, C types, alignment) is read from the struct and the kernel's signature in the source it
+  is compiled from (zincbench.gpu.kernel_abi), so it is written nowhere else;
 - a **host** step: a named Python operation (``gemm_f16``: cuBLAS) for what is not a kernel;
 - **use**: another declared variant's steps.
 Any step may carry ``if: <expression>`` (e.g. the engine's ``T >= moe_tc_min_t`` switch). Workspaces are
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -34,8 +35,7 @@ from zincbench.bench.expressions import ExpressionError, check_syntax, evaluate,
 from zincbench.errors import ConfigError, InputError, KernelCompileError
 from zincbench.measure.traffic import Traffic
 
-PUSH_TYPES = {"u32": ("<I", 4), "i32": ("<i", 4), "u64": ("<Q", 8), "i64": ("<q", 8), "f32": ("<f", 4),
-              "f32_bits": ("<f", 4)}
+TYPED_PUSH = re.compile(r"^\s*(u32|i32|u64|i64|f32|f32_bits)\s+(.+)$", re.S)
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "i32": np.int32, "f16": np.float16,
           "f32": np.float32}
 GUARD_BYTES = 4096
@@ -98,7 +98,7 @@ class LaunchStep(Step):
     block: list
     shared: Any
     buffers: list[str]
-    push: list[tuple[str, str, str]]  # (field, type, expression)
+    push: dict  # field -> expression; the kernel's source gives the layout
 
 
 @dataclass
@@ -192,16 +192,14 @@ def _extent(value, where: str) -> list:
     return [_expr(v, f"{where}[{i}]") for i, v in enumerate(items)]
 
 
-def _push(value, where: str) -> list[tuple[str, str, str]]:
-    fields = []
-    for name, text in _mapping(value, where).items():
-        parts = str(text).split(None, 1)
-        if len(parts) != 2:
-            raise ConfigError(f"{where}.{name}: expected '<type> <expression>', e.g. 'u32 M'")
-        kind, expr = parts
-        if kind not in PUSH_TYPES:
-            raise ConfigError(f"{where}.{name}: unknown field type {kind!r} (known: {', '.join(PUSH_TYPES)})")
-        fields.append((str(name), kind, expr))
+def _push(value, where: str) -> dict:
+    fields = {}
+    for name, expr in _mapping(value, where).items():
+        typed = TYPED_PUSH.match(expr) if isinstance(expr, str) else None
+        if typed:
+            raise ConfigError(f"{where}.{name}: write only the expression ({typed.group(2).strip()!r}): the field's type "
+                              f"and place come from the kernel's struct in its source")
+        fields[str(name)] = _expr(expr, f"{where}.{name}")
     return fields
 
 
@@ -317,41 +315,6 @@ def load_pack(path: Path) -> KernelPack:
 
 
 # ---- building a variant for a case --------------------------------------------------------------------
-def pack_struct(fields: list[tuple[str, str, Any]], where: str) -> bytes:
-    """The push struct's bytes, fields at their natural alignment, size rounded to the struct's alignment."""
-    out, align = bytearray(), 1
-    for name, kind, value in fields:
-        fmt, size = PUSH_TYPES[kind]
-        align = max(align, size)
-        out += b"\0" * (-len(out) % size)
-        try:
-            if kind == "f32_bits":
-                out += struct.pack("<I", struct.unpack("<I", struct.pack("<f", float(value)))[0])
-            elif kind == "f32":
-                out += struct.pack(fmt, float(value))
-            else:
-                if isinstance(value, float):
-                    if not value.is_integer():
-                        raise struct.error(f"{value} is not a whole number")
-                    value = int(value)
-                out += struct.pack(fmt, value)
-        except (struct.error, TypeError, OverflowError) as exc:
-            raise InputError(f"{where}.{name}: {value!r} does not fit {kind} ({exc})") from None
-    out += b"\0" * (-len(out) % align)
-    return bytes(out)
-
-
-def pack_parameters(pointers: list[int], push: bytes, push_align: int) -> bytes:
-    """The kernel's whole parameter buffer: 8-byte device pointers, then the push struct at its alignment."""
-    out = bytearray()
-    for ptr in pointers:
-        out += struct.pack("<Q", ptr)
-    if push:
-        out += b"\0" * (-len(out) % push_align)
-        out += push
-    return bytes(out)
-
-
 def _names(pack: KernelPack, binding: Binding) -> dict:
     """The case's parameters and the pack's ``let`` values: what every expression of the pack can name."""
     names = dict(binding.params)
@@ -401,10 +364,13 @@ def expand(variant: DeclaredVariant, pack: KernelPack, names: dict, seen=()) -> 
 
 
 def kernel_function(source: KernelSource, entry: str, where: str, optional: bool, variables: dict):
-    """The compiled entry of a source (modules compile once per process), and where it came from."""
+    """The compiled entry of a source (modules compile once per process), its ABI read from the same
+    text, and where it came from. The file that declares the entry is found by reading the sources, not by
+    asking the driver for symbols that may not exist."""
     import cupy
 
-    from zincbench.gpu.nvrtc import engine_options, load_cached
+    from zincbench.gpu.kernel_abi import kernel_abi, source_abi
+    from zincbench.gpu.nvrtc import KernelNotFound, engine_options, load_cached
 
     kind, files = source.resolve(variables)
     arch = cupy.cuda.Device().compute_capability
@@ -414,13 +380,19 @@ def kernel_function(source: KernelSource, entry: str, where: str, optional: bool
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{source.where}: cannot read {path} ({exc})") from None
+        if entry not in source_abi(text).kernels:
+            continue
+        abi = kernel_abi(text, entry, f"{where} ({path.name})")
         try:
             module = load_cached(text, str(path), options, (), cupy.cuda.Device().id)
         except KernelCompileError as exc:  # the spec's source or options: an input error, with NVRTC's log
             raise InputError(f"{source.where}: {exc}") from None
-        if module.has(entry):
-            return module.function(entry), {"source": kind, "file": str(path), "nvrtc_options": list(options),
-                                             "nvrtc": module.compiled.nvrtc}
+        try:
+            function = module.function(entry)
+        except KernelNotFound:  # in the text but compiled out (an #if): look on
+            continue
+        return function, abi, {"source": kind, "file": str(path), "nvrtc_options": list(options),
+                               "nvrtc": module.compiled.nvrtc}
     shown = ", ".join(p.name for p in files)
     if optional:
         raise NotApplicable(f"absent: no {entry} in {shown} ({kind})")
@@ -467,8 +439,8 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
             entry = step.kernel.format_map({k: v for k, v in names.items()})
         except (KeyError, ValueError, IndexError) as exc:
             raise InputError(f"{step.where}.kernel: {step.kernel!r}: unknown field {exc}") from None
-        function, origin = kernel_function(pack.sources[step.source], entry, step.where, variant.optional,
-                                           variables or {})
+        function, abi, origin = kernel_function(pack.sources[step.source], entry, step.where, variant.optional,
+                                                variables or {})
         sources.add((origin["source"], origin["file"]))
         compiled_with = {"nvrtc_options": origin["nvrtc_options"], "nvrtc": origin["nvrtc"]}
         grid = [_evaluated(e, names, f"{step.where}.grid[{i}]", integer=True, minimum=1) for i, e in enumerate(step.grid)]
@@ -486,12 +458,10 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
                                  f"(family tensors: {', '.join(binding.tensors)}; workspace: "
                                  f"{', '.join(w.name for w in variant.workspace) or 'none'})")
             pointers.append(buffers[name].data.ptr)
-        values = [(f, kind, _evaluated(e, names, f"{step.where}.push.{f}")) for f, kind, e in step.push]
-        push = pack_struct(values, f"{step.where}.push")
-        align = max((PUSH_TYPES[kind][1] for _, kind, _ in values), default=1)
-        runs.append(PackedLaunch(function, tuple(grid), tuple(block), shared, pack_parameters(pointers, push, align)))
-        launches.append({"kernel": entry, "grid": grid, "block": block, "shared": shared,
-                         "push": {f: v for f, _, v in values}})
+        values = {f: _evaluated(e, names, f"{step.where}.push.{f}") for f, e in step.push.items()}
+        params = abi.parameters(pointers, values, f"{step.where}.push")
+        runs.append(PackedLaunch(function, tuple(grid), tuple(block), shared, params))
+        launches.append({"kernel": entry, "grid": grid, "block": block, "shared": shared, "push": values})
     if not runs:
         raise NotApplicable("no step applies to this case")
     output_name = variant.output or binding.output

@@ -12,6 +12,8 @@ import ast
 import math
 import operator
 
+import numpy as np
+
 MAX_LENGTH = 400
 MAX_MAGNITUDE = 2**64
 
@@ -33,8 +35,13 @@ def _round_up(a, b):
     return _ceil_div(a, b) * b
 
 
+def _f32_bits(x):
+    """The bit pattern of ``x`` as an f32, for u32 push fields that carry a float (the engine's ``*_bits``)."""
+    return int(np.array(x, np.float32).view(np.uint32))
+
+
 FUNCTIONS = {"ceil_div": _ceil_div, "round_up": _round_up, "min": min, "max": max, "abs": abs, "int": int,
-             "float": float, "log2": math.log2}
+             "float": float, "log2": math.log2, "f32_bits": _f32_bits}
 
 
 class ExpressionError(ValueError):

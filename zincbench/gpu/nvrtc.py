@@ -8,8 +8,7 @@ records the options it used.
 
 Launches go through ``cuLaunchKernel``'s ``extra`` form (``CU_LAUNCH_PARAM_BUFFER_POINTER``): the
 caller packs the whole parameter buffer as the C ABI lays it out (pointers first, then a push struct
-passed by value, or scalars), so a kernel that takes ``(buffers..., Push p)`` and one that takes the
-same fields as separate scalars are launched the same way.
+passed by value, or scalars; zincbench.gpu.kernel_abi reads that layout from the kernel's source).
 """
 
 from __future__ import annotations
@@ -143,13 +142,6 @@ class LoadedModule:
                 raise KernelNotFound(entry) from None
         return self._functions[entry]
 
-    def has(self, entry: str) -> bool:
-        try:
-            self.function(entry)
-        except KernelNotFound:
-            return False
-        return True
-
 
 @lru_cache(maxsize=None)
 def load_cached(source: str, filename: str, options: tuple[str, ...], name_expressions: tuple[str, ...] = (),
@@ -177,6 +169,7 @@ class PackedLaunch:
     def __init__(self, function, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int,
                  params: bytes):
         self.function, self.grid, self.block, self.shared_bytes = function, grid, block, shared_bytes
+        self.params = bytes(params)
         # ctypes objects the driver reads at launch time: kept alive with the launch.
         self._buffer = ctypes.create_string_buffer(params, max(len(params), 1))
         self._size = ctypes.c_size_t(len(params))

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Mapping
 
 from zincbench.errors import EnvironmentProblem, KernelCompileError
 from zincbench.resources import kernels_dir
@@ -62,6 +63,21 @@ def load_module(name: str, options: tuple[str, ...] = (), name_expressions: tupl
 def get_kernel(name: str, function: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] = ()):
     """One function of a bundled module; templates are looked up by their name expression."""
     return load_module(name, options, name_expressions).function(function)
+
+
+def engine_abi_launch(name: str, entry: str, grid, block, shared_bytes: int, buffers: Mapping[str, Any],
+                      push: Mapping[str, Any]):
+    """A launch of a ``kernels/<name>`` kernel in the engine's ABI, buffers and push fields given by name and
+    laid out by the kernel's own signature and struct (zincbench.gpu.kernel_abi): the one definition."""
+    from zincbench.gpu.kernel_abi import AbiError, kernel_abi
+    from zincbench.gpu.nvrtc import PackedLaunch
+
+    where = f"kernels/{name}: {entry}"
+    abi = kernel_abi(kernel_source(name), entry, where)
+    if set(buffers) != set(abi.buffers):
+        raise AbiError(f"{where} takes buffers {', '.join(abi.buffers)}, got {', '.join(buffers)}")
+    params = abi.parameters([buffers[b].data.ptr for b in abi.buffers], push, where)
+    return PackedLaunch(load_module(name).function(entry), (*grid, 1, 1)[:3], (*block, 1, 1)[:3], shared_bytes, params)
 
 
 def find_nvcc() -> str | None:

@@ -14,7 +14,6 @@ expert on the engine's dense path (dequant + cuBLAS fp16).
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Callable
 
@@ -72,15 +71,6 @@ Stage = tuple[str, Callable[[], None]]
 
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def packed_launch(source: str, entry: str, grid, block, pointers, push_u32) -> Callable[[], None]:
-    """A launch of an engine-ABI kernel whose push struct is all u32 fields: device pointers, then the
-    fields (the struct's bytes), as one parameter buffer."""
-    from zincbench.gpu.nvrtc import PackedLaunch
-
-    params = struct.pack(f"<{len(pointers)}Q{len(push_u32)}I", *(p.data.ptr for p in pointers), *push_u32)
-    return PackedLaunch(get_kernel(source, entry), (*grid, 1, 1)[:3], (*block, 1, 1)[:3], 0, params)
 
 
 def router(b: LayerBuffers) -> Callable[[], None]:

@@ -1,13 +1,15 @@
 """Launchers of kernels/ssm_scan.cu: the gated delta-net SSM block (the T3 gate).
 
-The engine-ABI kernels take their buffers, then one push struct of u32 fields by value; a struct of
-u32 fields is laid out exactly like the same fields passed one by one, so these launchers pass them as
-scalars (and experiments/engine_zinc.yaml launches the same entries with a packed struct).
+The engine-ABI kernels take their buffers, then one push struct by value. Every launch packs the whole
+parameter buffer from buffers and push fields given by name, laid out by the struct and signature in
+ssm_scan.cu itself (zincbench.gpu.runtime.engine_abi_launch); experiments/engine_zinc.yaml launches the
+same entries through the same layout code.
 Geometry as the engine launches them (zinc-kernels.md §1.7-1.9, §2.1 ssmLayerBatched):
 ssm_delta_net grid (dt_rank, hv) block hv; ssm_delta_net_warp grid (dt_rank, ceil(hv/4)) block (32, 4)
 with 2*T*4 bytes of dynamic shared memory; ssm_conv1d_batched grid ceil(C/64) block 64;
-ssm_gated_norm_batched grid (dt_rank, T) block hv. Our candidate ssm_delta_net_chunked_tc: grid
-(dt_rank, hv/32), block 128, shared memory as the compiled module states (CHUNKED_SMEM_BYTES).
+ssm_gated_norm_batched grid (dt_rank, T) block hv. Our candidate ssm_delta_net_chunked_tc (and its
+one-pass tf32 twin ssm_delta_net_chunked_tc1): grid (dt_rank, hv/32), block 128, shared memory as the
+compiled module states (CHUNKED_SMEM_BYTES).
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from zincbench.errors import InputError
-from zincbench.gpu.nvrtc import set_dynamic_shared
-from zincbench.gpu.runtime import load_module
+from zincbench.gpu.runtime import engine_abi_launch, load_module
 from zincbench.measure.traffic import Traffic
 from zincbench.ops.dequant import check_array
 from zincbench.reference.ssm_ref import SsmDims
 
 SOURCE = "ssm_scan.cu"
-SCANS = {"block": "ssm_delta_net", "warp": "ssm_delta_net_warp", "chunked": "ssm_delta_net_chunked_tc"}
+SCANS = {"block": "ssm_delta_net", "warp": "ssm_delta_net_warp", "chunked": "ssm_delta_net_chunked_tc",
+         "chunked_tf32": "ssm_delta_net_chunked_tc1"}
 CHUNKED_D_STATE = 128  # the candidate's compile-time key width
 CHUNKED_ROWS = 32  # state rows per block of the candidate
 CONV_BLOCK = 64
@@ -57,7 +59,7 @@ def scan_unsupported(kind: str, dims: SsmDims) -> str | None:
         return f"the block scan needs hv a multiple of 32, got {dims.head_v_dim}"
     if kind == "warp" and dims.d_state > 128:
         return f"the warp scan holds 4 k indices per lane: needs d_state <= 128, got {dims.d_state}"
-    if kind == "chunked":
+    if kind.startswith("chunked"):
         if dims.d_state != CHUNKED_D_STATE or dims.head_v_dim % CHUNKED_ROWS:
             return (f"the chunked kernel is built for d_state = {CHUNKED_D_STATE} and hv a multiple of "
                     f"{CHUNKED_ROWS}, got d_state = {dims.d_state}, hv = {dims.head_v_dim}")
@@ -90,7 +92,8 @@ class DeltaNetScan:
     """One scan over T tokens: out [T][d_inner] and the state [dt_rank][hv][d_state] updated in place.
 
     conv_out f32 [T][conv_channels]; alpha, beta f32 [T][dt_rank] (pre-activation); dt_bias, ssm_a f32
-    [dt_rank]. ``kind``: block | warp (the engine's) | chunked (the candidate).
+    [dt_rank]. ``kind``: block | warp (the engine's) | chunked (the candidate) | chunked_tf32 (the same
+    with one plain tf32 MMA per product).
     """
 
     def __init__(self, kind: str, dims: SsmDims, conv_out, dt_bias, alpha, beta, ssm_a, state, out):
@@ -108,30 +111,27 @@ class DeltaNetScan:
         check_array(state, np.float32, (dims.dt_rank, dims.head_v_dim, dims.d_state), "state")
         check_array(out, np.float32, (t, dims.d_inner), "out")
         self.dims, self.t = dims, t
-        self.kernel = load_module(SOURCE).function(SCANS[kind])
-        u32 = np.uint32
         d = dims
-        # ssm_a_is_f16, dt_bias_is_f16, has_dt_bias, has_ssm_a, n_tok, conv/ab/y strides
-        tail = (u32(0), u32(0), u32(1), u32(1), u32(t), u32(d.conv_channels), u32(d.dt_rank), u32(d.d_inner))
-        head = (u32(d.dt_rank), u32(d.head_v_dim), u32(d.d_state), u32(d.n_group))
-        buffers = (conv_out, dt_bias, alpha, beta, ssm_a, state, out)
-        if kind == "block":  # DeltaNetPush: d_inner first, preprocessed last
-            self.args = (*buffers, u32(d.d_inner), *head, *tail, u32(0))
-            self.grid, self.block, self.shared = (d.dt_rank, d.head_v_dim), (d.head_v_dim,), 0
-        elif kind == "warp":  # DeltaNetWarpPush
-            self.args = (*buffers, *head, *tail)
-            self.grid, self.block, self.shared = (d.dt_rank, -(-d.head_v_dim // 4)), (32, 4), 2 * t * 4
+        push = {"dt_rank": d.dt_rank, "head_v_dim": d.head_v_dim, "d_state": d.d_state, "n_group": d.n_group,
+                "ssm_a_is_f16": 0, "dt_bias_is_f16": 0, "has_dt_bias": 1, "has_ssm_a": 1, "n_tok": t,
+                "conv_stride_tok": d.conv_channels, "ab_stride_tok": d.dt_rank, "y_stride_tok": d.d_inner}
+        if kind == "block":  # DeltaNetPush: the warp push plus d_inner and preprocessed
+            push.update(d_inner=d.d_inner, preprocessed=0)
+            grid, block, shared = (d.dt_rank, d.head_v_dim), (d.head_v_dim,), 0
+        elif kind == "warp":
+            grid, block, shared = (d.dt_rank, -(-d.head_v_dim // 4)), (32, 4), 2 * t * 4
         else:
-            self.args = (*buffers, *head, *tail)
-            self.grid, self.block = (d.dt_rank, d.head_v_dim // CHUNKED_ROWS), (128,)
-            self.shared = chunked_shared_bytes()
-        if self.shared > shared_limit():
-            raise InputError(f"{SCANS[kind]} at T={t} needs {self.shared} bytes of shared memory, this GPU allows "
+            grid, block, shared = (d.dt_rank, d.head_v_dim // CHUNKED_ROWS), (128,), chunked_shared_bytes()
+        if shared > shared_limit():
+            raise InputError(f"{SCANS[kind]} at T={t} needs {shared} bytes of shared memory, this GPU allows "
                              f"{shared_limit()}")
-        set_dynamic_shared(self.kernel, self.shared)
+        buffers = {"conv_out": conv_out, "dt_bias": dt_bias, "alpha": alpha, "beta": beta, "ssm_a": ssm_a,
+                   "state": state, "out": out}
+        self.push = push
+        self.launch = engine_abi_launch(SOURCE, SCANS[kind], grid, block, shared, buffers, push)
 
     def __call__(self) -> None:
-        self.kernel(self.grid, self.block, self.args, shared_mem=self.shared)
+        self.launch()
 
     def traffic(self) -> Traffic:
         return scan_traffic(self.dims, self.t)
@@ -151,12 +151,13 @@ class Conv1dBatched:
         check_array(state, np.float32, (d_conv - 1, c), "state")
         check_array(out, np.float32, (t, c), "out")
         self.t, self.c, self.d_conv = t, c, d_conv
-        self.kernel = load_module(SOURCE).function("ssm_conv1d_batched")
-        u32 = np.uint32
-        self.args = (x, weight, state, out, u32(c), u32(d_conv), u32(0), u32(t), u32(state_offset % (d_conv - 1)))
+        self.push = {"conv_channels": c, "d_conv": d_conv, "kernel_is_f16": 0, "n_tok": t,
+                     "state_offset": state_offset % (d_conv - 1)}
+        self.launch = engine_abi_launch(SOURCE, "ssm_conv1d_batched", (-(-c // CONV_BLOCK),), (CONV_BLOCK,), 0,
+                                        {"x": x, "kernel": weight, "state": state, "out": out}, self.push)
 
     def __call__(self) -> None:
-        self.kernel((-(-self.c // CONV_BLOCK),), (CONV_BLOCK,), self.args)
+        self.launch()
 
     def traffic(self) -> Traffic:
         return conv1d_traffic(self.t, self.c, self.d_conv)
@@ -177,13 +178,13 @@ class GatedNorm:
         if t > MAX_GRID_Y:
             raise InputError(f"the gated norm's grid puts tokens on grid.y: T must be <= {MAX_GRID_Y}, got {t}")
         self.dims, self.t = dims, t
-        self.kernel = load_module(SOURCE).function("ssm_gated_norm_batched")
-        u32 = np.uint32
-        self.args = (o, z, weight, out, u32(dims.d_inner), u32(dims.dt_rank), u32(dims.head_v_dim),
-                     u32(dims.d_state), u32(int(norm_per_head)), u32(t))
+        self.push = {"d_inner": dims.d_inner, "dt_rank": dims.dt_rank, "head_v_dim": dims.head_v_dim,
+                     "d_state": dims.d_state, "norm_per_head": int(norm_per_head), "n_tok": t}
+        self.launch = engine_abi_launch(SOURCE, "ssm_gated_norm_batched", (dims.dt_rank, t), (dims.head_v_dim,), 0,
+                                        {"o": o, "z": z, "weight": weight, "out": out}, self.push)
 
     def __call__(self) -> None:
-        self.kernel((self.dims.dt_rank, self.t), (self.dims.head_v_dim,), self.args)
+        self.launch()
 
     def traffic(self) -> Traffic:
         return gated_norm_traffic(self.dims, self.t)
