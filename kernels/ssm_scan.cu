@@ -259,7 +259,8 @@ extern "C" __global__ void ssm_gated_norm_batched(const float* o, const float* z
 //      Dw_i = e^{c_last - c_i} D_i;
 //   5. on Tensor cores: O = QS + M D;  S <- e^{c_last} S0 + Dw^T K;  O rows written out.
 // Every product is tf32 m16n16k8 with each operand split into a tf32 part and a tf32 remainder (three
-// MMAs: fp32-level accuracy, so the chunked state stays compatible with the sequential scans).
+// MMAs: fp32-level accuracy, so the chunked state stays compatible with the sequential scans);
+// ssm_delta_net_chunked_tc1 is the same kernel with one plain tf32 MMA per product (what the split costs).
 // The final state is written in the engine's layout. Requires d_state == 128 and hv % 32 == 0.
 namespace chunked {
 constexpr int CH = 64;        // tokens per chunk
@@ -295,17 +296,19 @@ __device__ __forceinline__ void load_split(Frag& big, Frag& small, const float* 
 
 // acc += A (16 x kdim) . B (kdim x 16). Step kk reads the A tile at a + kk * a_step and the B tile at
 // b + kk * b_step: a_step = 1 for a row-major A (lda its row stride), lda for a column-major one; b_step
-// = 1 for a column-major B, ldb for a row-major one.
-template <class FA, class FB>
-__device__ __forceinline__ void mma_tf32x3(Acc& acc, const float* a, unsigned a_step, unsigned lda, const float* b,
-                                           unsigned b_step, unsigned ldb, int kdim) {
+// = 1 for a column-major B, ldb for a row-major one. PASSES 3: split operands (fp32-level), 1: plain tf32.
+template <int PASSES, class FA, class FB>
+__device__ __forceinline__ void mma_tf32(Acc& acc, const float* a, unsigned a_step, unsigned lda, const float* b,
+                                         unsigned b_step, unsigned ldb, int kdim) {
     FA a_big, a_small;
     FB b_big, b_small;
     for (int kk = 0; kk < kdim; kk += 8) {
         load_split(a_big, a_small, a + kk * a_step, lda);
         load_split(b_big, b_small, b + kk * b_step, ldb);
-        wmma::mma_sync(acc, a_small, b_big, acc);
-        wmma::mma_sync(acc, a_big, b_small, acc);
+        if (PASSES == 3) {
+            wmma::mma_sync(acc, a_small, b_big, acc);
+            wmma::mma_sync(acc, a_big, b_small, acc);
+        }
         wmma::mma_sync(acc, a_big, b_big, acc);
     }
 }
@@ -314,9 +317,10 @@ __device__ __forceinline__ void mma_tf32x3(Acc& acc, const float* a, unsigned a_
 // Shared bytes the launcher requests for ssm_delta_net_chunked_tc (zincbench/ops/ssm.py reads it).
 extern "C" __device__ const unsigned CHUNKED_SMEM_BYTES = chunked::FLOATS * 4u;
 
-extern "C" __global__ void __launch_bounds__(128) ssm_delta_net_chunked_tc(
-    const float* conv_out, const void* dt_bias, const float* alpha, const float* beta, const void* ssm_a,
-    float* state, float* out, DeltaNetWarpPush p) {
+template <int PASSES>
+__device__ __forceinline__ void chunked_scan(const float* conv_out, const void* dt_bias, const float* alpha,
+                                             const float* beta, const void* ssm_a, float* state, float* out,
+                                             const DeltaNetWarpPush& p) {
     using namespace chunked;
     extern __shared__ __align__(128) float smem[];
     float *Ks = smem + K_OFF, *Qs = smem + Q_OFF, *Gs = smem + G_OFF, *Ps = smem + P_OFF, *Ss = smem + S_OFF;
@@ -394,19 +398,19 @@ extern "C" __global__ void __launch_bounds__(128) ssm_delta_net_chunked_tc(
             for (int tn = 0; tn < CH / 16; ++tn) {
                 Acc acc;
                 wmma::fill_fragment(acc, 0.0f);
-                mma_tf32x3<FragA, FragBT>(acc, k_rows, 1, KS, Ks + tn * 16 * KS, 1, KS, DK);
+                mma_tf32<PASSES, FragA, FragBT>(acc, k_rows, 1, KS, Ks + tn * 16 * KS, 1, KS, DK);
                 wmma::store_matrix_sync(Gs + warp * 16 * GS + tn * 16, acc, GS, wmma::mem_row_major);
                 wmma::fill_fragment(acc, 0.0f);
-                mma_tf32x3<FragA, FragBT>(acc, q_rows, 1, KS, Ks + tn * 16 * KS, 1, KS, DK);
+                mma_tf32<PASSES, FragA, FragBT>(acc, q_rows, 1, KS, Ks + tn * 16 * KS, 1, KS, DK);
                 wmma::store_matrix_sync(Ps + warp * 16 * GS + tn * 16, acc, GS, wmma::mem_row_major);
             }
             for (int tn = 0; tn < VT / 16; ++tn) {
                 Acc acc;
                 wmma::fill_fragment(acc, 0.0f);
-                mma_tf32x3<FragA, FragBT>(acc, k_rows, 1, KS, Ss + tn * 16 * KS, 1, KS, DK);
+                mma_tf32<PASSES, FragA, FragBT>(acc, k_rows, 1, KS, Ss + tn * 16 * KS, 1, KS, DK);
                 wmma::store_matrix_sync(Rs + warp * 16 * VT + tn * 16, acc, VT, wmma::mem_row_major);
                 wmma::fill_fragment(acc, 0.0f);
-                mma_tf32x3<FragA, FragBT>(acc, q_rows, 1, KS, Ss + tn * 16 * KS, 1, KS, DK);
+                mma_tf32<PASSES, FragA, FragBT>(acc, q_rows, 1, KS, Ss + tn * 16 * KS, 1, KS, DK);
                 wmma::store_matrix_sync(QSs + warp * 16 * VT + tn * 16, acc, VT, wmma::mem_row_major);
             }
         }
@@ -459,7 +463,7 @@ extern "C" __global__ void __launch_bounds__(128) ssm_delta_net_chunked_tc(
             for (int tn = 0; tn < VT / 16; ++tn) {
                 Acc acc;
                 wmma::load_matrix_sync(acc, QSs + warp * 16 * VT + tn * 16, VT, wmma::mem_row_major);
-                mma_tf32x3<FragA, FragB>(acc, Ps + warp * 16 * GS, 1, GS, Ds + tn * 16, VT, VT, CH);
+                mma_tf32<PASSES, FragA, FragB>(acc, Ps + warp * 16 * GS, 1, GS, Ds + tn * 16, VT, VT, CH);
                 wmma::store_matrix_sync(Vs + warp * 16 * VT + tn * 16, acc, VT, wmma::mem_row_major);
             }
             const float gamma_last = expf(cum[CH - 1]);
@@ -470,7 +474,7 @@ extern "C" __global__ void __launch_bounds__(128) ssm_delta_net_chunked_tc(
                 wmma::load_matrix_sync(acc, s_tile, KS, wmma::mem_row_major);
 #pragma unroll
                 for (int e = 0; e < acc.num_elements; ++e) acc.x[e] *= gamma_last;
-                mma_tf32x3<FragAT, FragB>(acc, Dws + tm * 16, VT, VT, Ks + tn * 16, KS, KS, CH);
+                mma_tf32<PASSES, FragAT, FragB>(acc, Dws + tm * 16, VT, VT, Ks + tn * 16, KS, KS, CH);
                 wmma::store_matrix_sync(s_tile, acc, KS, wmma::mem_row_major);
             }
         }
@@ -482,4 +486,16 @@ extern "C" __global__ void __launch_bounds__(128) ssm_delta_net_chunked_tc(
         __syncthreads();
     }
     for (int i = tid; i < VT * DK; i += THREADS) state_rows[i] = Ss[(i / DK) * KS + i % DK];
+}
+
+extern "C" __global__ void __launch_bounds__(128) ssm_delta_net_chunked_tc(
+    const float* conv_out, const void* dt_bias, const float* alpha, const float* beta, const void* ssm_a,
+    float* state, float* out, DeltaNetWarpPush p) {
+    chunked_scan<3>(conv_out, dt_bias, alpha, beta, ssm_a, state, out, p);
+}
+
+extern "C" __global__ void __launch_bounds__(128) ssm_delta_net_chunked_tc1(
+    const float* conv_out, const void* dt_bias, const float* alpha, const float* beta, const void* ssm_a,
+    float* state, float* out, DeltaNetWarpPush p) {
+    chunked_scan<1>(conv_out, dt_bias, alpha, beta, ssm_a, state, out, p);
 }

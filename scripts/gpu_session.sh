@@ -3,6 +3,8 @@
 # run the GPU tests, optional profiler captures and benchmarks, then pack every log into $OUT/session.tgz.
 #
 #   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full t3tests t3 wheel aa
+#                                               gpulog sanlog (the recorded logs: every test listed, -rA)
+#                                               abi sanssm (the launch ABI echo tests; the ssm sanitizer group)
 #                                               profile layer layerfull layergguf
 #                                               kernels routing t1q6 t2down (fused formats, routing builds)
 #
@@ -43,6 +45,11 @@ for step in "${@:-env tests}"; do
         tests) run tests ${TESTS_LIMIT:-300} python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests ;;
         tests_quick) run tests_quick 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider -k "routing or fused" tests ;;
         sanitizer) run sanitizer 300 python3 -m pytest -m sanitizer -q -rs -p no:cacheprovider tests ;;
+        gpulog) TAIL=40 run pytest-gpu ${TESTS_LIMIT:-330} python3 -m pytest -m "gpu and not sanitizer" -rA -p no:cacheprovider \
+                --durations=15 tests ;;
+        sanlog) TAIL=40 run sanitizer-all ${SAN_LIMIT:-560} python3 -m pytest -m sanitizer -rA -p no:cacheprovider --durations=25 tests ;;
+        abi) TAIL=15 run abi 200 python3 -m pytest -m gpu -rA -p no:cacheprovider tests/gpu/test_kernel_abi_gpu.py ;;
+        sanssm) TAIL=15 run sanitizer-ssm 300 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k ssm tests/gpu/test_sanitizer.py ;;
         capture) run capture 180 bash tests/fixtures/profile/capture.sh "$LOGS/profile" ;;
         t2) run t2 200 $ZB microbench t2 --quick --no-progress --markdown "$LOGS/t2.md" ;;
         t1) run t1 300 $ZB microbench t1 --quick --no-progress --markdown "$LOGS/t1.md" ;;

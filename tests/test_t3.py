@@ -6,6 +6,7 @@ kernels/ssm_scan.cu, and the share table (arithmetic, 80 columns)."""
 from __future__ import annotations
 
 import re
+import types
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from zincbench.bench.declared import LaunchStep, load_pack
 from zincbench.bench.rows import MicrobenchRow, Summary
 from zincbench.config import experiment_path
 from zincbench.errors import ConfigError
+from zincbench.gpu.kernel_abi import kernel_abi
 from zincbench.gpu.runtime import KERNELS_DIR
 from zincbench.reference import ssm_ref
 from zincbench.reference.ssm_ref import SsmDims
@@ -135,11 +137,11 @@ def test_the_bundled_experiment_sweeps_both_models():
     cfg = family.load(experiment_path(family.default_experiment))
     cases = family.cases(cfg)
     assert {m.name for m in cfg.models} == {"qwen35-9b", "qwen36-27b"}
-    assert len(cases) == 2 * 3 * 7
+    assert len(cases) == 2 * 4 * 7  # T 512, 1024, 2048, 8192 (the fla anchor's lengths)
     assert (cfg.gate.candidate, cfg.gate.baseline, cfg.gate.require) == ("chunked", "engine", "faster")
     gated = [c.key for c in cases if family.gate_applies(cfg, c)]
     assert gated and all("-scan-" in k for k in gated)
-    assert len(gated) == 2 * 3  # every T >= 512 of both models
+    assert len(gated) == 2 * 4  # every T >= 512 of both models
     m27 = next(m for m in cfg.models if m.name == "qwen36-27b")
     assert (m27.dims.d_inner, m27.dims.conv_channels) == (6144, 10240)  # zinc-kernels.md §4
     assert m27.projection("ssm_out") == (5120, 6144)
@@ -160,10 +162,6 @@ def test_a_bad_experiment_is_one_config_error(tmp_path, edit, key):
         load_family("t3").load(path)
 
 
-def _push_struct(name: str) -> list[str]:
-    text = (KERNELS_DIR / "ssm_scan.cu").read_text()
-    body = re.search(rf"struct {name} \{{(.*?)\}};", text, re.S).group(1)
-    return [f.strip() for f in body.replace("unsigned", "").replace(";", "").split(",")]
 
 
 @pytest.mark.parametrize("variant, struct", [("engine_block", "DeltaNetPush"), ("engine_warp", "DeltaNetWarpPush"),
@@ -175,7 +173,8 @@ def test_the_engine_pack_pushes_the_structs_of_the_kernels(variant, struct):
     assert declared.optional  # an engine source without the SSM kernels reports them absent
     (step,) = declared.steps
     assert isinstance(step, LaunchStep)
-    assert [name for name, _, _ in step.push] == _push_struct(struct)
+    abi = kernel_abi((KERNELS_DIR / "ssm_scan.cu").read_text(), step.kernel)
+    assert abi.push.name == struct and set(step.push) == set(abi.push.names)
     assert "ssm_scan.cu" in pack.sources[step.source].stand_in
 
 
@@ -225,6 +224,19 @@ def test_the_share_table_fits_80_columns():
     assert f"{100 * share:.0f}%→{100 * chunked:.0f}%" in text
 
 
+def test_the_scan_table_puts_the_candidate_beside_fla():
+    medians = {("scan", "engine"): 488.0, ("scan", "chunked"): 150.0, ("scan", "fla"): 120.0,
+               ("scan", "fla_bf16"): 60.0, ("conv1d", "engine"): 246.0}
+    (row,) = t3_view.scan_rows(_document(medians))
+    assert row["vs_fla"] == pytest.approx(1.25) and row["vs_fla_bf16"] == pytest.approx(2.5)
+    assert row["chunked_tf32"] is None
+    markdown = t3_view.markdown_view(_document(medians))
+    assert "| qwen36-27b | 2048 | 488 | 150 | – | 120 | 60 | 1.25× | 2.50× |" in markdown
+    console = Console(width=80, record=True)
+    t3_view.print_view(_document(medians), console)
+    assert max(len(line) for line in console.export_text().splitlines()) <= 80
+
+
 def test_the_microbench_table_appends_the_families_view():
     from zincbench.show.microbench_table import family_view
 
@@ -259,7 +271,7 @@ def test_the_engine_packs_t3_launches_evaluate_in_every_case():
                 assert set(step.buffers) <= STAGE_TENSORS[case.params["stage"]], (variant.info.name, step.buffers)
                 grid = [evaluate_int(e, step_names, minimum=1) for e in step.grid]
                 block = [evaluate_int(e, step_names, minimum=1) for e in step.block]
-                push = {f: evaluate(e, step_names) for f, _, e in step.push}
+                push = {f: evaluate(e, step_names) for f, e in step.push.items()}
                 assert push.get("n_tok", params["T"]) == params["T"]
                 if step.kernel == "ssm_delta_net_warp":
                     assert grid == [params["dt_rank"], 32] and block == [32, 4]
@@ -276,6 +288,10 @@ def test_the_engine_packs_t3_launches_evaluate_in_every_case():
 class _HostArray(np.ndarray):
     def get(self):
         return np.asarray(self).copy()
+
+    @property
+    def data(self):  # CuPy's device pointer: here the host address, unique per buffer
+        return types.SimpleNamespace(ptr=self.ctypes.data)
 
 
 @pytest.fixture
@@ -349,33 +365,29 @@ def test_the_family_checks_conv1d_and_norm(tmp_path, numpy_as_cupy, rng, stage):
 
 
 # ---- the launchers (zincbench/ops/ssm.py) against the engine pack's declared launches ----------------------
-class _RecordedKernel:
-    def __init__(self, name: str):
-        self.name, self.launches = name, []
-
-    def __call__(self, grid, block, args, shared_mem=0):
-        self.launches.append((tuple(grid), tuple(block), args, shared_mem))
+class _RecordedLaunch:
+    def __init__(self, function, grid, block, shared_bytes, params):
+        self.name, self.grid, self.block, self.shared, self.params = function, grid, block, shared_bytes, params
 
 
 @pytest.mark.parametrize("kind, declared_variant", [("warp", "engine_warp"), ("block", "engine_block"),
                                                     ("chunked", "engine_warp"), ("conv1d", "engine_conv1d"),
                                                     ("norm", "engine_gated_norm")])
-def test_the_launchers_pass_the_engine_packs_buffers_and_push(monkeypatch, numpy_as_cupy, rng, kind,
-                                                              declared_variant):
-    """ssm.py passes a push struct as its u32 fields one by one: each must be a NumPy uint32 (CuPy passes a
-    Python int as 8 bytes) and the fields must come in the struct's order with the values the engine pack
-    declares (two independent spellings of one ABI); buffers and geometry as declared. The chunked
-    candidate takes the warp kernel's buffers and push."""
+def test_the_launchers_pack_what_the_engine_pack_declares(monkeypatch, numpy_as_cupy, rng, kind, declared_variant):
+    """ops/ssm.py and experiments/engine_zinc.yaml name their push values independently; both lay them out
+    through the kernel's own struct (kernel_abi). The launcher's whole parameter buffer must equal the one
+    the declared step packs for the same case: the same buffers in the kernel's order, the same values.
+    The chunked candidate takes the warp kernel's buffers and push."""
     from zincbench.bench.declared import Binding, _names, expand
     from zincbench.bench.expressions import evaluate, evaluate_int
     from zincbench.bench.t3_ssm import CONV_STATE_OFFSET, SsmModel, T3Config
+    from zincbench.gpu import nvrtc, runtime
+    from zincbench.gpu.kernel_abi import kernel_abi
     from zincbench.measure.traffic import Traffic
     from zincbench.ops import ssm
 
-    kernels = {}
-    monkeypatch.setattr(ssm, "load_module", lambda source: type("M", (), {
-        "function": staticmethod(lambda name: kernels.setdefault(name, _RecordedKernel(name)))}))
-    monkeypatch.setattr(ssm, "set_dynamic_shared", lambda function, nbytes: None)
+    monkeypatch.setattr(runtime, "load_module", lambda source: types.SimpleNamespace(function=lambda name: name))
+    monkeypatch.setattr(nvrtc, "PackedLaunch", _RecordedLaunch)
     monkeypatch.setattr(ssm, "chunked_shared_bytes", lambda: 160 * 1024)
     monkeypatch.setattr(ssm, "shared_limit", lambda: 227 * 1024)
     family = load_family("t3")
@@ -392,26 +404,23 @@ def test_the_launchers_pass_the_engine_packs_buffers_and_push(monkeypatch, numpy
         op = ssm.Conv1dBatched(d["x"], d["weight"], d["state"], d["out"], CONV_STATE_OFFSET)
     else:
         op = ssm.GatedNorm(inp.dims, d["o"], d["z"], d["weight"], d["out"], norm_per_head=cfg.norm_per_head)
-    op()
-    (kernel,) = kernels.values()
-    ((grid, block, args, shared),) = kernel.launches
+    launch = op.launch
 
     pack = load_pack(experiment_path("engine_zinc"))
     names = _names(pack, Binding({}, family.declared_params(cfg, case), "out", Traffic(0, 0)))
     ((step, step_names, _),) = expand(pack.variant("t3", declared_variant), pack, names).steps
-    buffers, scalars = args[:len(step.buffers)], args[len(step.buffers):]
-    assert all(got is d[name] for got, name in zip(buffers, step.buffers))
-    assert all(c_type == "u32" for _, c_type, _ in step.push)
-    assert [type(s) for s in scalars] == [np.uint32] * len(step.push)
-    assert [int(s) for s in scalars] == [evaluate(e, step_names) for _, _, e in step.push]
+    abi = kernel_abi((KERNELS_DIR / "ssm_scan.cu").read_text(), step.kernel)
+    declared_params = abi.parameters([d[name].data.ptr for name in step.buffers],
+                                     {f: evaluate(e, step_names) for f, e in step.push.items()}, "declared")
+    assert launch.params == declared_params
     if kind == "chunked":
-        assert kernel.name == "ssm_delta_net_chunked_tc"
-        assert grid == (2, 128 // 32) and block == (128,) and shared == 160 * 1024
+        assert launch.name == "ssm_delta_net_chunked_tc"
+        assert launch.grid == (2, 128 // 32, 1) and launch.block == (128, 1, 1) and launch.shared == 160 * 1024
     else:
-        assert kernel.name == step.kernel
-        assert list(grid) == [evaluate_int(e, step_names, minimum=1) for e in step.grid]
-        assert list(block) == [evaluate_int(e, step_names, minimum=1) for e in step.block]
-        assert shared == (evaluate_int(step.shared, step_names) if step.shared is not None else 0)
+        assert launch.name == step.kernel
+        assert list(launch.grid) == [evaluate_int(e, step_names, minimum=1) for e in step.grid] + [1] * (3 - len(step.grid))
+        assert list(launch.block) == [evaluate_int(e, step_names, minimum=1) for e in step.block] + [1] * (3 - len(step.block))
+        assert launch.shared == (evaluate_int(step.shared, step_names) if step.shared is not None else 0)
 
 
 def test_the_gated_norm_refuses_more_tokens_than_grid_y_holds(numpy_as_cupy):

@@ -1,8 +1,10 @@
-"""The T3 share table: per model and T, where the SSM layer's time goes (scan, conv1d, norm,
-projections) and the scan's share of it, with the engine's scan and with the chunked candidate.
+"""The T3 tables after the case table: the scans side by side with flash-linear-attention (the anchor the
+candidate is measured against, in the same run), then the share table: per model and T, where the SSM
+layer's time goes (scan, conv1d, norm, projections) and the scan's share of it, with the engine's scan
+and with the chunked candidate.
 
-Read from a t3 microbench document (the ``engine`` row of every stage case, the ``chunked`` row of
-the scan case); the layer is the sum of the stages timed there (its rms_norm and residual add are not).
+Read from a t3 microbench document (the ``engine`` row of every stage case, the scan variants of the
+scan case); the layer is the sum of the stages timed there (its rms_norm and residual add are not).
 """
 
 from __future__ import annotations
@@ -25,13 +27,45 @@ NOTES = [
 ]
 
 
+SCAN_TITLE = "Scans vs flash-linear-attention, median µs"
+SCAN_VARIANTS = ("engine", "chunked", "chunked_tf32", "fla", "fla_bf16")
+SCAN_HEADERS = ["model", "T", "warp", "chunked", "tf32x1", "fla", "fla bf16", "÷fla", "÷bf16"]
+SCAN_NOTES = ["warp: the engine's ssm_delta_net_warp. chunked: the candidate (tf32 x3 split); tf32x1: the same "
+              "kernel with plain tf32 products. fla: chunk_gated_delta_rule with fp32 / bf16 q, k, v, timed as "
+              "CUDA graph replays. ÷fla, ÷bf16: chunked time over fla's (below 1: we are faster)."]
+
+
+def _medians(doc: dict, variants) -> dict:
+    return {(r.params["model"], r.params["tokens"], r.params["stage"], r.variant): r.summary.median_us
+            for r in rows_of(doc) if r.summary is not None and r.variant in variants}
+
+
+def scan_rows(doc: dict) -> list[dict]:
+    """One dict per (model, T) with a timed scan variant: median µs per scan variant (None where absent)."""
+    medians = _medians(doc, SCAN_VARIANTS)
+    out = []
+    for model, t in dict.fromkeys((m, t) for m, t, stage, _ in medians if stage == "scan"):
+        row = {"model": model, "tokens": t, **{v: medians.get((model, t, "scan", v)) for v in SCAN_VARIANTS}}
+        for anchor in ("fla", "fla_bf16"):
+            row[f"vs_{anchor}"] = row["chunked"] / row[anchor] if row["chunked"] and row[anchor] else None
+        out.append(row)
+    return out
+
+
+def _scan_cells(d: dict) -> list[str]:
+    def us(v):
+        return "–" if v is None else f"{v:.0f}"
+
+    def ratio(v):
+        return "–" if v is None else f"{v:.2f}×"
+
+    return [d["model"], str(d["tokens"]), *(us(d[v]) for v in SCAN_VARIANTS), ratio(d["vs_fla"]),
+            ratio(d["vs_fla_bf16"])]
+
+
 def share_rows(doc: dict) -> list[dict]:
     """One dict per (model, T): median µs per stage (None where not timed), the layer and the shares."""
-    medians: dict[tuple, float] = {}
-    for r in rows_of(doc):
-        if r.summary is not None and r.variant in ("engine", "chunked"):
-            p = r.params
-            medians[(p["model"], p["tokens"], p["stage"], r.variant)] = r.summary.median_us
+    medians = _medians(doc, ("engine", "chunked"))
     out = []
     for model, t in dict.fromkeys((m, t) for m, t, _, _ in medians):
         stage = {s: medians.get((model, t, s, "engine")) for s in SSM_STAGES + PROJECTIONS}
@@ -58,20 +92,24 @@ def _cells(d: dict) -> list[str]:
             us(d["proj"]), us(d["layer"]), f"{pct(d['share'])}→{pct(d['share_chunked'])}"]
 
 
+def _tables(doc: dict) -> list[tuple[str, list[str], list[list[str]], list[str]]]:
+    """(title, headers, rows, notes) of each table this document has rows for."""
+    tables = [(SCAN_TITLE, SCAN_HEADERS, [_scan_cells(d) for d in scan_rows(doc)], SCAN_NOTES),
+              (TITLE, HEADERS, [_cells(d) for d in share_rows(doc)], NOTES)]
+    return [table for table in tables if table[2]]
+
+
 def print_view(doc: dict, console: Console) -> None:
-    rows = [_cells(d) for d in share_rows(doc)]
-    if not rows:
-        return
-    print_in_column_groups(console, TITLE, HEADERS, rows, keys=2,
-                           right=range(1, len(HEADERS)))
-    for note in NOTES:
-        console.print(note, markup=False, highlight=False)
+    for title, headers, rows, notes in _tables(doc):
+        print_in_column_groups(console, title, headers, rows, keys=2, right=range(1, len(headers)))
+        for note in notes:
+            console.print(note, markup=False, highlight=False)
 
 
 def markdown_view(doc: dict) -> str:
-    rows = [_cells(d) for d in share_rows(doc)]
-    if not rows:
-        return ""
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join([f"### {TITLE}", "", *lines, "", *(f"- {n}" for n in NOTES)])
+    parts = []
+    for title, headers, rows, notes in _tables(doc):
+        lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        parts.append("\n".join([f"### {title}", "", *lines, "", *(f"- {n}" for n in notes)]))
+    return "\n\n".join(parts)

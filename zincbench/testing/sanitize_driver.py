@@ -245,6 +245,42 @@ def run_layer(cupy, rng) -> None:
             run()
 
 
+def run_ssm(cupy, rng) -> None:
+    """The T3 kernels (`t3` family: scans, conv1d, gated norm) at edge shapes: T = 1, a partial chunk
+    (T = 37), two chunks and a tail (T = 130); two value heads per key group; a narrow head (hv = d_state =
+    32, 160 conv channels: not a multiple of the conv block) for the sequential scans. Our launchers and
+    the engine pack's declared launches (stand-ins) of the same kernels."""
+    from zincbench.bench import load_family
+    from zincbench.bench.base import NotApplicable
+    from zincbench.bench.declared import declared_for
+    from zincbench.bench.t3_ssm import SSM_STAGES, SsmModel
+    from zincbench.config import experiment_path
+
+    family = load_family("t3")
+    path = experiment_path(family.default_experiment)
+    cfg = family.load(path)
+    cfg.models = [SsmModel("edge", n_embd=256, dt_rank=6, head_v_dim=128, d_state=128, n_group=3),
+                  SsmModel("narrow", n_embd=256, dt_rank=3, head_v_dim=32, d_state=32, n_group=1)]
+    cfg.tokens, cfg.stages = [1, 37, 130], list(SSM_STAGES)
+    declared = declared_for("t3", path, cfg)
+    for case in family.cases(cfg):
+        inputs = family.build_inputs(cfg, case, rng)
+        runs = []
+        for name in declared.variants:
+            try:
+                runs.append(declared.prepare(name, family.declared_binding(cfg, case, inputs)).run)
+            except NotApplicable:
+                pass
+        for variant in ("engine", "block", "chunked"):
+            try:
+                runs.append(family.prepare(cfg, case, inputs, variant, None).run)
+            except NotApplicable:
+                pass
+        for run in runs:
+            inputs.reset()
+            run()
+
+
 # The gates' shapes (ncu wants the kernel as the gate runs it): T1's dense prefill GEMM and T2's expert
 # GEMM at N_e = 8, each with its gate's first tile.
 T1_SHAPE = {"m": 4096, "k": 4096, "t": 2048}
@@ -270,7 +306,7 @@ def run_fused_at_gate_shapes(cupy, rng) -> None:
 
 GROUPS: dict[str, Callable[[object, np.random.Generator], None]] = {
     "matvec": run_matvec, "dequant": run_dequant, "routing": run_routing, "gemm_tc": run_gemm_tc,
-    "moe_cublas": run_moe_cublas, "fused": run_fused, "layer": run_layer,
+    "moe_cublas": run_moe_cublas, "fused": run_fused, "layer": run_layer, "ssm": run_ssm,
 }
 GATE_SHAPES: dict[str, Callable[[object, np.random.Generator], None]] = {"fused": run_fused_at_gate_shapes}
 
