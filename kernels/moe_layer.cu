@@ -111,12 +111,16 @@ extern "C" __global__ void moe_weighted_acc_batched(float* hidden, const float* 
     hidden[(size_t)t * a_tok_stride + i] += acc;
 }
 
-// SigmoidAccPush{N}. Grid (ceil(N/64), T), block 64: a[t*N + i] += b[t*N + i] / (1 + exp(-c[t])).
-extern "C" __global__ void sigmoid_scale_acc_batched(float* a, const float* b, const float* c, unsigned N) {
+// The engine's MoeAccBatchPush; sigmoid_scale_acc_batched reads N and the two token strides of it.
+struct MoeAccBatchPush {
+    unsigned N, n_used, src_stride, a_tok_stride, b_tok_stride, routing_stride;
+};
+
+// Grid (ceil(N/64), T), block 64: a[t][i] += b[t][i] / (1 + exp(-c[t])), rows at the push's token strides.
+extern "C" __global__ void sigmoid_scale_acc_batched(float* a, const float* b, const float* c, MoeAccBatchPush pc) {
     const unsigned i = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
-    if (i >= N) return;
-    const size_t at = (size_t)t * N + i;
-    a[at] += b[at] / (1.0f + expf(-c[t]));
+    if (i >= pc.N) return;
+    a[(size_t)t * pc.a_tok_stride + i] += b[(size_t)t * pc.b_tok_stride + i] / (1.0f + expf(-c[t]));
 }
 
 // zincbench's combine for a down projection computed in padded expert-grouped rows [E][capacity][N] (a

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from zincbench.gpu.runtime import get_kernel
+from zincbench.gpu.runtime import engine_abi_launch, get_kernel
 from zincbench.ops.dequant import DequantToF16
 from zincbench.ops.fused import (EPILOGUE_COMBINE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM,
                                  FusedKQuantGemm, MmaTile, permute_activations, permuted_activations)
@@ -124,8 +124,10 @@ def shared_expert_stages(b: LayerBuffers) -> list[Stage]:
     act_step = swiglu(g, u, act)
     matvec = get_kernel(SOURCE, "dmmv_f32_batched")
     scalar_args = (b.shared_gate_inp, b.x, scalar, u32(1), u32(b.n_embd), u32(b.n_embd), u32(1))
-    acc = get_kernel(SOURCE, "sigmoid_scale_acc_batched")
-    acc_args = (b.hidden, o, scalar, u32(b.n_embd))
+    acc = engine_abi_launch(SOURCE, "sigmoid_scale_acc_batched", (_ceil(b.n_embd, 64), b.t), (64,), 0,
+                            {"a": b.hidden, "b": o, "c": scalar},
+                            {"N": b.n_embd, "n_used": 0, "src_stride": 0, "a_tok_stride": b.n_embd,
+                             "b_tok_stride": b.n_embd, "routing_stride": 0})
 
     def run() -> None:
         gate_gemm()
@@ -133,7 +135,7 @@ def shared_expert_stages(b: LayerBuffers) -> list[Stage]:
         act_step()
         matvec((1, b.t), (256,), scalar_args)
         down_gemm()
-        acc((_ceil(b.n_embd, 64), b.t), (64,), acc_args)
+        acc()
     return [("shared expert", run)]
 
 
