@@ -83,11 +83,11 @@ def _bad_pack(tmp_path, variant: dict, source_text: str | None = None) -> Path:
 
 
 OVERRUN = {"name": "overrun", "workspace": {"tmp": {"dtype": "f32", "shape": [16]}},
-           "steps": [{"kernel": "abi_overrun", "grid": [1], "block": [64], "buffers": ["tmp"], "push": {"n": "u32 64"}}]}
+           "steps": [{"kernel": "abi_overrun", "grid": [1], "block": [64], "buffers": ["tmp"], "push": {"n": 64}}]}
 UNKNOWN_ENTRY = {"name": "typo", "steps": [{"kernel": "abi_routed_dott", "grid": [1], "block": [64],
                                             "buffers": ["y"]}]}
 UNKNOWN_NAME = {"name": "names", "steps": [{"kernel": "abi_overrun", "grid": ["n_tokens"], "block": [64],
-                                            "buffers": ["y"], "push": {"n": "u32 1"}}]}
+                                            "buffers": ["y"], "push": {"n": 1}}]}
 
 
 @pytest.mark.parametrize("variant, source_text, message", [

@@ -375,24 +375,31 @@ def kernel_function(source: KernelSource, entry: str, where: str, optional: bool
     kind, files = source.resolve(variables)
     arch = cupy.cuda.Device().compute_capability
     options = tuple(source.options) if source.options is not None else engine_options(arch)
+    def module(path: Path, text: str):
+        try:
+            return load_cached(text, str(path), options, (), cupy.cuda.Device().id)
+        except KernelCompileError as exc:  # the spec's source or options: an input error, with NVRTC's log
+            raise InputError(f"{source.where}: {exc}") from None
+
+    texts = []
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
+            texts.append((path, path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{source.where}: cannot read {path} ({exc})") from None
+    for path, text in texts:
         if entry not in source_abi(text).kernels:
             continue
         abi = kernel_abi(text, entry, f"{where} ({path.name})")
+        loaded = module(path, text)
         try:
-            module = load_cached(text, str(path), options, (), cupy.cuda.Device().id)
-        except KernelCompileError as exc:  # the spec's source or options: an input error, with NVRTC's log
-            raise InputError(f"{source.where}: {exc}") from None
-        try:
-            function = module.function(entry)
+            function = loaded.function(entry)
         except KernelNotFound:  # in the text but compiled out (an #if): look on
             continue
         return function, abi, {"source": kind, "file": str(path), "nvrtc_options": list(options),
-                               "nvrtc": module.compiled.nvrtc}
+                               "nvrtc": loaded.compiled.nvrtc}
+    for path, text in texts:  # not found: a source that does not compile says so first
+        module(path, text)
     shown = ", ".join(p.name for p in files)
     if optional:
         raise NotApplicable(f"absent: no {entry} in {shown} ({kind})")
