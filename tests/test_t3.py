@@ -229,9 +229,9 @@ def test_the_scan_table_puts_the_candidate_beside_fla():
                ("scan", "fla_bf16"): 60.0, ("conv1d", "engine"): 246.0}
     (row,) = t3_view.scan_rows(_document(medians))
     assert row["vs_fla"] == pytest.approx(1.25) and row["vs_fla_bf16"] == pytest.approx(2.5)
-    assert row["chunked_tf32"] is None
+    assert row["engine_warp"] is None
     markdown = t3_view.markdown_view(_document(medians))
-    assert "| qwen36-27b | 2048 | 488 | 150 | – | 120 | 60 | 1.25× | 2.50× |" in markdown
+    assert "| qwen36-27b | 2048 | – | 488 | 150 | 120 | 60 | 1.25× | 2.50× |" in markdown
     console = Console(width=80, record=True)
     t3_view.print_view(_document(medians), console)
     assert max(len(line) for line in console.export_text().splitlines()) <= 80

@@ -117,10 +117,12 @@ VARIANTS = {
     "engine": VariantInfo("engine", "baseline", 2e-3,
                           "what the engine runs: scan = ssm_delta_net_warp (copy), conv1d / norm = copies of "
                           "ssm_conv1d_batched / ssm_gated_norm_batched, projections = T1's engine path (Q4_K)"),
-    "block": VariantInfo("block", "reference", 1e-3, "copy of ssm_delta_net, grid (dt_rank, hv), block hv"),
-    "chunked": VariantInfo("chunked", "candidate", 2e-3,
+    # Tolerances from the recorded H200 run (results/h200/t3/): block 2.0e-6, chunked 4.0e-6, chunked_tf32
+    # 4.6e-4, fla 1.5e-3, fla_bf16 5.6e-3 at most over every case.
+    "block": VariantInfo("block", "reference", 2e-4, "copy of ssm_delta_net, grid (dt_rank, hv), block hv"),
+    "chunked": VariantInfo("chunked", "candidate", 2e-4,
                            "chunked scan: chunk 64, WY/UT transform, Tensor-core products (tf32 x3 split, fp32-level)"),
-    "chunked_tf32": VariantInfo("chunked_tf32", "reference", 1e-2,
+    "chunked_tf32": VariantInfo("chunked_tf32", "reference", 3e-3,
                                 "the chunked scan with one plain tf32 MMA per product (what the x3 split costs)"),
     "fla": VariantInfo("fla", "reference", 5e-3,
                        "flash-linear-attention chunk_gated_delta_rule, fp32 q/k/v, CUDA graph replay (anchor)"),

@@ -28,11 +28,13 @@ NOTES = [
 
 
 SCAN_TITLE = "Scans vs flash-linear-attention, median µs"
-SCAN_VARIANTS = ("engine", "chunked", "chunked_tf32", "fla", "fla_bf16")
-SCAN_HEADERS = ["model", "T", "warp", "chunked", "tf32x1", "fla", "fla bf16", "÷fla", "÷bf16"]
-SCAN_NOTES = ["warp: the engine's ssm_delta_net_warp. chunked: the candidate (tf32 x3 split); tf32x1: the same "
-              "kernel with plain tf32 products. fla: chunk_gated_delta_rule with fp32 / bf16 q, k, v, timed as "
-              "CUDA graph replays. ÷fla, ÷bf16: chunked time over fla's (below 1: we are faster)."]
+SCAN_VARIANTS = ("engine_warp", "engine", "chunked", "fla", "fla_bf16")
+SCAN_HEADERS = ["model", "T", "zinc", "copy", "chunk", "fla", "fla16", "÷fla", "÷fla16"]
+SCAN_NOTES = ["zinc: ssm_delta_net_warp as declared in engine_zinc.yaml (the engine's own kernel with --engine-src, "
+              "else our copy); copy: our copy of it (the gate's baseline). chunk: the candidate (tf32 x3 split). "
+              "fla, fla16: chunk_gated_delta_rule with fp32 / bf16 "
+              "q, k, v, timed as CUDA graph replays. ÷fla, ÷fla16: chunk's time over fla's (below 1: we are "
+              "faster)."]
 
 
 def _medians(doc: dict, variants) -> dict:
