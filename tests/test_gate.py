@@ -426,3 +426,58 @@ def test_ci_gate_passes_on_this_machine(tmp_path, capsys):
     assert exc.value.code == 0, out["checks"]
     parsed = {c["name"]: c for c in out["checks"] if c["kind"] == "parse"}
     assert parsed["parse-nsys-sqlite"]["status"] == "PASS" and parsed["parse-ncu"]["status"] == "PASS"
+
+
+# --- a gate that checked nothing -----------------------------------------------------------------------
+
+
+def test_a_gate_whose_every_check_was_skipped_exits_6_and_says_so(tmp_path, capsys, monkeypatch):
+    """All skipped (what the bundled CI gate gives outside a checkout): neither 0 (pass) nor 1 (regression)."""
+    monkeypatch.delenv("ZINC_DBG_BIN", raising=False)
+    gates = write_gates(tmp_path, [
+        {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"},
+        {"name": "no-engine", "kind": "validate", "engine_bin": "${ZINC_DBG_BIN}", "needs_gpu": False},
+    ])
+    result = run_gates(load_gates(gates), results_dir=tmp_path / "r")
+    assert result.exit_code == ExitCode.NOTHING_CHECKED == 6
+    assert records.read(result.path)["verdict"]["status"] == "NOTHING CHECKED"
+    assert run_gates(load_gates(gates), strict=True, results_dir=tmp_path / "r").exit_code == ExitCode.FAIL
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", str(gates), "--results-dir", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert exc.value.code == 6
+    (line,) = [line for line in out.splitlines() if line.startswith("gate ")]
+    assert "NOTHING CHECKED" in line and "all 2 skipped" in line and "(exit 6)" in line
+
+
+def test_one_check_that_ran_is_enough_for_a_pass(tmp_path):
+    records.write(microbench_document(), tmp_path / "go.json")
+    result = run_gates(load_gates(write_gates(tmp_path, [
+        {"name": "go", "kind": "recorded", "path": "go.json"},
+        {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"}])), results_dir=tmp_path / "r")
+    assert result.exit_code == ExitCode.OK
+
+
+@given(st.lists(st.sampled_from(list(Status)), min_size=1, max_size=8))
+def test_the_gate_code_is_6_exactly_when_every_check_was_skipped(statuses):
+    from zincbench.runs.gate import CODE_OF_STATUS, CheckOutcome, gate_code
+
+    outcomes = [CheckOutcome(f"c{i}", "recorded", s, int(CODE_OF_STATUS.get(s, ExitCode.USAGE)), "why",
+                             skipped=s is Status.SKIPPED) for i, s in enumerate(statuses)]
+    code = gate_code(outcomes)
+    assert (code == ExitCode.NOTHING_CHECKED) == all(s is Status.SKIPPED for s in statuses)
+    assert code != ExitCode.OK or Status.PASS in statuses
+
+
+def test_bundled_names_a_gate_shipped_in_the_package(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", "--bundled", "gates_ci", "--json", "--results-dir", str(tmp_path)])
+    out = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0 and len(out["checks"]) == len(load_gates(EXPERIMENTS_DIR / "gates_ci.yaml").checks)
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", "--bundled", "no-such-gate", "--results-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "gates_ci" in err and "no-such-gate" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", str(EXPERIMENTS_DIR / "gates_ci.yaml"), "--bundled", "gates_ci", "--results-dir", str(tmp_path)])
+    assert exc.value.code == 2 and "not both" in capsys.readouterr().err
