@@ -241,6 +241,9 @@ class GenericEngine(Engine):
             raise EnvironmentProblem(f"{self.kind} engine binary not found or not executable: {self.bin}")
         self.max_prompt_ids = self.spec.max_prompt_ids
 
+    def program(self):
+        return self.bin
+
     def describe(self) -> dict:
         binary = shutil.which(self.bin) if self.bin else None
         return {"kind": self.kind, "bin": self.bin, "md5": file_md5(binary) if binary else None,

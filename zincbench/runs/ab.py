@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import platform
 import random
 import time
@@ -35,7 +36,7 @@ from typing import ClassVar, Literal, Sequence
 import numpy as np
 
 from zincbench.engines.base import Engine, EngineFailure, NotSupported
-from zincbench.engines.process import signals_as_interrupts
+from zincbench.engines.process import launch_problem, signals_as_interrupts
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, worst
 from zincbench.judge import Verdict, compare_paired
 from zincbench.llamabench import LlamaBenchRow, run_llama_bench
@@ -472,6 +473,14 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
     for model in models:
         if not Path(model.gguf).is_file():
             raise InputError(f"model {model.name}: GGUF file not found: {model.gguf}")
+    for arm in arms:  # before the results document exists: a binary that cannot start is bad input, no partial file
+        program = arm.engine.program()
+        problem = launch_problem(program, env={**os.environ, **arm.env}) if program else None
+        if problem:
+            raise InputError(f"arm {arm.name}: engine binary {problem}: {program}")
+    problem = launch_problem(llama_bench_bin) if llama_bench_bin else None
+    if problem:
+        raise InputError(f"--llama-bench-bin {problem}: {llama_bench_bin}")
     prompts = {a.name: benchmark_prompt(a.engine, settings.prompt_tokens) for a in arms}
     console = console or Console(stderr=True)
     if monitor is None:
