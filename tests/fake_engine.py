@@ -87,10 +87,12 @@ def main_binary(argv: list[str], prefill_tps: float, decode_tps: float) -> None:
     print("info(cuda): ZINC CUDA backend \u2014 Fake GPU (sm_90, 132 SMs)", file=log)
     print("info(forward): CUDA forward init OK (n_embd=256, n_layers=2, vocab=320, max_ctx=2048)", file=log)
     print(f"info(forward): Prompt tokens ({tokens}): {list(range(1, min(tokens, 30) + 1))}", file=log)
-    print(f"info(forward): Prefill complete: {tokens} tokens in {tokens / prefill_tps * 1e3:.1f} ms ({prefill_tps:.2f} tok/s)", file=log)
-    decode_ms = (n_gen - 1) / decode_tps * 1e3
+    # A rate of 0 (FAKE_*_TPS=0) prints "0.00 tok/s" after a long time, as an engine that rounds would.
+    prefill_ms, ms_per_tok = tokens / max(prefill_tps, 1e-6) * 1e3, 1e3 / max(decode_tps, 1e-6)
+    print(f"info(forward): Prefill complete: {tokens} tokens in {prefill_ms:.1f} ms ({prefill_tps:.2f} tok/s)", file=log)
+    decode_ms = (n_gen - 1) * ms_per_tok
     print(f"info(forward): Generated {n_gen} tokens in {decode_ms:.1f} ms \u2014 {decode_tps:.2f} tok/s "
-          f"({1e3 / decode_tps:.2f} ms/tok)", file=log)
+          f"({ms_per_tok:.2f} ms/tok)", file=log)
     print(f"Output ({n_gen} tokens): the garden opens early")
 
 
