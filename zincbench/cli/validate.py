@@ -66,13 +66,14 @@ def _select(catalog_path, models, gguf):
               help="Extra environment for every engine run (the engine's feature knobs); repeatable; "
                    "overrides the catalog's engine_env.")
 @click.option("--mode", type=click.Choice(["exact", "tolerant"]), default="tolerant", show_default=True,
-              help="exact: all n_gen tokens identical (structural changes); tolerant: leading prefix >= "
-                   "min_match, else teacher-forced agreement >= min_match (fp16/reduction-order changes).")
+              help="exact: all n_gen tokens identical (structural changes); tolerant: identical, or one flip to "
+                   "llama.cpp's runner-up at a near-tie with every later position still checked by teacher "
+                   "forcing (fp16/reduction-order changes).")
 @click.option("--min-match", type=click.IntRange(min=1), default=None,
               help="Tokens that must agree in tolerant mode (default: the catalog's min_match, 8).")
 @click.option("--near-tie", type=click.FloatRange(min=0), default=0.2, show_default=True,
-              help="Tolerant mode forgives a divergence only where llama.cpp's top1-top2 logit margin is below "
-                   "this (an fp16/reduction-order flip); a divergence with a larger margin fails.")
+              help="Tolerant mode forgives a divergence only to llama.cpp's recorded runner-up where its "
+                   "top1-top2 logit margin is below this finite value (an fp16/reduction-order flip).")
 @click.option("--reference", type=click.Choice(["live", "recorded"]), default="recorded", show_default=True,
               help="live: run llama.cpp now (needs llama-cpp-python); recorded: use `validate record` output.")
 @click.option("--allow-missing", is_flag=True, help="Do not count models whose GGUF is absent as failures.")
