@@ -1,5 +1,8 @@
 """Recorded references: GGUF identity, atomic save, load by file + prompt + n_gen."""
 
+import copy
+import json
+import math
 import shutil
 
 import pytest
@@ -141,3 +144,66 @@ def test_a_gguf_with_a_duplicated_key_is_one_input_error(tmp_path):
     path.write_bytes(header + b"\0" * (-len(header) % 32))
     with pytest.raises(InputError, match="not a readable GGUF file.*Duplicate general.name"):
         gguf_identity(path)
+
+
+# --- every field of a reference file, damaged: a valid reference or one clear InputError -----------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+GOOD_DOCUMENT = records.to_jsonable(Reference(
+    gguf="/m/tiny.gguf", identity="header:abc", prompt="Hi", n_gen=3, prompt_ids=[1, 2], generated_ids=[5, 6, 7],
+    top2=[(5, 2.5, 9, 1.0), (6, 1.0, 8, 0.9), (7, 3.0, 4, -1.0)], producer={}).to_document())
+JSON_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
+                        st.sampled_from(["2_16", "+197", "7", " 7", "1e3", "nan", ""]), st.text(max_size=5),
+                        st.lists(st.integers(0, 9), max_size=3), st.just({}))
+ROW_KEYS = ("position", "token", "top1_logit", "top2_token", "top2_logit", "margin")
+
+
+def _holds_together(ref: Reference) -> bool:
+    ints = [*ref.prompt_ids, *ref.generated_ids, *(t for row in ref.top2 for t in (row[0], row[2]))]
+    logits = [v for row in ref.top2 for v in (row[1], row[3])]
+    return (all(type(i) is int and i >= 0 for i in ints) and all(type(v) is float and math.isfinite(v) for v in logits)
+            and all(ref.margin(i) >= 0 for i in range(ref.n_gen)) and len(ref.top2) == ref.n_gen == len(ref.generated_ids)
+            and all(row[0] != row[2] for row in ref.top2))
+
+
+@given(edits=st.lists(st.one_of(
+    st.tuples(st.just("row"), st.integers(0, 2), st.sampled_from(ROW_KEYS), JSON_VALUES),
+    st.tuples(st.just("config"), st.just(0), st.sampled_from(["n_gen", "prompt_ids", "prompt", "identity"]), JSON_VALUES),
+    st.tuples(st.just("prompt_id"), st.integers(0, 1), st.just(""), JSON_VALUES)), min_size=1, max_size=3))
+@settings(deadline=None)
+def test_a_damaged_reference_loads_whole_or_is_one_input_error(edits):
+    doc = copy.deepcopy(GOOD_DOCUMENT)
+    for where, index, key, value in edits:
+        if where == "row":
+            doc["results"][index][key] = value
+        elif where == "config":
+            doc["config"][key] = value
+        elif isinstance(doc["config"]["prompt_ids"], list) and index < len(doc["config"]["prompt_ids"]):
+            doc["config"]["prompt_ids"][index] = value
+    try:
+        ref = Reference.from_document(doc, "ref.json")
+    except InputError as exc:
+        assert str(exc).startswith("ref.json") and "\n" not in str(exc)
+    else:
+        assert _holds_together(ref)
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("top2_logit", 9.0, "negative margin"),
+    ("top1_logit", float("nan"), "finite logit"),
+    ("token", "2_16", "expected an integer"),
+    ("token", "+197", "expected an integer"),
+    ("token", 5.0, "expected an integer"),
+    ("top2_token", True, "expected an integer"),
+    ("token", -1, "expected an integer >= 0"),
+    ("margin", 99.0, "is not top1 - top2"),
+])
+def test_references_that_cannot_be_are_exit_2(models, tmp_path, key, value, words):
+    path, _ = reference_store.save(_reference(models["base"]), tmp_path)
+    doc = records.read(path)
+    doc["results"][1][key] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=words):
+        reference_store.load(tmp_path, models["base"], "The capital of France is", 3)

@@ -197,10 +197,10 @@ def main(argv: list[str] | None = None) -> None:
     import click
 
     def parse_csv(text: str) -> list[int]:
-        try:
-            return [int(x) for x in text.split(",")]
-        except ValueError:
-            raise click.BadParameter(f"expected comma-separated token ids, got {text!r}") from None
+        fields = text.split(",")
+        if not all(field.isascii() and field.isdigit() for field in fields):  # int() would take "2_16", "+197"
+            raise click.BadParameter(f"expected comma-separated token ids, got {text!r}")
+        return [int(x) for x in fields]
 
     @click.command()
     @click.argument("mode", type=click.Choice(["gen", "tf", "ref"]))
