@@ -369,3 +369,71 @@ def test_a_native_crash_of_the_llama_cpp_reference_is_one_line_naming_the_signal
     message = str(exc.value)
     assert "killed by SIGILL" in message and "\n" not in message
     assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in message and "--no-cache-dir --force-reinstall --no-binary llama-cpp-python" in message
+
+
+# --- a crashed child is a crash with its signal; only SIGILL is blamed on the CPU -------------------------
+
+
+def _died(returncode: int, timed_out: bool):
+    from zincbench.engines.process import ProcessResult
+
+    return lambda argv, **options: ProcessResult(list(map(str, argv)), returncode, "", "boom", 5.0, timed_out)
+
+
+@pytest.mark.parametrize("timed_out", [False, True])  # True: its crash outlasted the timeout (a long core dump)
+def test_a_llama_cpp_reference_child_that_segfaults_is_a_crash_not_amx_nor_a_timeout(gguf, monkeypatch, timed_out):
+    from zincbench.engines import llama_cpp
+
+    monkeypatch.setattr(llama_cpp, "run_process", _died(-11, timed_out))
+    with pytest.raises(EnvironmentProblem) as exc:
+        llama_cpp.decode_reference(gguf, "The capital of France is", 12)
+    message = str(exc.value)
+    assert "crashed: killed by SIGSEGV" in message and "\n" not in message
+    assert "AMX" not in message and "timed out" not in message and "GGML_NATIVE" not in message
+
+
+def test_a_llama_cpp_reference_child_stopped_at_its_timeout_is_a_timeout(gguf, monkeypatch):
+    from zincbench.engines import llama_cpp
+
+    monkeypatch.setattr(llama_cpp, "run_process", _died(-15, True))  # our SIGTERM at the timeout
+    with pytest.raises(EnvironmentProblem, match="timed out after 12 s"):
+        llama_cpp.decode_reference(gguf, "The capital of France is", 12, timeout_s=12)
+
+
+@pytest.mark.parametrize("returncode, timed_out, reason, words", [
+    (-11, False, "crash", "crashed: killed by SIGSEGV"),
+    (-11, True, "crash", "crashed: killed by SIGSEGV"),
+    (-6, True, "crash", "crashed: killed by SIGABRT"),
+    (-15, True, "timeout", "timed out"),
+    (-9, True, "timeout", "timed out"),
+    (-15, False, "crash", "killed by SIGTERM"),  # someone else stopped it
+])
+def test_checked_tells_a_crash_from_a_timeout(returncode, timed_out, reason, words):
+    from zincbench.engines.process import ProcessResult, checked
+
+    with pytest.raises(EngineFailure) as exc:
+        checked(ProcessResult(["engine"], returncode, "", "", 5.0, timed_out))
+    assert exc.value.reason == reason and words in str(exc.value)
+
+
+def test_an_engine_that_kills_itself_is_an_error_row_naming_the_signal(setup, tmp_path):
+    crasher = tmp_path / "crasher"
+    crasher.write_text(f"#!{sys.executable}\nimport os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    crasher.chmod(0o755)
+    report = _run(setup, make_engine("zinc-dbg", bin=str(crasher)))
+    (o,) = report.outcomes
+    assert o.status is Status.ERROR and o.reason == "crash: crasher crashed: killed by SIGSEGV"
+
+
+def test_validate_record_takes_a_timeout(setup, monkeypatch, capsys):
+    from zincbench.cli import main
+    from zincbench.engines import llama_cpp
+    from zincbench.runs import validate
+
+    seen = {}
+    monkeypatch.setattr(llama_cpp, "import_llama_cpp", lambda: None)
+    monkeypatch.setattr(validate, "record_references", lambda models, directory, **kw: seen.update(kw) or [])
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", "record", "--catalog", str(setup["catalog_path"]), "--models", "tiny", "--timeout", "42",
+              "--references-dir", str(setup["refs"])])
+    assert exc.value.code == 0 and seen["timeout_s"] == 42.0

@@ -131,6 +131,55 @@ def test_a_different_reference_is_never_overwritten_without_force(models, tmp_pa
     assert reference_store.load(tmp_path, models["base"], other.prompt, 3).generated_ids == [5, 6, 8]
 
 
+def _other(gguf, last: int) -> Reference:
+    ref = _reference(gguf)
+    ref.generated_ids = [5, 6, last]
+    ref.top2 = [(5, 2.5, 9, 1.0), (6, 1.0, 8, 0.9), (last, 3.0, 4, -1.0)]
+    return ref
+
+
+def test_force_when_another_recording_replaced_the_old_file_meanwhile_ends_cleanly(models, tmp_path, monkeypatch):
+    """The race of two `validate record --force`: the old reference is gone by the time this one sets it aside."""
+    path, _ = reference_store.save(_reference(models["base"]), tmp_path)
+    real_conflict = reference_store.conflict
+
+    def conflict_then_vanish(reference, directory):
+        found = real_conflict(reference, directory)
+        if found is not None:
+            found.unlink()  # the other process got there first
+        return found
+
+    monkeypatch.setattr(reference_store, "conflict", conflict_then_vanish)
+    saved, aside = reference_store.save(_other(models["base"], 8), tmp_path, force=True)
+    assert saved == path and aside is None
+    assert reference_store.load(tmp_path, models["base"], "The capital of France is", 3).generated_ids == [5, 6, 8]
+
+
+def _force_many(args):
+    gguf, directory, last, times = args
+    for _ in range(times):
+        reference_store.save(_other(gguf, last), directory, force=True)
+    return last
+
+
+def test_concurrent_forced_recordings_end_cleanly(models, tmp_path):
+    """Two processes replacing the same reference over and over: no error, one whole reference at the end,
+    and every replaced one kept whole beside it."""
+    import concurrent.futures
+    import multiprocessing
+
+    reference_store.save(_reference(models["base"]), tmp_path)
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as pool:
+        done = list(pool.map(_force_many, [(models["base"], tmp_path, 8, 15), (models["base"], tmp_path, 3, 15)]))
+    assert done == [8, 3]
+    final = reference_store.load(tmp_path, models["base"], "The capital of France is", 3)
+    assert final.generated_ids[-1] in (3, 8)
+    for kept in tmp_path.glob("*.replaced-*.json"):
+        Reference.from_document(records.read(kept), str(kept))
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
 def test_a_gguf_with_a_duplicated_key_is_one_input_error(tmp_path):
     import struct
 

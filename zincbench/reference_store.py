@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from zincbench import records
-from zincbench.errors import ExitCode, InputError
+from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 
 HASH_CHUNK = 16 << 20
 
@@ -183,14 +183,31 @@ def conflict(reference: Reference, directory: str | os.PathLike) -> Path | None:
     return path if path.exists() and not _same(path, reference) else None
 
 
-def set_aside(path: Path) -> Path:
-    """Rename an old reference out of the way, to an unused ``<name>.replaced-<UTC time>[-k].json``."""
+def set_aside(path: Path) -> Path | None:
+    """Keep a copy of an old reference as an unused ``<name>.replaced-<UTC time>[-k].json``; None when it is gone.
+
+    The copy is a hard link made with exclusive creation, and the old file itself stays until the new
+    one atomically replaces it: two ``validate record --force`` running at once each keep their copy
+    and the last write wins, neither ever finds the file it meant to move already moved."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     for k in range(1000):
         aside = path.with_name(f"{path.stem}.replaced-{stamp}{f'-{k}' if k else ''}{path.suffix}")
-        if not aside.exists():
-            path.rename(aside)
+        try:
+            try:
+                os.link(path, aside)
+            except (PermissionError, NotImplementedError) as exc:  # a file system without hard links: copy
+                if isinstance(exc, PermissionError) and aside.exists():
+                    raise FileExistsError(exc) from None
+                with open(path, "rb") as src, open(aside, "xb") as dst:
+                    dst.write(src.read())
             return aside
+        except FileExistsError:
+            continue
+        except FileNotFoundError:
+            return None  # replaced or removed meanwhile: nothing left to keep
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot keep the old reference {path} as {aside.name}: "
+                                     f"{exc.strerror or exc}") from None
     raise InputError(f"{path}: too many replaced references beside it")  # pragma: no cover
 
 

@@ -137,10 +137,13 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
 @shared_options
 @click.option("--force", is_flag=True, help="Replace a different reference already recorded for a model "
                                             "(the old one is kept beside it as *.replaced-<time>.json).")
-def record(catalog, models, gguf, references_dir, full_hash, gpu_layers, n_batch, as_json, results_dir, force):
+@click.option("--timeout", type=SECONDS, default=600.0, show_default=True,
+              help="Seconds per model for llama.cpp's decode; past it the child is killed (exit 4).")
+def record(catalog, models, gguf, references_dir, full_hash, gpu_layers, n_batch, as_json, results_dir, force, timeout):
     """Record llama.cpp greedy references (prompt ids, tokens, top-2 logits) for the selected models.
 
-    Needs llama-cpp-python (pip install -e '.[reference]'); llama.cpp decodes in a child process.
+    Needs llama-cpp-python (the `reference` extra); llama.cpp decodes in a child process, killed
+    after --timeout seconds per model.
     References are keyed by the GGUF's identity, the prompt and n_gen, so `validate --reference
     recorded` can gate without llama.cpp. An existing different reference is never overwritten
     without --force (exit 2 before anything is written).
@@ -153,7 +156,7 @@ def record(catalog, models, gguf, references_dir, full_hash, gpu_layers, n_batch
     _, chosen = _select(catalog, models, gguf)
     directory = references_dir or reference_store.default_directory(results_dir)
     saved = record_references(chosen, directory, settings=LlamaSettings(n_gpu_layers=gpu_layers, n_batch=n_batch),
-                              full_hash=full_hash, force=force)
+                              full_hash=full_hash, force=force, timeout_s=timeout)
     if as_json:
         echo_json({"references": [str(path) for path, _ in saved],
                    "replaced": {str(path): str(aside) for path, aside in saved if aside}})

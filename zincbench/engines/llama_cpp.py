@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -138,12 +139,15 @@ def decode_reference(gguf: str | Path, prompt: str, n_gen: int, settings: LlamaS
     result = run_process(argv, timeout_s=timeout_s)
     name = Path(gguf).name
     last_line = (result.stderr.strip().splitlines() or ["(no output)"])[-1].removeprefix("error: ")
+    if result.fatal_signal == signal.SIGILL:  # an instruction this CPU lacks: a native build's AMX, AVX-512, ...
+        raise EnvironmentProblem(
+            f"llama.cpp crashed: killed by SIGILL while decoding {name} (a libllama built for CPU features this host "
+            f"lacks, such as AMX); rebuild it portably: {PORTABLE_REBUILD}")
+    if result.fatal_signal is not None:
+        raise EnvironmentProblem(f"llama.cpp crashed: killed by {signal_name(result.fatal_signal)} while decoding "
+                                 f"{name} (last output: {last_line})")
     if result.timed_out:
         raise EnvironmentProblem(f"llama.cpp reference for {name} timed out after {timeout_s:g} s")
-    if result.returncode is not None and result.returncode < 0:
-        raise EnvironmentProblem(
-            f"llama.cpp was killed by {signal_name(-result.returncode)} while decoding {name} (a libllama built for CPU features this host "
-            f"lacks, such as AMX); rebuild it portably: {PORTABLE_REBUILD}")
     if result.returncode == ExitCode.USAGE:
         raise InputError(f"llama.cpp reference for {name}: {last_line}")
     if result.returncode != 0:

@@ -67,6 +67,16 @@ class ProcessResult:
     wall_s: float
     timed_out: bool = False
 
+    @property
+    def fatal_signal(self) -> int | None:
+        """The signal the child died of on its own, or None. A child killed by our SIGTERM/SIGKILL at its
+        timeout did not crash; one that died of any other signal did, even when the timeout passed while
+        it was dying (a crash writing a large core dump can outlast the timeout): it is a crash, not a timeout."""
+        if self.returncode is None or self.returncode >= 0:
+            return None
+        signum = -self.returncode
+        return None if self.timed_out and signum in (signal.SIGTERM, signal.SIGKILL) else signum
+
     def tail(self, lines: int = 15) -> str:
         text = (self.stderr or "") + ("\n" + self.stdout if self.stdout and not self.stderr else "")
         return "\n".join(text.strip().splitlines()[-lines:])
@@ -182,10 +192,10 @@ def launch_problem(program: str | os.PathLike, env: dict[str, str] | None = None
 def checked(result: ProcessResult) -> ProcessResult:
     """Raise EngineFailure for a timeout or non-zero exit; return the result otherwise."""
     name = Path(result.argv[0]).name
+    if result.fatal_signal is not None:
+        raise EngineFailure("crash", f"{name} crashed: killed by {signal_name(result.fatal_signal)}", result.tail())
     if result.timed_out:
         raise EngineFailure("timeout", f"{name} timed out after {result.wall_s:.0f} s", result.tail())
-    if result.returncode is not None and result.returncode < 0:
-        raise EngineFailure("crash", f"{name} was killed by {signal_name(-result.returncode)}", result.tail())
     if result.returncode != 0:
         raise EngineFailure("crash", f"{name} exited with code {result.returncode}", result.tail())
     return result
