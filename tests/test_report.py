@@ -137,7 +137,7 @@ def test_missing_matplotlib_is_an_environment_error(tmp_path, capsys, monkeypatc
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
     from zincbench.show.plots import require_matplotlib
 
-    with pytest.raises(EnvironmentProblem, match=r"pip install -e '\.\[plot\]'"):
+    with pytest.raises(EnvironmentProblem, match=r"matplotlib, which is not installed: pip install"):
         require_matplotlib()
     code, out, err = run_cli(capsys, two_h200_runs[0], "--plot", tmp_path / "plots")
     assert code == 4 and out == "" and err.count("\n") == 1 and "needs matplotlib" in err

@@ -31,17 +31,23 @@ from zincbench.engines.process import run_process, signal_name
 from zincbench.engines.zinc_dbg import GEN_IDS_RE, PROMPT_IDS_RE, TF_MATCH_RE
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, ZincbenchError
 
-INSTALL_HINT = "pip install -e '.[reference]'"
 PORTABLE_REBUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall '
                     '--no-binary llama-cpp-python llama-cpp-python')
 REFERENCE_PREFIX = "REFERENCE:"
 
 
+def install_hint() -> str:
+    from zincbench.install import extra_hint
+
+    return extra_hint("reference")
+
+
 def import_llama_cpp():
     try:
         import llama_cpp
-    except ImportError as exc:
-        raise EnvironmentProblem(f"llama-cpp-python is not importable ({exc}); install it with {INSTALL_HINT}") from None
+    except ImportError:
+        raise EnvironmentProblem(f"this needs llama.cpp's Python binding (llama-cpp-python, the optional `reference` "
+                                 f"extra), which is not installed: {install_hint()}") from None
     except (OSError, RuntimeError) as exc:  # its libllama (LLAMA_CPP_LIB_PATH, when set) failed to load
         raise EnvironmentProblem(f"llama-cpp-python could not load libllama: {type(exc).__name__}: {exc}") from None
     return llama_cpp
@@ -175,7 +181,8 @@ class LlamaCppEngine(GenericEngine):
         if config is not None:
             raise InputError("the llama-cpp engine takes no --engine-config (use --engine-kind generic)")
         if importlib.util.find_spec("llama_cpp") is None:
-            raise EnvironmentProblem(f"the llama-cpp engine needs llama-cpp-python; install it with {INSTALL_HINT}")
+            raise EnvironmentProblem(f"the llama-cpp engine needs llama.cpp's Python binding (llama-cpp-python, the "
+                                     f"optional `reference` extra), which is not installed: {install_hint()}")
         if bin is not None and not Path(bin).is_dir():
             raise InputError(f"llama-cpp --engine-bin must be a folder holding libllama, got {bin}")
         self.lib_path = bin

@@ -186,7 +186,9 @@ def write_category_chart(tables: ProfileTables, path: str | os.PathLike) -> Path
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise EnvironmentProblem("the category chart needs matplotlib: pip install 'zincbench[plot]'") from None
+        from zincbench.install import extra_hint
+
+        raise EnvironmentProblem(f"the category chart needs matplotlib: {extra_hint('plot')}") from None
     frame = tables.categories.iloc[::-1]  # largest at the top
     fig, ax = plt.subplots(figsize=(7, 0.4 * len(frame) + 1.2))
     try:
