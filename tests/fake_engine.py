@@ -19,6 +19,7 @@ Behaviour from the environment:
   FAKE_COUNTER    a file holding the run counter k, incremented by every run (shared by A and B)
   FAKE_FAIL       crash | hang | garbage
   FAKE_FAIL_RUNS  comma-separated run indices k that fail (default: every run)
+  FAKE_HANG_MARKER  a file a hanging run writes its pid to, right before it hangs
 """
 
 from __future__ import annotations
@@ -126,6 +127,10 @@ def main(argv: list[str]) -> int:
     failure = _fail_now(k)
     if failure == "hang":
         print("info(forward): Prompt tokens (4): [1, 2, 3, 4]", file=sys.stderr, flush=True)
+        marker = os.environ.get("FAKE_HANG_MARKER")
+        if marker:  # say "hanging now" (its pid), whole or not at all, for a test to act on without guessing
+            Path(marker + ".tmp").write_text(str(os.getpid()))
+            os.replace(marker + ".tmp", marker)
         time.sleep(3600)
     if failure == "crash":
         print("info(forward): Prompt tokens (4): [1, 2, 3, 4]", file=sys.stderr)
