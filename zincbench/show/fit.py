@@ -41,6 +41,12 @@ def _table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[st
     return table
 
 
+def fits_whole(console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]], *, keys: int,
+               right: Collection[int] = ()) -> bool:
+    """Whether ``print_in_column_groups`` would print one table (every column beside the keys)."""
+    return fits(console, _table(None, headers, rows, range(len(headers)), keys, right, probe=True))
+
+
 def print_in_column_groups(console: Console, title: str | None, headers: Sequence[str], rows: Sequence[Sequence[str]],
                            *, keys: int, right: Collection[int] = ()) -> None:
     """One table when it fits; otherwise several, each with the ``keys`` leading columns and as many
