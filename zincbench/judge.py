@@ -206,7 +206,7 @@ def compare_paired(
     b = np.asarray(candidate, dtype=float)
     if a.shape != b.shape:
         raise ValueError("paired comparison needs equally many baseline and candidate values")
-    logs = np.log(b / a)
+    logs = np.log(b) - np.log(a)  # not log(b / a): a ratio of extreme rates would underflow to 0
     n = logs.size
     if n == 0:
         return Comparison(NAN, (NAN, NAN), confidence, threshold, higher_is_better, Verdict.INCONCLUSIVE, "paired-t-log")
