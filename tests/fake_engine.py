@@ -19,6 +19,7 @@ Behaviour from the environment:
   FAKE_COUNTER    a file holding the run counter k, incremented by every run (shared by A and B)
   FAKE_FAIL       crash | hang | garbage
   FAKE_FAIL_RUNS  comma-separated run indices k that fail (default: every run)
+  FAKE_HANG_MARKER  a file a hanging run writes its pid to, right before it hangs
 """
 
 from __future__ import annotations
@@ -87,10 +88,12 @@ def main_binary(argv: list[str], prefill_tps: float, decode_tps: float) -> None:
     print("info(cuda): ZINC CUDA backend \u2014 Fake GPU (sm_90, 132 SMs)", file=log)
     print("info(forward): CUDA forward init OK (n_embd=256, n_layers=2, vocab=320, max_ctx=2048)", file=log)
     print(f"info(forward): Prompt tokens ({tokens}): {list(range(1, min(tokens, 30) + 1))}", file=log)
-    print(f"info(forward): Prefill complete: {tokens} tokens in {tokens / prefill_tps * 1e3:.1f} ms ({prefill_tps:.2f} tok/s)", file=log)
-    decode_ms = (n_gen - 1) / decode_tps * 1e3
+    # A rate of 0 (FAKE_*_TPS=0) prints "0.00 tok/s" after a long time, as an engine that rounds would.
+    prefill_ms, ms_per_tok = tokens / max(prefill_tps, 1e-6) * 1e3, 1e3 / max(decode_tps, 1e-6)
+    print(f"info(forward): Prefill complete: {tokens} tokens in {prefill_ms:.1f} ms ({prefill_tps:.2f} tok/s)", file=log)
+    decode_ms = (n_gen - 1) * ms_per_tok
     print(f"info(forward): Generated {n_gen} tokens in {decode_ms:.1f} ms \u2014 {decode_tps:.2f} tok/s "
-          f"({1e3 / decode_tps:.2f} ms/tok)", file=log)
+          f"({ms_per_tok:.2f} ms/tok)", file=log)
     print(f"Output ({n_gen} tokens): the garden opens early")
 
 
@@ -124,6 +127,10 @@ def main(argv: list[str]) -> int:
     failure = _fail_now(k)
     if failure == "hang":
         print("info(forward): Prompt tokens (4): [1, 2, 3, 4]", file=sys.stderr, flush=True)
+        marker = os.environ.get("FAKE_HANG_MARKER")
+        if marker:  # say "hanging now" (its pid), whole or not at all, for a test to act on without guessing
+            Path(marker + ".tmp").write_text(str(os.getpid()))
+            os.replace(marker + ".tmp", marker)
         time.sleep(3600)
     if failure == "crash":
         print("info(forward): Prompt tokens (4): [1, 2, 3, 4]", file=sys.stderr)

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fake_engine import write_launcher
 from zincbench.catalog import CatalogModel
@@ -413,3 +415,64 @@ def test_live_llama_bench(tmp_path, fake):
     assert summary["llama"]["pp"]["n_prompt"] == summary["prefill_tokens"]
     assert summary["llama"]["tg"]["test"] == "tg32"
     assert summary["gap"] == pytest.approx(summary["llama"]["pp"]["avg_ts"] / summary["arms"]["A"]["prefill_p90"])
+
+
+# --- rates of zero -------------------------------------------------------------------------------------
+
+
+def test_a_build_that_reports_zero_tok_s_is_slower_not_a_crash(tmp_path, fake):
+    out = ab(tmp_path, fake, env_b={"FAKE_PREFILL_TPS": "0"}, rounds=3)
+    model = out.models[0]
+    assert model["verdict"] == "slower" and out.exit_code == ExitCode.FAIL
+    assert any("zero rate" in note for note in model["notes"])
+    assert {e["reason"] for e in model["errors"]} == {"zero-rate"} and model["failed_runs"] == 3
+    rejudged = summarize_recorded(out.models and tiny_model(tmp_path), [ABRun.from_json(r) for r in
+                                  json.loads(out.path.read_text())["results"]], ["A", "B"],
+                                  json.loads(out.path.read_text())["config"]["settings"])
+    assert rejudged["verdict"] == "slower"
+
+
+def test_a_baseline_that_reports_zero_tok_s_is_an_error_not_a_crash(tmp_path, fake):
+    out = ab(tmp_path, fake, env_a={"FAKE_DECODE_TPS": "0"}, env_b={}, rounds=3)
+    model = out.models[0]
+    assert model["verdict"] == "error" and out.exit_code == ExitCode.INCONCLUSIVE
+    assert "zero-rate" in {e["reason"] for e in model["errors"]}
+
+
+def test_a_dropped_decode_sample_is_reported(tmp_path):
+    class SometimesNoDecode(Engine):
+        kind = "sometimes-no-decode"
+        calls = 0
+
+        def throughput(self, model, prompt_text, n_gen, *, env=None, timeout_s=600.0):
+            SometimesNoDecode.calls += 1
+            return ThroughputResult(100, 1000.0, *((None, None) if SometimesNoDecode.calls == 4 else (n_gen, 50.0)))
+
+    out = run_ab([tiny_model(tmp_path)], [Arm("A", SometimesNoDecode()), Arm("B", SometimesNoDecode())],
+                 ABSettings(rounds=3), results_dir=tmp_path, monitor=FakeMonitor(), progress=False)
+    model = out.models[0]
+    assert model["decode"]["n_pairs"] == 2
+    assert any("1 of 3 successful runs printed no decode rate" in note for note in model["notes"])
+
+
+rates = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.just(0.0), st.floats(1.0, 5000.0))
+
+
+@given(st.lists(st.tuples(rates, st.one_of(st.none(), rates), rates, st.one_of(st.none(), rates)),
+                min_size=1, max_size=8))
+@settings(deadline=None, max_examples=200)
+def test_any_recorded_rates_judge_without_an_exception(rounds):
+    """Whatever rates a results file holds (zero, negative, NaN, inf), the judge gives a verdict."""
+    from zincbench.runs.ab import VERDICT_EXIT, summarize_model
+
+    runs = []
+    for i, (pa, da, pb, db) in enumerate(rounds, start=1):
+        for arm, (p, d) in (("A", (pa, da)), ("B", (pb, db))):
+            runs.append(ABRun(model="m", arm=arm, round=i, warmup=False, gpu={}, status="ok", prefill_tokens=100,
+                              prefill_tps=p, decode_tokens=None if d is None else 10, decode_tps=d, wall_s=1.0,
+                              gpu_after={}))
+    model = type("M", (), {"name": "m", "shape": None, "gguf": "m.gguf"})()
+    summary = summarize_model(model, runs, ["A", "B"], 0.02)
+    assert summary["verdict"] in VERDICT_EXIT
+    zero_b = any(b[0] <= 0 and 0 < a[0] < float("inf") for a, b in ((r[0:2], r[2:4]) for r in rounds))
+    assert not zero_b or summary["verdict"] == "slower"

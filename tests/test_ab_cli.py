@@ -105,3 +105,43 @@ def test_unparsable_engine_output_is_reported(tmp_path, capsys, fake, monkeypatc
     code, out, err = run(tmp_path, capsys, "--a", str(fake), "--model", f"tiny={tmp_path / 'tiny.gguf'}",
                          "--rounds", "2")
     assert code == 3 and "no 'Prefill complete" in err
+
+
+# --- engines that cannot start: bad input before anything is written -------------------------------------
+
+
+@pytest.mark.parametrize("content, mode, message", [
+    ("#!/bin/sh\necho hi\n", 0o644, "is not executable"),
+    ("#!/nonexistent/python3\nprint('hi')\n", 0o755, "bad #! line: its interpreter '/nonexistent/python3' does not exist"),
+    ("#!/bin/sh\r\necho hi\n", 0o755, "bad #! line: its interpreter '/bin/sh\\r' does not exist"),  # CRLF script
+])
+def test_an_engine_that_cannot_start_is_one_line_exit_2_and_no_results_file(tmp_path, capsys, fake, content, mode,
+                                                                            message):
+    engine = tmp_path / "engine"
+    engine.write_text(content)
+    engine.chmod(mode)
+    code, out, err = run(tmp_path, capsys, "--a", str(fake), "--b", str(engine), "--model",
+                         f"tiny={tmp_path / 'tiny.gguf'}", "--rounds", "2")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert message in err and "arm B" in err and "not found" not in err
+    assert not (tmp_path / "results").exists() or not list((tmp_path / "results").iterdir())
+
+
+def test_launch_problem_says_what_is_wrong(tmp_path):
+    from zincbench.engines.process import launch_problem, run_process
+    from zincbench.engines.base import EngineFailure
+
+    script = tmp_path / "script"
+    script.write_text("#!/nonexistent/interp\n")
+    script.chmod(0o755)
+    assert launch_problem(sys_executable()) is None and launch_problem(tmp_path / "nope") == "not found"
+    assert launch_problem(tmp_path) == "is a folder, not a program"
+    with pytest.raises(EngineFailure) as exc:
+        run_process([script], timeout_s=30)
+    assert "/nonexistent/interp" in str(exc.value) and "does not exist" in str(exc.value)
+
+
+def sys_executable():
+    import sys
+
+    return sys.executable

@@ -104,8 +104,8 @@ def test_ab_document_rejudged_from_its_rounds(ab_document):
 
 def test_reference_documents_are_checked():
     assert rejudge_document(records.to_jsonable(reference_document([0.5, 2.0])), "r.json").status is Status.PASS
-    bad = rejudge_document(records.to_jsonable(reference_document([0.5, -1.0])), "r.json")
-    assert bad.status is Status.FAIL and "positions [1]" in bad.reason
+    with pytest.raises(InputError, match=r"results\[1\]: negative margin"):  # a reference that cannot be: bad input
+        rejudge_document(records.to_jsonable(reference_document([0.5, -1.0])), "r.json")
 
 
 def test_a_document_of_another_schema_is_bad_input():
@@ -137,7 +137,7 @@ def test_unjudgeable_kind_is_bad_input():
     # ab and validate checks hold their run's settings, under the settings' own keys and checks
     ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "alpha": 2.0}, "--alpha is a probability"),
     ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "settings": {}}, "unknown key 'settings'"),
-    ({"name": "x", "kind": "validate", "near_tie": -1.0}, "--near-tie must be a non-negative"),
+    ({"name": "x", "kind": "validate", "near_tie": -1.0}, "--near-tie must be a finite non-negative"),
     ({"name": "x", "kind": "validate", "n_batch": "big"}, "checks[0].n_batch: expected an integer"),
     ({"name": "x", "kind": "validate", "gpu_layers": 1}, "unknown key 'gpu_layers'"),
 ])
@@ -250,10 +250,10 @@ def test_worst_check_decides_the_exit_code(tmp_path):
 
 def test_microbench_check_is_skipped_without_a_gpu(tmp_path):
     from zincbench.errors import EnvironmentProblem
-    from zincbench.gpu import require_cupy
+    from zincbench.install import require_cupy_gpu
 
     try:
-        require_cupy()
+        require_cupy_gpu("this check")
     except EnvironmentProblem as exc:
         reason = str(exc)
     else:
@@ -426,3 +426,58 @@ def test_ci_gate_passes_on_this_machine(tmp_path, capsys):
     assert exc.value.code == 0, out["checks"]
     parsed = {c["name"]: c for c in out["checks"] if c["kind"] == "parse"}
     assert parsed["parse-nsys-sqlite"]["status"] == "PASS" and parsed["parse-ncu"]["status"] == "PASS"
+
+
+# --- a gate that checked nothing -----------------------------------------------------------------------
+
+
+def test_a_gate_whose_every_check_was_skipped_exits_6_and_says_so(tmp_path, capsys, monkeypatch):
+    """All skipped (what the bundled CI gate gives outside a checkout): neither 0 (pass) nor 1 (regression)."""
+    monkeypatch.delenv("ZINC_DBG_BIN", raising=False)
+    gates = write_gates(tmp_path, [
+        {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"},
+        {"name": "no-engine", "kind": "validate", "engine_bin": "${ZINC_DBG_BIN}", "needs_gpu": False},
+    ])
+    result = run_gates(load_gates(gates), results_dir=tmp_path / "r")
+    assert result.exit_code == ExitCode.NOTHING_CHECKED == 6
+    assert records.read(result.path)["verdict"]["status"] == "NOTHING CHECKED"
+    assert run_gates(load_gates(gates), strict=True, results_dir=tmp_path / "r").exit_code == ExitCode.FAIL
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", str(gates), "--results-dir", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert exc.value.code == 6
+    (line,) = [line for line in out.splitlines() if line.startswith("gate ")]
+    assert "NOTHING CHECKED" in line and "all 2 skipped" in line and "(exit 6)" in line
+
+
+def test_one_check_that_ran_is_enough_for_a_pass(tmp_path):
+    records.write(microbench_document(), tmp_path / "go.json")
+    result = run_gates(load_gates(write_gates(tmp_path, [
+        {"name": "go", "kind": "recorded", "path": "go.json"},
+        {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"}])), results_dir=tmp_path / "r")
+    assert result.exit_code == ExitCode.OK
+
+
+@given(st.lists(st.sampled_from(list(Status)), min_size=1, max_size=8))
+def test_the_gate_code_is_6_exactly_when_every_check_was_skipped(statuses):
+    from zincbench.runs.gate import CODE_OF_STATUS, CheckOutcome, gate_code
+
+    outcomes = [CheckOutcome(f"c{i}", "recorded", s, int(CODE_OF_STATUS.get(s, ExitCode.USAGE)), "why",
+                             skipped=s is Status.SKIPPED) for i, s in enumerate(statuses)]
+    code = gate_code(outcomes)
+    assert (code == ExitCode.NOTHING_CHECKED) == all(s is Status.SKIPPED for s in statuses)
+    assert code != ExitCode.OK or Status.PASS in statuses
+
+
+def test_bundled_names_a_gate_shipped_in_the_package(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", "--bundled", "gates_ci", "--json", "--results-dir", str(tmp_path)])
+    out = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0 and len(out["checks"]) == len(load_gates(EXPERIMENTS_DIR / "gates_ci.yaml").checks)
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", "--bundled", "no-such-gate", "--results-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "gates_ci" in err and "no-such-gate" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["gate", str(EXPERIMENTS_DIR / "gates_ci.yaml"), "--bundled", "gates_ci", "--results-dir", str(tmp_path)])
+    assert exc.value.code == 2 and "not both" in capsys.readouterr().err

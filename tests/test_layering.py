@@ -22,7 +22,8 @@ LAYERS = [
     # libraries on plain numbers and devices. judge is the statistics and verdict rules on samples (it
     # imports nothing above errors): measuring uses them too (the noise stopping rule's quantile
     # interval, the ceilings' summary, the autotuner's paired comparison).
-    ("zincbench.quant", "zincbench.gpu", "zincbench.judge", "zincbench.reference"),
+    # install: what an optional part (CuPy and a GPU, an extra) needs and how to get it, beside gpu
+    ("zincbench.quant", "zincbench.gpu", "zincbench.judge", "zincbench.reference", "zincbench.install"),
     ("zincbench.measure", "zincbench.ops"),
     # families and engine adapters; llamabench reads and runs llama-bench through engines.process
     ("zincbench.bench", "zincbench.engines", "zincbench.llamabench"),

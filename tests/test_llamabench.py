@@ -177,3 +177,38 @@ def test_run_llama_bench_live(tmp_path):
     rows = run_llama_bench(os.environ["ZINCBENCH_LLAMA_BENCH"], gguf, 16, 4, 2, extra_args=("-t", "2"), timeout_s=300)
     assert [r.test for r in rows] == ["pp16", "tg4"]
     assert all(len(r.samples_ts) == 2 and r.model_filename == str(gguf) for r in rows)
+
+
+# --- NUL bytes: a damaged or binary file is never llama-bench output -----------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(fmt=st.sampled_from(FORMATS), where=st.floats(0, 1), count=st.integers(1, 64))
+@settings(deadline=None)
+def test_nul_bytes_anywhere_in_any_format_are_rejected(fmt, where, count):
+    text = fixture(fmt).read_text()
+    at = int(where * len(text))
+    with pytest.raises(InputError, match="NUL byte"):
+        parse(text[:at] + "\x00" * count + text[at:], source="damaged")
+
+
+def test_a_csv_of_nul_bytes_is_one_line_and_exit_2(tmp_path, capsys):
+    header = fixture("csv").read_text().splitlines()[0]
+    damaged = tmp_path / "nul.csv"
+    damaged.write_bytes(header.encode() + b"\n" + b",".join(b"\x00" * 8 for _ in header.split(",")) + b"\n")
+    rows = fixture("csv").read_text().splitlines()
+    text_fields = tmp_path / "nul-text.csv"  # only the text columns damaged: every number still parses
+    cells = rows[1].split(",")
+    for i, name in enumerate(header.split(",")):
+        if name in ("model_filename", "gpu_info", "build_commit"):
+            cells[i] = "\x00" * 8
+    text_fields.write_text(header + "\n" + ",".join(cells) + "\n")
+    for path in (damaged, text_fields, tmp_path / "all-nul.csv"):
+        if not path.exists():
+            path.write_bytes(b"\x00" * 4096)
+        with pytest.raises(SystemExit) as exc:
+            main(["llamabench", "show", str(path)])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and "NUL byte" in err and "\\x00" not in err

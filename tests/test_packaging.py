@@ -3,6 +3,7 @@ the repository, it finds its kernels and experiments in site-packages."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -15,6 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "zincbench", "kernels", "experiments")
+# The import names of the dependencies the installed entry point needs (pyproject's [project] dependencies).
+RUNTIME_MODULES = ("click", "rich", "pandas", "yaml", "nvtx", "numpy", "pynvml", "scipy", "gguf")
 
 
 def _run(cmd, cwd, **kw):
@@ -26,6 +29,9 @@ def _run(cmd, cwd, **kw):
 def installed(tmp_path_factory):
     """(venv python, venv zincbench script, wheel path) for a wheel built from a copy of the sources
     (the build never writes into the checkout)."""
+    for backend in ("setuptools", "wheel"):  # the build runs offline, without isolation, on what is installed here
+        if importlib.util.find_spec(backend) is None:
+            pytest.skip(f"building the wheel offline needs {backend} (pip install -e '.[test]' brings it)")
     root = tmp_path_factory.mktemp("wheel")
     src = root / "src"
     for name in SOURCES:
@@ -40,11 +46,25 @@ def installed(tmp_path_factory):
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = wheels.glob("zincbench-*.whl")
     venv = root / "venv"
-    made = _run([sys.executable, "-m", "venv", "--system-site-packages", venv], cwd=root)
+    made = _run([sys.executable, "-m", "venv", venv], cwd=root)
     assert made.returncode == 0, made.stderr
     python = venv / "bin" / "python"
-    # --ignore-installed: the venv sees the host's site-packages (for the dependencies), where a zincbench of
-    # the same version (e.g. the editable install under test) would otherwise make pip skip the wheel.
+    # The dependencies come from the environment running this test (what the README's install put there:
+    # a fresh virtualenv, or the system's site-packages): its site-packages folders are listed in a .pth
+    # file, after the venv's own. Folders named in a .pth file are not scanned for .pth files themselves,
+    # so an editable zincbench there (the checkout under test, or another one) cannot stand in for the wheel.
+    # Offline and reproducible: nothing is downloaded.
+    own = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
+    (site_dir,) = (venv / "lib").glob("python*/site-packages")
+    (site_dir / "zincbench-test-dependencies.pth").write_text("".join(f"{p}\n" for p in own))
+    missing = _run([python, "-c", "import importlib.util, sys; names = sys.argv[1:]; "
+                    "print(' '.join(n for n in names if importlib.util.find_spec(n) is None))", *RUNTIME_MODULES],
+                   cwd=root)
+    assert missing.returncode == 0, missing.stderr
+    if missing.stdout.strip():
+        pytest.skip(f"this environment lacks zincbench's dependencies {missing.stdout.strip()} "
+                    "(install them first: pip install '.[test]'); the wheel's own install is offline")
+    # --ignore-installed: a zincbench of the same version among those folders would make pip skip the wheel.
     pip = _run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", wheel], cwd=root)
     assert pip.returncode == 0, pip.stdout + pip.stderr
     return python, venv / "bin" / "zincbench", wheel, root
@@ -88,3 +108,18 @@ def test_the_installed_entry_point_runs_outside_the_repository(installed, tmp_pa
     gate = _run([zincbench, "gate", REPO / "experiments" / "gates_ci.yaml", "--json", "--results-dir", tmp_path / "res"],
                 cwd=tmp_path)
     assert gate.returncode == 0, gate.stdout[-2000:] + gate.stderr[-2000:]
+    # The same gate named by its bundled name: the wheel carries no recorded results, so every check is
+    # skipped, and a gate that checked nothing says so (exit 6), never PASS.
+    bundled = _run([zincbench, "gate", "--bundled", "gates_ci", "--results-dir", tmp_path / "res"], cwd=tmp_path)
+    assert bundled.returncode == 6, bundled.stdout[-2000:] + bundled.stderr[-2000:]
+    assert "NOTHING CHECKED" in bundled.stdout
+
+
+def test_the_runtime_modules_are_the_declared_dependencies():
+    """RUNTIME_MODULES above (what the installed venv must see) follows pyproject's dependency list."""
+    tomllib = pytest.importorskip("tomllib")
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    import_name = {"pyyaml": "yaml", "nvidia-ml-py": "pynvml"}
+    names = {import_name.get(n, n) for n in (d.split(">")[0].split("=")[0].split("[")[0].strip().lower() for d in declared)}
+    assert names == set(RUNTIME_MODULES)

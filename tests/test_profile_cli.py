@@ -201,7 +201,7 @@ def test_category_chart_without_matplotlib(monkeypatch, tmp_path):
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the plot extra were not installed
     tables = parse_file(FIXTURES / "edge_ncu_raw.csv")
-    with pytest.raises(EnvironmentProblem, match=r"zincbench\[plot\]"):
+    with pytest.raises(EnvironmentProblem, match=r"the category chart needs matplotlib: pip install"):
         write_category_chart(tables, tmp_path / "c.png")
 
 
@@ -242,3 +242,32 @@ def test_microbench_command_line_and_results_document(tmp_path):
     path = write(Document(kind="microbench", config={}, environment={}), directory=tmp_path)
     (tmp_path / "broken.json").write_text("{")
     assert newest_document(tmp_path) == path
+
+
+NSYS_EXPORTS = sorted(FIXTURES.glob("nsys_run*.sqlite")) + sorted(FIXTURES.glob("nsys_run_*.csv"))
+
+
+@pytest.mark.parametrize("path", NSYS_EXPORTS, ids=lambda p: p.name)
+def test_parse_of_the_committed_nsys_export_fits_a_ci_log(path, capsys, monkeypatch):
+    """COLUMNS=80: at most 32 lines, none wider than 80, names whole, every header on one line."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(["profile", "parse", str(path)], capsys)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) <= 32, "\n".join(lines)
+    assert max(len(line) for line in lines) <= 80 and "…" not in out
+    headers = [line.split() for line in lines if line.split()[:1] in (["category"], ["range"], ["kernel"])]
+    assert headers and all(len(h) >= 3 for h in headers), headers  # a header row, not one letter a line
+
+
+def test_stacked_rows_keep_each_header_on_its_line():
+    """The narrowest layout (a name per line) widens a column of one-digit numbers to its header's word."""
+    import io
+
+    from rich.console import Console
+
+    from zincbench.show.fit import print_stacked
+
+    out = io.StringIO()
+    print_stacked(Console(file=out, width=40, color_system=None), "t", ["name", "calls", "share"],
+                  [["a_very_long_kernel_name_that_fills_the_line", "3", "1.0%"]], keys=[0])
+    assert "calls" in out.getvalue() and "\nc\n" not in out.getvalue().replace(" ", "")

@@ -137,7 +137,7 @@ def test_missing_matplotlib_is_an_environment_error(tmp_path, capsys, monkeypatc
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
     from zincbench.show.plots import require_matplotlib
 
-    with pytest.raises(EnvironmentProblem, match=r"pip install -e '\.\[plot\]'"):
+    with pytest.raises(EnvironmentProblem, match=r"matplotlib, which is not installed: pip install"):
         require_matplotlib()
     code, out, err = run_cli(capsys, two_h200_runs[0], "--plot", tmp_path / "plots")
     assert code == 4 and out == "" and err.count("\n") == 1 and "needs matplotlib" in err
@@ -151,3 +151,26 @@ def test_recorded_results_in_the_repository_report_cleanly():
         pytest.skip("no recorded microbench/validate/ab documents under results/ yet")
     report = build_report(paths, ignore_device=True)
     assert to_markdown(report).startswith("###")
+
+
+@pytest.mark.parametrize("folder", ["h200-x2", "h200/repro", "h200"], ids=str)
+def test_several_runs_of_a_family_at_80_columns_are_one_table(capsys, monkeypatch, folder):
+    """Runs side by side that do not fit become one table with a row per run, never one table per run
+    full of "—" rows; every recorded value is in it."""
+    paths = sorted((REPO_RESULTS / folder).glob("microbench-*.json"))
+    report = build_report(paths)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, *paths)
+    lines = out.splitlines()
+    assert code == 0 and max(len(line) for line in lines) <= 80
+    for family in report.families:
+        titles = [line for line in lines if line.startswith(f"microbench {family}")]
+        assert len(titles) == 1 and "/" not in titles[0], titles  # not "(1/3)"
+        expected = [(row["case"], row["variant"], run) for row in report.microbench if row["family"] == family
+                    for run in row["runs"]]
+        if len(report.labels("microbench", family)) > 1:
+            body = [line.split() for line in lines]
+            for case, variant, run in expected:
+                run_id = run.split(" · ")[-1]
+                assert any(cells[:3] == [case, variant, run_id] for cells in body), (case, variant, run_id)
+    assert "—" not in out and "(1/" not in out

@@ -100,9 +100,14 @@ def test_perturbed_copy_fails_at_the_targeted_position(tiny):
     if ref.margin(target) >= 0.2:
         assert "not a near-tie" in outcome["reason"] and outcome["tf_match"] is None
 
-    code, outcome = _validate(tiny, perturbed, "--near-tie", "1e9")  # forgiven: prefix too short, teacher forcing too
-    assert code == 1
-    assert (outcome["status"], outcome["tf_match"], outcome["tf_total"]) == ("FAIL", expected_tf, N_GEN)
+    # Every margin a near-tie: the flip is forgiven only if the engine took llama.cpp's runner-up there, and
+    # then the tokens after it are checked by teacher forcing, which finds the suppressed ones.
+    code, outcome = _validate(tiny, perturbed, "--near-tie", "1e9")
+    assert code == 1 and outcome["status"] == "FAIL"
+    if outcome["engine_ids"][target] == ref.top2[target][2]:
+        assert (outcome["tf_match"], outcome["tf_total"]) == (expected_tf, N_GEN) and outcome["forgiven"]
+    else:
+        assert "not llama.cpp's runner-up" in outcome["reason"] and outcome["tf_match"] is None
 
 
 def test_a_renamed_copy_has_no_reference(tiny, tmp_path):

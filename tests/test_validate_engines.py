@@ -71,9 +71,12 @@ def _ids(ids) -> str:
     return ",".join(map(str, ids))
 
 
-def _with_divergence(position: int) -> str:
+RUNNER_UP = 9  # llama.cpp's recorded top-2 token at both near-ties
+
+
+def _with_divergence(position: int, token: int = 7) -> str:
     ids = list(REF_IDS)
-    ids[position] = 7
+    ids[position] = token
     return _ids(ids)
 
 
@@ -188,13 +191,32 @@ def test_divergence_away_from_a_tie_is_not_labelled(setup, fake_dbg):
     assert o.margin == pytest.approx(2.0) and not o.near_tie
 
 
-def test_tolerant_forgives_a_late_near_tie_without_teacher_forcing_and_says_so(setup, fake_dbg):
+def test_tolerant_forgives_the_runner_up_at_a_late_near_tie_and_checks_the_rest_by_teacher_forcing(setup, fake_dbg):
     report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)),
-                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION)})
+                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION, RUNNER_UP), "FAKE_TF": "11/12"})
     (o,) = report.outcomes
-    assert (o.status, o.match, o.first_divergence, o.tf_match) == (Status.OK, 9, 9, None)
+    assert (o.status, o.match, o.first_divergence, o.tf_match) == (Status.OK, 9, 9, 11)
     assert [f["position"] for f in o.forgiven] == [LATE_NEAR_TIE_POSITION] and o.forgiven[0]["margin"] == pytest.approx(0.05)
-    assert "forgave 9 (near-tie: margin 0.050 < 0.2)" in to_markdown(report)
+    assert "forgave 9 (near-tie: runner-up 9, margin 0.050 < 0.2)" in to_markdown(report)
+
+
+def test_a_flip_followed_by_garbage_fails_and_the_note_keeps_the_reason(setup, fake_dbg):
+    """After a forgiven near-tie the rest is still checked: teacher forcing finds the garbage."""
+    report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)),
+                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION, RUNNER_UP), "FAKE_TF": "9/12"})
+    (o,) = report.outcomes
+    assert o.status is Status.FAIL and o.forgiven and "teacher-forced 9/12 < 10" in o.reason
+    row = to_markdown(report)
+    assert "forgave 9" in row and "teacher-forced 9/12 < 10" in row
+
+
+@pytest.mark.parametrize("token", [7, 99999, 0, REF_IDS[LATE_NEAR_TIE_POSITION] + 1])
+def test_tolerant_forgives_only_the_recorded_runner_up_at_a_near_tie(setup, fake_dbg, token):
+    report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)),
+                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION, token), "FAKE_TF": "12/12"})
+    (o,) = report.outcomes
+    assert o.status is Status.FAIL and o.forgiven == [] and o.tf_match is None
+    assert f"with token {token}, not llama.cpp's runner-up 9" in o.reason
 
 
 @pytest.mark.parametrize("position", [2, 10])
@@ -208,14 +230,16 @@ def test_tolerant_fails_a_divergence_with_a_clear_margin_even_after_a_long_prefi
 
 def test_near_tie_threshold_is_configurable(setup, fake_dbg):
     report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)), near_tie=0.01,
-                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION)})
+                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION, RUNNER_UP)})
     assert report.outcomes[0].status is Status.FAIL and "not a near-tie (>= 0.01)" in report.outcomes[0].reason
 
 
-@pytest.mark.parametrize("tf, status", [("11/12", Status.OK), ("8/12", Status.OK), ("7/12", Status.FAIL)])
-def test_tolerant_falls_back_to_teacher_forcing(setup, fake_dbg, tf, status):
+# Two near-ties in the reference (positions 5 and 9): teacher forcing must agree on the other 10.
+@pytest.mark.parametrize("tf, status", [("12/12", Status.OK), ("10/12", Status.OK), ("9/12", Status.FAIL),
+                                        ("8/12", Status.FAIL)])
+def test_tolerant_checks_the_tokens_after_a_forgiven_flip_by_teacher_forcing(setup, fake_dbg, tf, status):
     report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)),
-                  env={"FAKE_GEN_IDS": _with_divergence(NEAR_TIE_POSITION), "FAKE_TF": tf})
+                  env={"FAKE_GEN_IDS": _with_divergence(NEAR_TIE_POSITION, RUNNER_UP), "FAKE_TF": tf})
     (o,) = report.outcomes
     assert (o.status, o.match, f"{o.tf_match}/{o.tf_total}") == (status, NEAR_TIE_POSITION, tf)
 
@@ -223,7 +247,7 @@ def test_tolerant_falls_back_to_teacher_forcing(setup, fake_dbg, tf, status):
 @pytest.mark.parametrize("tf", ["8/1000", "8/11", "12/13"])
 def test_impossible_teacher_forced_total_fails(setup, fake_dbg, tf):
     report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)),
-                  env={"FAKE_GEN_IDS": _with_divergence(NEAR_TIE_POSITION), "FAKE_TF": tf})
+                  env={"FAKE_GEN_IDS": _with_divergence(NEAR_TIE_POSITION, RUNNER_UP), "FAKE_TF": tf})
     (o,) = report.outcomes
     assert o.status is Status.FAIL and f"teacher-forced total {tf.split('/')[1]} is not n_gen 12" in o.reason
 
@@ -238,8 +262,8 @@ def test_short_or_over_long_output_fails(setup, fake_dbg, mode, ids, words):
 
 
 def test_min_match_override(setup, fake_dbg):
-    report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)), min_match=10,
-                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION), "FAKE_TF": "9/12"})
+    report = _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)), min_match=11,
+                  env={"FAKE_GEN_IDS": _with_divergence(LATE_NEAR_TIE_POSITION, RUNNER_UP), "FAKE_TF": "10/12"})
     assert report.outcomes[0].status is Status.FAIL
     with pytest.raises(InputError, match="exceeds n_gen"):
         _run(setup, make_engine("zinc-dbg", bin=str(fake_dbg)), min_match=13)
@@ -298,6 +322,8 @@ def test_cli_table_json_markdown(setup, fake_dbg, tmp_path):
     (["--models", "nope"], "unknown catalog model 'nope'"),
     (["--mode", "strict"], "'strict' is not one of"),
     (["--engine-kind", "generic"], "needs --engine-config"),
+    (["--near-tie", "inf"], "--near-tie must be a finite non-negative logit margin"),
+    (["--near-tie", "nan"], "--near-tie"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(setup, fake_dbg, tmp_path, args, words):
     result = _cli("--catalog", str(setup["catalog_path"]), "--engine-bin", str(fake_dbg),
@@ -343,3 +369,71 @@ def test_a_native_crash_of_the_llama_cpp_reference_is_one_line_naming_the_signal
     message = str(exc.value)
     assert "killed by SIGILL" in message and "\n" not in message
     assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in message and "--no-cache-dir --force-reinstall --no-binary llama-cpp-python" in message
+
+
+# --- a crashed child is a crash with its signal; only SIGILL is blamed on the CPU -------------------------
+
+
+def _died(returncode: int, timed_out: bool):
+    from zincbench.engines.process import ProcessResult
+
+    return lambda argv, **options: ProcessResult(list(map(str, argv)), returncode, "", "boom", 5.0, timed_out)
+
+
+@pytest.mark.parametrize("timed_out", [False, True])  # True: its crash outlasted the timeout (a long core dump)
+def test_a_llama_cpp_reference_child_that_segfaults_is_a_crash_not_amx_nor_a_timeout(gguf, monkeypatch, timed_out):
+    from zincbench.engines import llama_cpp
+
+    monkeypatch.setattr(llama_cpp, "run_process", _died(-11, timed_out))
+    with pytest.raises(EnvironmentProblem) as exc:
+        llama_cpp.decode_reference(gguf, "The capital of France is", 12)
+    message = str(exc.value)
+    assert "crashed: killed by SIGSEGV" in message and "\n" not in message
+    assert "AMX" not in message and "timed out" not in message and "GGML_NATIVE" not in message
+
+
+def test_a_llama_cpp_reference_child_stopped_at_its_timeout_is_a_timeout(gguf, monkeypatch):
+    from zincbench.engines import llama_cpp
+
+    monkeypatch.setattr(llama_cpp, "run_process", _died(-15, True))  # our SIGTERM at the timeout
+    with pytest.raises(EnvironmentProblem, match="timed out after 12 s"):
+        llama_cpp.decode_reference(gguf, "The capital of France is", 12, timeout_s=12)
+
+
+@pytest.mark.parametrize("returncode, timed_out, reason, words", [
+    (-11, False, "crash", "crashed: killed by SIGSEGV"),
+    (-11, True, "crash", "crashed: killed by SIGSEGV"),
+    (-6, True, "crash", "crashed: killed by SIGABRT"),
+    (-15, True, "timeout", "timed out"),
+    (-9, True, "timeout", "timed out"),
+    (-15, False, "crash", "killed by SIGTERM"),  # someone else stopped it
+])
+def test_checked_tells_a_crash_from_a_timeout(returncode, timed_out, reason, words):
+    from zincbench.engines.process import ProcessResult, checked
+
+    with pytest.raises(EngineFailure) as exc:
+        checked(ProcessResult(["engine"], returncode, "", "", 5.0, timed_out))
+    assert exc.value.reason == reason and words in str(exc.value)
+
+
+def test_an_engine_that_kills_itself_is_an_error_row_naming_the_signal(setup, tmp_path):
+    crasher = tmp_path / "crasher"
+    crasher.write_text(f"#!{sys.executable}\nimport os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    crasher.chmod(0o755)
+    report = _run(setup, make_engine("zinc-dbg", bin=str(crasher)))
+    (o,) = report.outcomes
+    assert o.status is Status.ERROR and o.reason == "crash: crasher crashed: killed by SIGSEGV"
+
+
+def test_validate_record_takes_a_timeout(setup, monkeypatch, capsys):
+    from zincbench.cli import main
+    from zincbench.engines import llama_cpp
+    from zincbench.runs import validate
+
+    seen = {}
+    monkeypatch.setattr(llama_cpp, "import_llama_cpp", lambda: None)
+    monkeypatch.setattr(validate, "record_references", lambda models, directory, **kw: seen.update(kw) or [])
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", "record", "--catalog", str(setup["catalog_path"]), "--models", "tiny", "--timeout", "42",
+              "--references-dir", str(setup["refs"])])
+    assert exc.value.code == 0 and seen["timeout_s"] == 42.0

@@ -1,6 +1,8 @@
 """Parsing of the engine output lines validate and ab rely on (cuda-dbg and YAML-declared engines)."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from zincbench.config import load_yaml
 from zincbench.engines.base import EngineFailure
@@ -34,6 +36,10 @@ def test_last_gen_ids_line_wins():
     ("GEN_IDS:1,2,x,4\n", "malformed number 'x'"),
     ("GEN_IDS:1,,2\n", "malformed number ''"),
     ("GEN_IDS:1.5,2\n", "malformed number '1.5'"),
+    ("GEN_IDS:1,2_16\n", "malformed number '2_16'"),  # int() reads 216
+    ("GEN_IDS:+197,2\n", "malformed number '+197'"),
+    ("GEN_IDS:-1,2\n", "malformed number '-1'"),
+    ("GEN_IDS:\u0663,2\n", "malformed number"),  # an Arabic-Indic 3, which int() also reads
 ])
 def test_bad_gen_ids_are_garbage(text, words):
     with pytest.raises(EngineFailure) as info:
@@ -121,3 +127,18 @@ def test_the_documented_generic_example_reads_zincs_log_lines(tmp_path):
            "info(forward): Generated 160 tokens in 1500.0 ms — 106.60 tok/s (9.38 ms/tok)\n")
     rates = generic.parse_throughput(log, spec.throughput.prefill_regex, spec.throughput.decode_regex)
     assert (rates.prefill_tokens, rates.prefill_tps, rates.decode_tokens, rates.decode_tps) == (512, 2434.65, 160, 106.6)
+
+
+@given(st.lists(st.text(max_size=6), min_size=1, max_size=5))
+def test_gen_ids_are_ascii_digits_or_garbage(fields):
+    """Every field of a GEN_IDS line is a non-negative integer in ASCII digits, or the line is garbage."""
+    text = "GEN_IDS:" + ",".join(fields) + "\n"
+    if any(c in "".join(fields) for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+        return  # a line break ends the line early: another case
+    try:
+        ids = parse_gen_ids(text)
+    except EngineFailure as exc:
+        assert exc.reason == "garbage"
+        assert not all(f.strip().isascii() and f.strip().isdigit() for f in fields)
+    else:
+        assert ids == [int(f) for f in fields] and all(f.strip().isascii() and f.strip().isdigit() for f in fields)

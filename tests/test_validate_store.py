@@ -1,5 +1,8 @@
 """Recorded references: GGUF identity, atomic save, load by file + prompt + n_gen."""
 
+import copy
+import json
+import math
 import shutil
 
 import pytest
@@ -128,6 +131,55 @@ def test_a_different_reference_is_never_overwritten_without_force(models, tmp_pa
     assert reference_store.load(tmp_path, models["base"], other.prompt, 3).generated_ids == [5, 6, 8]
 
 
+def _other(gguf, last: int) -> Reference:
+    ref = _reference(gguf)
+    ref.generated_ids = [5, 6, last]
+    ref.top2 = [(5, 2.5, 9, 1.0), (6, 1.0, 8, 0.9), (last, 3.0, 4, -1.0)]
+    return ref
+
+
+def test_force_when_another_recording_replaced_the_old_file_meanwhile_ends_cleanly(models, tmp_path, monkeypatch):
+    """The race of two `validate record --force`: the old reference is gone by the time this one sets it aside."""
+    path, _ = reference_store.save(_reference(models["base"]), tmp_path)
+    real_conflict = reference_store.conflict
+
+    def conflict_then_vanish(reference, directory):
+        found = real_conflict(reference, directory)
+        if found is not None:
+            found.unlink()  # the other process got there first
+        return found
+
+    monkeypatch.setattr(reference_store, "conflict", conflict_then_vanish)
+    saved, aside = reference_store.save(_other(models["base"], 8), tmp_path, force=True)
+    assert saved == path and aside is None
+    assert reference_store.load(tmp_path, models["base"], "The capital of France is", 3).generated_ids == [5, 6, 8]
+
+
+def _force_many(args):
+    gguf, directory, last, times = args
+    for _ in range(times):
+        reference_store.save(_other(gguf, last), directory, force=True)
+    return last
+
+
+def test_concurrent_forced_recordings_end_cleanly(models, tmp_path):
+    """Two processes replacing the same reference over and over: no error, one whole reference at the end,
+    and every replaced one kept whole beside it."""
+    import concurrent.futures
+    import multiprocessing
+
+    reference_store.save(_reference(models["base"]), tmp_path)
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as pool:
+        done = list(pool.map(_force_many, [(models["base"], tmp_path, 8, 15), (models["base"], tmp_path, 3, 15)]))
+    assert done == [8, 3]
+    final = reference_store.load(tmp_path, models["base"], "The capital of France is", 3)
+    assert final.generated_ids[-1] in (3, 8)
+    for kept in tmp_path.glob("*.replaced-*.json"):
+        Reference.from_document(records.read(kept), str(kept))
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
 def test_a_gguf_with_a_duplicated_key_is_one_input_error(tmp_path):
     import struct
 
@@ -141,3 +193,66 @@ def test_a_gguf_with_a_duplicated_key_is_one_input_error(tmp_path):
     path.write_bytes(header + b"\0" * (-len(header) % 32))
     with pytest.raises(InputError, match="not a readable GGUF file.*Duplicate general.name"):
         gguf_identity(path)
+
+
+# --- every field of a reference file, damaged: a valid reference or one clear InputError -----------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+GOOD_DOCUMENT = records.to_jsonable(Reference(
+    gguf="/m/tiny.gguf", identity="header:abc", prompt="Hi", n_gen=3, prompt_ids=[1, 2], generated_ids=[5, 6, 7],
+    top2=[(5, 2.5, 9, 1.0), (6, 1.0, 8, 0.9), (7, 3.0, 4, -1.0)], producer={}).to_document())
+JSON_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
+                        st.sampled_from(["2_16", "+197", "7", " 7", "1e3", "nan", ""]), st.text(max_size=5),
+                        st.lists(st.integers(0, 9), max_size=3), st.just({}))
+ROW_KEYS = ("position", "token", "top1_logit", "top2_token", "top2_logit", "margin")
+
+
+def _holds_together(ref: Reference) -> bool:
+    ints = [*ref.prompt_ids, *ref.generated_ids, *(t for row in ref.top2 for t in (row[0], row[2]))]
+    logits = [v for row in ref.top2 for v in (row[1], row[3])]
+    return (all(type(i) is int and i >= 0 for i in ints) and all(type(v) is float and math.isfinite(v) for v in logits)
+            and all(ref.margin(i) >= 0 for i in range(ref.n_gen)) and len(ref.top2) == ref.n_gen == len(ref.generated_ids)
+            and all(row[0] != row[2] for row in ref.top2))
+
+
+@given(edits=st.lists(st.one_of(
+    st.tuples(st.just("row"), st.integers(0, 2), st.sampled_from(ROW_KEYS), JSON_VALUES),
+    st.tuples(st.just("config"), st.just(0), st.sampled_from(["n_gen", "prompt_ids", "prompt", "identity"]), JSON_VALUES),
+    st.tuples(st.just("prompt_id"), st.integers(0, 1), st.just(""), JSON_VALUES)), min_size=1, max_size=3))
+@settings(deadline=None)
+def test_a_damaged_reference_loads_whole_or_is_one_input_error(edits):
+    doc = copy.deepcopy(GOOD_DOCUMENT)
+    for where, index, key, value in edits:
+        if where == "row":
+            doc["results"][index][key] = value
+        elif where == "config":
+            doc["config"][key] = value
+        elif isinstance(doc["config"]["prompt_ids"], list) and index < len(doc["config"]["prompt_ids"]):
+            doc["config"]["prompt_ids"][index] = value
+    try:
+        ref = Reference.from_document(doc, "ref.json")
+    except InputError as exc:
+        assert str(exc).startswith("ref.json") and "\n" not in str(exc)
+    else:
+        assert _holds_together(ref)
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("top2_logit", 9.0, "negative margin"),
+    ("top1_logit", float("nan"), "finite logit"),
+    ("token", "2_16", "expected an integer"),
+    ("token", "+197", "expected an integer"),
+    ("token", 5.0, "expected an integer"),
+    ("top2_token", True, "expected an integer"),
+    ("token", -1, "expected an integer >= 0"),
+    ("margin", 99.0, "is not top1 - top2"),
+])
+def test_references_that_cannot_be_are_exit_2(models, tmp_path, key, value, words):
+    path, _ = reference_store.save(_reference(models["base"]), tmp_path)
+    doc = records.read(path)
+    doc["results"][1][key] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=words):
+        reference_store.load(tmp_path, models["base"], "The capital of France is", 3)

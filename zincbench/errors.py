@@ -12,6 +12,7 @@ class ExitCode(enum.IntEnum):
     INCONCLUSIVE = 3  # the evidence does not decide
     ENVIRONMENT = 4  # no GPU, missing tool, broken installation, a file or folder the OS refuses
     INTERNAL = 5  # a bug in zincbench: an exception nobody anticipated (traceback saved to a log file)
+    NOTHING_CHECKED = 6  # a gate whose every check was skipped: it checked nothing, so it says neither yes nor no
     BROKEN_PIPE = 141  # stdout closed by its reader (`| head`): 128 + SIGPIPE, as a shell reports it
 
 
@@ -42,12 +43,14 @@ class KernelCompileError(EnvironmentProblem):
 
 
 def worst(codes) -> ExitCode:
-    """Combine exit codes of several checks: internal < environment < usage < fail < inconclusive < ok by severity.
+    """Combine exit codes of several checks: internal < environment < usage < fail < inconclusive <
+    nothing checked < ok by severity.
 
     A failed check outranks an inconclusive one; broken input or environment outranks both because
     the run could not judge at all.
     """
-    order = [ExitCode.INTERNAL, ExitCode.ENVIRONMENT, ExitCode.USAGE, ExitCode.FAIL, ExitCode.INCONCLUSIVE, ExitCode.OK]
+    order = [ExitCode.INTERNAL, ExitCode.ENVIRONMENT, ExitCode.USAGE, ExitCode.FAIL, ExitCode.INCONCLUSIVE,
+             ExitCode.NOTHING_CHECKED, ExitCode.OK]
     codes = [ExitCode(c) for c in codes]
     for code in order:
         if code in codes:

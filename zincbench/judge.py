@@ -182,6 +182,11 @@ def compare_medians(
     return Comparison(ratio, ci, confidence, threshold, higher_is_better, decide(ratio, ci, threshold, higher_is_better), "bootstrap-median")
 
 
+def _exp(x: float) -> float:
+    """exp that saturates to inf instead of raising OverflowError."""
+    return math.inf if x > 709.0 else math.exp(x)
+
+
 def compare_paired(
     baseline: Sequence[float],
     candidate: Sequence[float],
@@ -201,17 +206,17 @@ def compare_paired(
     b = np.asarray(candidate, dtype=float)
     if a.shape != b.shape:
         raise ValueError("paired comparison needs equally many baseline and candidate values")
-    logs = np.log(b / a)
+    logs = np.log(b) - np.log(a)  # not log(b / a): a ratio of extreme rates would underflow to 0
     n = logs.size
     if n == 0:
         return Comparison(NAN, (NAN, NAN), confidence, threshold, higher_is_better, Verdict.INCONCLUSIVE, "paired-t-log")
     mean = float(np.mean(logs))
     if n < 2:
-        return Comparison(math.exp(mean), (NAN, NAN), confidence, threshold, higher_is_better, Verdict.INCONCLUSIVE, "paired-t-log")
+        return Comparison(_exp(mean), (NAN, NAN), confidence, threshold, higher_is_better, Verdict.INCONCLUSIVE, "paired-t-log")
     se = float(np.std(logs, ddof=1)) / math.sqrt(n)
     half = float(stats.t.ppf(0.5 + confidence / 2.0, n - 1)) * se
-    ratio = math.exp(mean)
-    ci = (math.exp(mean - half), math.exp(mean + half))
+    ratio = _exp(mean)
+    ci = (_exp(mean - half), _exp(mean + half))  # a wild interval overflows to inf: inconclusive, not an error
     return Comparison(ratio, ci, confidence, threshold, higher_is_better, decide(ratio, ci, threshold, higher_is_better), "paired-t-log")
 
 

@@ -128,6 +128,9 @@ def detect_format(text: str, source: str = "<text>") -> str:
 
 def parse(text: str, *, source: str = "<text>", fmt: str | None = None) -> list[LlamaBenchRow]:
     """All rows of one llama-bench output, in file order. ``fmt`` None means auto-detect."""
+    if "\x00" in text:  # llama-bench prints text in every format: a NUL byte is a damaged or binary file
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise InputError(f"{source}:{line}: contains a NUL byte: a damaged or binary file, not llama-bench output")
     detected, start = _find_start(text, source)
     fmt = fmt or detected
     parsers = {"md": _parse_md, "csv": _parse_csv, "json": _parse_json, "jsonl": _parse_jsonl, "sql": _parse_sql}
@@ -211,8 +214,6 @@ def _parse_csv(text: str, source: str):
 def _parse_sql(text: str, source: str):
     # llama-bench's sql output is meant for `sqlite3`; replay it into an in-memory database, one
     # statement at a time so an error names its line. Only llama_bench CREATE/INSERT are accepted.
-    if "\x00" in text:  # sqlite3 refuses embedded NULs with ValueError
-        raise InputError(f"{source}: contains a NUL character (a damaged or binary file)")
     db = sqlite3.connect(":memory:")
     polls = [0]
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
+import math
 import os
 from pathlib import Path
 
 from zincbench import records
-from zincbench.errors import ExitCode, InputError
+from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 
 HASH_CHUNK = 16 << 20
 
@@ -88,22 +89,71 @@ class Reference:
 
     @classmethod
     def from_document(cls, doc: dict, where: str) -> "Reference":
-        """The reference in a results document; an InputError for anything malformed, including a
-        number of token rows other than its n_gen (a truncated or padded reference)."""
+        """The reference in a results document; an InputError for anything malformed: a number of token rows
+        other than its n_gen (a truncated or padded reference), a token id that is not a non-negative JSON
+        integer (``"2_16"``, ``"+197"``, ``3.0`` and ``true`` are not ids), a logit that is not a finite
+        number, a top-2 logit above the top-1 (a negative margin) or a recorded margin that disagrees."""
         try:
             cfg, rows = doc["config"], doc["results"]
-            ref = cls(gguf=cfg["gguf"], identity=cfg["identity"], prompt=cfg["prompt"], n_gen=int(cfg["n_gen"]),
-                      prompt_ids=[int(t) for t in cfg["prompt_ids"]],
-                      generated_ids=[int(r["token"]) for r in rows],
-                      top2=[(int(r["token"]), float(r["top1_logit"]), int(r["top2_token"]), float(r["top2_logit"]))
-                            for r in rows],
-                      producer=doc.get("environment", {}).get("producer", {}))
+            if not isinstance(rows, list):
+                raise TypeError(f"results is a {type(rows).__name__}, not a list of token rows")
+            n_gen = _integer(cfg["n_gen"], "config.n_gen", minimum=1)
+            if len(rows) != n_gen:
+                raise InputError(f"{where}: reference holds {len(rows)} token rows for n_gen {n_gen}; "
+                                 f"record it again with `zincbench validate record --force`")
+            prompt_ids = cfg["prompt_ids"]
+            if not isinstance(prompt_ids, list) or not prompt_ids:
+                raise ValueError("config.prompt_ids: expected a non-empty list of token ids")
+            top2 = [_row(row, i) for i, row in enumerate(rows)]
+            ref = cls(gguf=_string(cfg["gguf"], "config.gguf"), identity=_string(cfg["identity"], "config.identity"),
+                      prompt=_string(cfg["prompt"], "config.prompt"), n_gen=n_gen,
+                      prompt_ids=[_integer(t, f"config.prompt_ids[{i}]") for i, t in enumerate(prompt_ids)],
+                      generated_ids=[first for first, _, _, _ in top2], top2=top2,
+                      producer=(doc.get("environment") or {}).get("producer", {}))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"{where}: not a valid reference document ({type(exc).__name__}: {exc})") from None
-        if len(ref.generated_ids) != ref.n_gen:
-            raise InputError(f"{where}: reference holds {len(ref.generated_ids)} token rows for n_gen {ref.n_gen}; "
-                             f"record it again with `zincbench validate record --force`")
         return ref
+
+
+def _integer(value, what: str, minimum: int = 0) -> int:
+    """A JSON integer (not a bool, float or string) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what}: expected an integer, got {value!r:.40}")
+    if value < minimum:
+        raise ValueError(f"{what}: expected an integer >= {minimum}, got {value}")
+    return value
+
+
+def _logit(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{what}: expected a finite logit, got {value!r:.40}")
+    return float(value)
+
+
+def _string(value, what: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{what}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _row(row, i: int) -> tuple[int, float, int, float]:
+    """One generated position: (top-1 id, logit, top-2 id, logit), the top-2 a different token no higher."""
+    where = f"results[{i}]"
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: expected a token row, got {type(row).__name__}")
+    if "position" in row and _integer(row["position"], f"{where}.position") != i:
+        raise ValueError(f"{where}.position: {row['position']} is not its place in the list")
+    first_id, second_id = _integer(row["token"], f"{where}.token"), _integer(row["top2_token"], f"{where}.top2_token")
+    first, second = _logit(row["top1_logit"], f"{where}.top1_logit"), _logit(row["top2_logit"], f"{where}.top2_logit")
+    if first_id == second_id:
+        raise ValueError(f"{where}: top-1 and top-2 are the same token {first_id}")
+    if first < second:
+        raise ValueError(f"{where}: negative margin: top-2 logit {second:g} above top-1 {first:g}")
+    if "margin" in row:
+        margin = _logit(row["margin"], f"{where}.margin")
+        if not math.isclose(margin, first - second, rel_tol=1e-9, abs_tol=1e-9):
+            raise ValueError(f"{where}.margin: {margin:g} is not top1 - top2 = {first - second:g}")
+    return first_id, first, second_id, second
 
 
 def default_directory(results_dir: str | os.PathLike | None = None) -> Path:
@@ -133,14 +183,31 @@ def conflict(reference: Reference, directory: str | os.PathLike) -> Path | None:
     return path if path.exists() and not _same(path, reference) else None
 
 
-def set_aside(path: Path) -> Path:
-    """Rename an old reference out of the way, to an unused ``<name>.replaced-<UTC time>[-k].json``."""
+def set_aside(path: Path) -> Path | None:
+    """Keep a copy of an old reference as an unused ``<name>.replaced-<UTC time>[-k].json``; None when it is gone.
+
+    The copy is a hard link made with exclusive creation, and the old file itself stays until the new
+    one atomically replaces it: two ``validate record --force`` running at once each keep their copy
+    and the last write wins, neither ever finds the file it meant to move already moved."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     for k in range(1000):
         aside = path.with_name(f"{path.stem}.replaced-{stamp}{f'-{k}' if k else ''}{path.suffix}")
-        if not aside.exists():
-            path.rename(aside)
+        try:
+            try:
+                os.link(path, aside)
+            except (PermissionError, NotImplementedError) as exc:  # a file system without hard links: copy
+                if isinstance(exc, PermissionError) and aside.exists():
+                    raise FileExistsError(exc) from None
+                with open(path, "rb") as src, open(aside, "xb") as dst:
+                    dst.write(src.read())
             return aside
+        except FileExistsError:
+            continue
+        except FileNotFoundError:
+            return None  # replaced or removed meanwhile: nothing left to keep
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot keep the old reference {path} as {aside.name}: "
+                                     f"{exc.strerror or exc}") from None
     raise InputError(f"{path}: too many replaced references beside it")  # pragma: no cover
 
 
@@ -181,15 +248,8 @@ def load(directory: str | os.PathLike, gguf: str | os.PathLike, prompt: str, n_g
 
 
 def rejudge(doc: dict, where: str) -> records.Rejudged:
-    """A recorded reference must still hold together: n_gen generated tokens, each with top-1 >= top-2."""
+    """A recorded reference must still hold together (``Reference.from_document``: n_gen token rows, integer
+    ids, finite logits, top-1 >= top-2); anything else is an InputError naming the row."""
     ref = Reference.from_document(doc, where)
-    problems = []
-    if len(ref.generated_ids) != ref.n_gen:
-        problems.append(f"{len(ref.generated_ids)} generated tokens recorded for n_gen {ref.n_gen}")
-    inverted = [i for i in range(len(ref.top2)) if ref.margin(i) < 0]
-    if inverted:
-        problems.append(f"top-1 logit below top-2 at positions {inverted}")
-    if problems:
-        return records.Rejudged(ExitCode.FAIL, "; ".join(problems))
     return records.Rejudged(ExitCode.OK, f"reference for {Path(ref.gguf).name}: {ref.n_gen} tokens, min margin "
                                          f"{min((ref.margin(i) for i in range(len(ref.top2))), default=float('nan')):.3f}")

@@ -41,6 +41,7 @@ Exit codes (a contract for CI):
   2  bad input/usage     3  inconclusive
   4  environment error (no GPU, missing tool or package, NVML absent, unwritable output)
   5  internal error (a zincbench bug; its traceback is saved to a log file)
+  6  nothing checked (a gate whose every check was skipped on this machine)
 """
 
 

@@ -10,8 +10,10 @@ from zincbench.cli.ab import ENGINE_KINDS, _models
 from zincbench.runs.ab import ORDERS
 
 EXIT_CODES = """\b
-Exit codes: 0 false-positive rate at or below the target (experiments/aa.yaml target_fp_rate),
-1 above it, 3 some run produced no verdict, 2 bad input, 4 environment (no GPU)."""
+Exit codes, from a test over the independent comparisons (never the point estimate): 0 the
+false-positive rate is shown at or below the target (experiments/aa.yaml target_fp_rate: its
+Clopper-Pearson upper bound), 1 it is shown above (exact binomial test, Holm over the models),
+3 too few comparisons to show either, or some run produced no verdict, 2 bad input, 4 environment."""
 
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
                              help="A/A settings YAML (default: experiments/aa.yaml); options below override it.")

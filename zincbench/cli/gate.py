@@ -20,9 +20,15 @@ reason is shown) or ERROR. Writes a results document (kind gate), optionally JUn
 markdown; the markdown is also appended to $GITHUB_STEP_SUMMARY when that is set.
 
 \b
-Exit codes: 0 every check passed or was skipped, 1 a check failed (or, with --strict, was
-skipped), 3 inconclusive, 2 bad input (the gates file or a check's input), 4 environment.""")
+--bundled NAME runs a gates file shipped in the package (gates, gates_ci) wherever it is installed.
+
+\b
+Exit codes: 0 every check passed or was skipped (at least one ran), 1 a check failed (or, with
+--strict, was skipped), 3 inconclusive, 6 every check was skipped (nothing was checked), 2 bad
+input (the gates file or a check's input), 4 environment.""")
 @click.argument("gates_yaml", required=False, type=click.Path(dir_okay=False))
+@click.option("--bundled", metavar="NAME", help="A gates file shipped in the package by name (gates, gates_ci) "
+              "instead of GATES_YAML.")
 @click.option("--strict", is_flag=True, help="A skipped check fails the gate (a GPU host that must run everything).")
 @click.option("--junit", "junit_path", metavar="FILE", callback=checked_output_file,
               help="Write JUnit XML (one testcase per check) to FILE.")
@@ -30,15 +36,20 @@ skipped), 3 inconclusive, 2 bad input (the gates file or a check's input), 4 env
               help="Write the summary as markdown to FILE.")
 @json_option
 @results_dir_option
-def command(gates_yaml, strict, junit_path, markdown_path, as_json, results_dir):
+def command(gates_yaml, bundled, strict, junit_path, markdown_path, as_json, results_dir):
     from rich.console import Console
 
-    from zincbench.runs.gate import load_gates, run_gates
+    from zincbench.errors import InputError
+    from zincbench.runs.gate import bundled_gates_path, load_gates, run_gates
     from zincbench.outputs import check_output_file, write_output
     from zincbench.records import to_jsonable
     from zincbench.show import gate_summary
     from zincbench.show.junit import junit_xml
 
+    if bundled is not None:
+        if gates_yaml is not None:
+            raise InputError(f"give GATES_YAML or --bundled, not both (got {gates_yaml} and --bundled {bundled})")
+        gates_yaml = bundled_gates_path(bundled)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         check_output_file(step_summary, "$GITHUB_STEP_SUMMARY")

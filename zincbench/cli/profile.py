@@ -24,7 +24,8 @@ categories_option = click.option("--categories", "categories_file", type=click.P
 out_option = click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
                           help="Folder for the profiler's files and the tables "
                                "(default: <results-dir>/profile-<time>-<id>/).")
-top_option = click.option("--top", type=int, default=20, show_default=True, help="Rows shown per kernel/range table.")
+top_option = click.option("--top", type=click.IntRange(min=1), default=8, show_default=True,
+                          help="Rows shown per kernel/range table (--json and the CSVs of --out keep every row).")
 timeout_option = click.option("--timeout", "timeout_s", type=SECONDS, default=3600.0, show_default=True,
                               help="Seconds before the profiled command is killed.")
 nvtx_include_option = click.option("--nvtx-include", multiple=True,
@@ -174,6 +175,9 @@ def parse_command(categories_file, top, out_dir, as_json, file) -> None:
         echo_json({**tables.to_dict(), "notes": tables.notes + notes})
         return
     console = Console()
-    show.render(tables, console, top=top, title=f"{tables.format}: {file}")
+    title = f"{tables.format}: {file}"
+    if len(title) + 6 > console.width:  # a rule cuts a long title with "…": the file's name says enough
+        title = f"{tables.format}: {Path(file).name}"
+    show.render(tables, console, top=top, title=title)
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")

@@ -13,7 +13,7 @@ from zincbench.cli._common import echo_json, json_option
 microbench: median/p90 per case x variant, one column per run; validate: each model's status per
 run; ab: each run's scoreboard. Runs are labelled by GPU (plus the run id where a GPU has several),
 and interrupted runs are marked incomplete. Documents of one kind from different GPUs are refused
-unless --ignore-device. --plot DIR writes PNGs (needs matplotlib: pip install -e '.[plot]'): time
+unless --ignore-device. --plot DIR writes PNGs (needs matplotlib, the `plot` extra): time
 vs N_e with the hardware floor for T2, each variant vs the round trip for T1, scoreboard bars for ab.
 
 \b

@@ -66,13 +66,14 @@ def _select(catalog_path, models, gguf):
               help="Extra environment for every engine run (the engine's feature knobs); repeatable; "
                    "overrides the catalog's engine_env.")
 @click.option("--mode", type=click.Choice(["exact", "tolerant"]), default="tolerant", show_default=True,
-              help="exact: all n_gen tokens identical (structural changes); tolerant: leading prefix >= "
-                   "min_match, else teacher-forced agreement >= min_match (fp16/reduction-order changes).")
+              help="exact: all n_gen tokens identical (structural changes); tolerant: identical, or one flip to "
+                   "llama.cpp's runner-up at a near-tie with every later position still checked by teacher "
+                   "forcing (fp16/reduction-order changes).")
 @click.option("--min-match", type=click.IntRange(min=1), default=None,
               help="Tokens that must agree in tolerant mode (default: the catalog's min_match, 8).")
 @click.option("--near-tie", type=click.FloatRange(min=0), default=0.2, show_default=True,
-              help="Tolerant mode forgives a divergence only where llama.cpp's top1-top2 logit margin is below "
-                   "this (an fp16/reduction-order flip); a divergence with a larger margin fails.")
+              help="Tolerant mode forgives a divergence only to llama.cpp's recorded runner-up where its "
+                   "top1-top2 logit margin is below this finite value (an fp16/reduction-order flip).")
 @click.option("--reference", type=click.Choice(["live", "recorded"]), default="recorded", show_default=True,
               help="live: run llama.cpp now (needs llama-cpp-python); recorded: use `validate record` output.")
 @click.option("--allow-missing", is_flag=True, help="Do not count models whose GGUF is absent as failures.")
@@ -136,10 +137,13 @@ def command(ctx, catalog, models, gguf, references_dir, full_hash, gpu_layers, n
 @shared_options
 @click.option("--force", is_flag=True, help="Replace a different reference already recorded for a model "
                                             "(the old one is kept beside it as *.replaced-<time>.json).")
-def record(catalog, models, gguf, references_dir, full_hash, gpu_layers, n_batch, as_json, results_dir, force):
+@click.option("--timeout", type=SECONDS, default=600.0, show_default=True,
+              help="Seconds per model for llama.cpp's decode; past it the child is killed (exit 4).")
+def record(catalog, models, gguf, references_dir, full_hash, gpu_layers, n_batch, as_json, results_dir, force, timeout):
     """Record llama.cpp greedy references (prompt ids, tokens, top-2 logits) for the selected models.
 
-    Needs llama-cpp-python (pip install -e '.[reference]'); llama.cpp decodes in a child process.
+    Needs llama-cpp-python (the `reference` extra); llama.cpp decodes in a child process, killed
+    after --timeout seconds per model.
     References are keyed by the GGUF's identity, the prompt and n_gen, so `validate --reference
     recorded` can gate without llama.cpp. An existing different reference is never overwritten
     without --force (exit 2 before anything is written).
@@ -152,7 +156,7 @@ def record(catalog, models, gguf, references_dir, full_hash, gpu_layers, n_batch
     _, chosen = _select(catalog, models, gguf)
     directory = references_dir or reference_store.default_directory(results_dir)
     saved = record_references(chosen, directory, settings=LlamaSettings(n_gpu_layers=gpu_layers, n_batch=n_batch),
-                              full_hash=full_hash, force=force)
+                              full_hash=full_hash, force=force, timeout_s=timeout)
     if as_json:
         echo_json({"references": [str(path) for path, _ in saved],
                    "replaced": {str(path): str(aside) for path, aside in saved if aside}})

@@ -93,6 +93,10 @@ class Engine:
         """Identity for results documents (binary path, md5, version...)."""
         return {"kind": self.kind}
 
+    def program(self) -> str | Path | None:
+        """The executable this adapter starts, checked before a run writes anything (None: none, or in-process)."""
+        return None
+
     def generate(self, model: Path, prompt_ids: list[int], n_gen: int, *, env: dict[str, str] | None = None,
                  timeout_s: float = 600.0) -> GenerationResult:
         raise NotSupported(f"{self.kind} cannot generate token ids")

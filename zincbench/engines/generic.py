@@ -130,11 +130,16 @@ def _tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+_COUNT = re.compile(r"[0-9]+")  # ids and counts: ASCII digits only (Python's int() also takes "2_16", "+197", " ٣")
+_REAL = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf)", re.I)
+
+
 def _number(token: str, kind: type, what: str, text: str):
-    try:
-        return kind(token.strip())
-    except ValueError:
-        raise EngineFailure("garbage", f"malformed number {token.strip()!r} in {what}", _tail(text)) from None
+    """A non-negative integer of ASCII digits (``int``), or a decimal number (``float``); else garbage."""
+    value = token.strip()
+    if not (_COUNT if kind is int else _REAL).fullmatch(value):
+        raise EngineFailure("garbage", f"malformed number {value!r} in {what}", _tail(text))
+    return kind(value)
 
 
 def parse_ids(text: str, pattern: str | re.Pattern, what: str) -> list[int]:
@@ -240,6 +245,9 @@ class GenericEngine(Engine):
         if self.bin and shutil.which(self.bin) is None:  # before any run, so no half-written results
             raise EnvironmentProblem(f"{self.kind} engine binary not found or not executable: {self.bin}")
         self.max_prompt_ids = self.spec.max_prompt_ids
+
+    def program(self):
+        return self.bin
 
     def describe(self) -> dict:
         binary = shutil.which(self.bin) if self.bin else None

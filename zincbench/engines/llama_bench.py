@@ -34,6 +34,9 @@ class LlamaBenchEngine(Engine):
         self.n_gpu_layers = n_gpu_layers
         self.extra_args = tuple(extra_args)
 
+    def program(self):
+        return self.binary
+
     def describe(self) -> dict:
         return {"kind": self.kind, "binary": str(self.binary), "md5": file_md5(self.binary),
                 "n_prompt": self.n_prompt, "n_gpu_layers": self.n_gpu_layers, "extra_args": list(self.extra_args)}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -30,17 +31,23 @@ from zincbench.engines.process import run_process, signal_name
 from zincbench.engines.zinc_dbg import GEN_IDS_RE, PROMPT_IDS_RE, TF_MATCH_RE
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, ZincbenchError
 
-INSTALL_HINT = "pip install -e '.[reference]'"
 PORTABLE_REBUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall '
                     '--no-binary llama-cpp-python llama-cpp-python')
 REFERENCE_PREFIX = "REFERENCE:"
 
 
+def install_hint() -> str:
+    from zincbench.install import extra_hint
+
+    return extra_hint("reference")
+
+
 def import_llama_cpp():
     try:
         import llama_cpp
-    except ImportError as exc:
-        raise EnvironmentProblem(f"llama-cpp-python is not importable ({exc}); install it with {INSTALL_HINT}") from None
+    except ImportError:
+        raise EnvironmentProblem(f"this needs llama.cpp's Python binding (llama-cpp-python, the optional `reference` "
+                                 f"extra), which is not installed: {install_hint()}") from None
     except (OSError, RuntimeError) as exc:  # its libllama (LLAMA_CPP_LIB_PATH, when set) failed to load
         raise EnvironmentProblem(f"llama-cpp-python could not load libllama: {type(exc).__name__}: {exc}") from None
     return llama_cpp
@@ -138,12 +145,15 @@ def decode_reference(gguf: str | Path, prompt: str, n_gen: int, settings: LlamaS
     result = run_process(argv, timeout_s=timeout_s)
     name = Path(gguf).name
     last_line = (result.stderr.strip().splitlines() or ["(no output)"])[-1].removeprefix("error: ")
+    if result.fatal_signal == signal.SIGILL:  # an instruction this CPU lacks: a native build's AMX, AVX-512, ...
+        raise EnvironmentProblem(
+            f"llama.cpp crashed: killed by SIGILL while decoding {name} (a libllama built for CPU features this host "
+            f"lacks, such as AMX); rebuild it portably: {PORTABLE_REBUILD}")
+    if result.fatal_signal is not None:
+        raise EnvironmentProblem(f"llama.cpp crashed: killed by {signal_name(result.fatal_signal)} while decoding "
+                                 f"{name} (last output: {last_line})")
     if result.timed_out:
         raise EnvironmentProblem(f"llama.cpp reference for {name} timed out after {timeout_s:g} s")
-    if result.returncode is not None and result.returncode < 0:
-        raise EnvironmentProblem(
-            f"llama.cpp was killed by {signal_name(-result.returncode)} while decoding {name} (a libllama built for CPU features this host "
-            f"lacks, such as AMX); rebuild it portably: {PORTABLE_REBUILD}")
     if result.returncode == ExitCode.USAGE:
         raise InputError(f"llama.cpp reference for {name}: {last_line}")
     if result.returncode != 0:
@@ -171,7 +181,8 @@ class LlamaCppEngine(GenericEngine):
         if config is not None:
             raise InputError("the llama-cpp engine takes no --engine-config (use --engine-kind generic)")
         if importlib.util.find_spec("llama_cpp") is None:
-            raise EnvironmentProblem(f"the llama-cpp engine needs llama-cpp-python; install it with {INSTALL_HINT}")
+            raise EnvironmentProblem(f"the llama-cpp engine needs llama.cpp's Python binding (llama-cpp-python, the "
+                                     f"optional `reference` extra), which is not installed: {install_hint()}")
         if bin is not None and not Path(bin).is_dir():
             raise InputError(f"llama-cpp --engine-bin must be a folder holding libllama, got {bin}")
         self.lib_path = bin
@@ -197,10 +208,10 @@ def main(argv: list[str] | None = None) -> None:
     import click
 
     def parse_csv(text: str) -> list[int]:
-        try:
-            return [int(x) for x in text.split(",")]
-        except ValueError:
-            raise click.BadParameter(f"expected comma-separated token ids, got {text!r}") from None
+        fields = text.split(",")
+        if not all(field.isascii() and field.isdigit() for field in fields):  # int() would take "2_16", "+197"
+            raise click.BadParameter(f"expected comma-separated token ids, got {text!r}")
+        return [int(x) for x in fields]
 
     @click.command()
     @click.argument("mode", type=click.Choice(["gen", "tf", "ref"]))

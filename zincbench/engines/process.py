@@ -67,6 +67,16 @@ class ProcessResult:
     wall_s: float
     timed_out: bool = False
 
+    @property
+    def fatal_signal(self) -> int | None:
+        """The signal the child died of on its own, or None. A child killed by our SIGTERM/SIGKILL at its
+        timeout did not crash; one that died of any other signal did, even when the timeout passed while
+        it was dying (a crash writing a large core dump can outlast the timeout): it is a crash, not a timeout."""
+        if self.returncode is None or self.returncode >= 0:
+            return None
+        signum = -self.returncode
+        return None if self.timed_out and signum in (signal.SIGTERM, signal.SIGKILL) else signum
+
     def tail(self, lines: int = 15) -> str:
         text = (self.stderr or "") + ("\n" + self.stdout if self.stdout and not self.stderr else "")
         return "\n".join(text.strip().splitlines()[-lines:])
@@ -133,10 +143,9 @@ def run_process(argv: list, *, env: dict[str, str] | None = None, timeout_s: flo
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env, cwd=cwd,
                                     start_new_session=True)
-        except FileNotFoundError:
-            raise EngineFailure("missing", f"engine binary not found: {argv[0]}") from None
-        except PermissionError:
-            raise EngineFailure("missing", f"engine binary is not executable: {argv[0]}") from None
+        except OSError as exc:  # not found, not executable, a #! line naming no interpreter, not a program
+            raise EngineFailure("missing", f"engine binary {launch_problem(argv[0], env=full_env) or exc.strerror}: "
+                                           f"{argv[0]}") from None
         try:
             timed_out = not _wait_exited(proc.pid, timeout_s)
         finally:  # an interrupt (Ctrl-C, SIGTERM) lands here too: the child's group never outlives us
@@ -145,13 +154,48 @@ def run_process(argv: list, *, env: dict[str, str] | None = None, timeout_s: flo
                              timed_out)
 
 
+def launch_problem(program: str | os.PathLike, env: dict[str, str] | None = None) -> str | None:
+    """Why ``program`` cannot be started, in a few words, or None when it looks startable.
+
+    "not found", "is a folder", "is not executable (chmod +x)", or, for a script, what is wrong with
+    its ``#!`` line (an interpreter that does not exist reads to the OS as the script not existing:
+    that is said here, so the message names the interpreter, not the script, as the thing missing).
+    """
+    import shutil
+
+    text = os.fspath(program)
+    path = shutil.which(text, path=(env or os.environ).get("PATH")) if os.sep not in text else text
+    if path is None or not os.path.exists(path):
+        return "not found"
+    if os.path.isdir(path):
+        return "is a folder, not a program"
+    if not os.access(path, os.X_OK):
+        return "is not executable (chmod +x)"
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(256)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if head.startswith(b"#!"):
+        # The kernel splits the line at spaces and tabs only: a CRLF script's interpreter ends in "\r".
+        words = [w for w in head[2:].split(b"\n", 1)[0].replace(b"\t", b" ").split(b" ") if w]
+        if not words:
+            return "has an empty #! line"
+        interpreter = words[0].decode("utf-8", errors="replace")
+        if not os.path.isfile(interpreter):
+            return f"has a bad #! line: its interpreter {interpreter!r} does not exist"
+        if not os.access(interpreter, os.X_OK):
+            return f"has a bad #! line: its interpreter {interpreter!r} is not executable"
+    return None
+
+
 def checked(result: ProcessResult) -> ProcessResult:
     """Raise EngineFailure for a timeout or non-zero exit; return the result otherwise."""
     name = Path(result.argv[0]).name
+    if result.fatal_signal is not None:
+        raise EngineFailure("crash", f"{name} crashed: killed by {signal_name(result.fatal_signal)}", result.tail())
     if result.timed_out:
         raise EngineFailure("timeout", f"{name} timed out after {result.wall_s:.0f} s", result.tail())
-    if result.returncode is not None and result.returncode < 0:
-        raise EngineFailure("crash", f"{name} was killed by {signal_name(-result.returncode)}", result.tail())
     if result.returncode != 0:
         raise EngineFailure("crash", f"{name} exited with code {result.returncode}", result.tail())
     return result

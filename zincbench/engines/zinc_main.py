@@ -53,6 +53,9 @@ class ZincMain(Engine):
         self.binary = Path(bin)
         self.extra_args = tuple(extra_args)
 
+    def program(self):
+        return self.binary
+
     def describe(self) -> dict:
         return {"kind": self.kind, "binary": str(self.binary), "md5": file_md5(self.binary),
                 "extra_args": list(self.extra_args)}

@@ -95,7 +95,7 @@ def _from_stats(path: Path, rules: CategoryRules) -> ProfileTables:
         by_kind.setdefault(report.kind, report)
     notes = [line for r in reports.values() for line in r.skipped]
     if len(reports) > 1:
-        notes.append("read with " + ", ".join(p.name for p in reports if p != path))
+        notes.append("read with the sibling reports " + ", ".join(r.kind for p, r in reports.items() if p != path))
 
     ops = [by_kind[k].table for k in ("kern_sum", "mem_time_sum") if k in by_kind and not by_kind[k].table.empty]
     kernel_columns = ["name", "calls", "total_ns", "mean_ns", "median_ns"]
@@ -111,12 +111,12 @@ def _from_stats(path: Path, rules: CategoryRules) -> ProfileTables:
                   .agg(kernels=("name", "nunique"), calls=("calls", "sum"), total_ns=("total_ns", "sum"))
                   .reset_index())
         ranges = _with_share(ranges, total)[range_columns]
-        notes.append("nvtx_kern_sum counts a kernel in every enclosing NVTX range: nested ranges' shares overlap")
+        notes.append("nested NVTX ranges' shares overlap (nvtx_kern_sum counts a kernel in each)")
     if "nvtx_sum" in by_kind and not by_kind["nvtx_sum"].table.empty:
         cpu = by_kind["nvtx_sum"].table.groupby("range", sort=False).agg(
             instances=("instances", "sum"), range_total_ns=("range_total_ns", "sum")).reset_index()
         ranges = cpu if ranges.empty else ranges.merge(cpu, on="range", how="left")
-        notes.append("range_total_ns is the CPU wall time of the ranges (nvtx_sum), not GPU time")
+        notes.append("range CPU time is the ranges' CPU wall time (nvtx_sum), not GPU time")
     return ProfileTables(str(path), "nsys-stats-csv", kernels, ranges, category_table(kernels, rules), notes)
 
 

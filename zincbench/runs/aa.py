@@ -16,9 +16,11 @@ flagged SLOW/FAST). Two modes, both writing one results document of kind ``aa``:
 Reported: the false-positive rate (``faster`` or ``slower`` verdicts) with a Clopper-Pearson interval
 over *independent* comparisons only, the inconclusive rate, the noise floor (spread between processes
 or rounds) and the minimum detectable change: the smallest uniform speed change of the candidate the
-verdict would call in ``detection_coverage`` of the observed comparisons. Exit code: 0 when the
-measured false-positive rate is at most the target, 1 above it, 3 when a process or repeat failed to
-produce a verdict (and no false positive decided already), 4 when the machine lacks a GPU.
+verdict would call in ``detection_coverage`` of the observed comparisons. The pass/fail decision is a
+test over the independent comparisons (``judge_aa``), corrected for testing several models at once:
+exit 0 when the Clopper-Pearson upper bound shows the false-positive rate at most the target, 1 when an
+exact binomial test (Holm over the models) shows it above, 3 when the comparisons are too few to show
+either or a process or repeat failed to produce a verdict, 4 when the machine lacks a GPU.
 """
 
 from __future__ import annotations
@@ -194,41 +196,82 @@ def detectable_change(changes: Sequence[tuple[float, float]], coverage: float) -
             "n": len(changes)}
 
 
-def judge_aa(verdicts: Sequence[str], independent: Sequence[str], failures: int, config: AAConfig) -> dict:
+def binomial_excess_p(events: int, trials: int, target: float) -> float:
+    """One-sided exact binomial p-value of "the rate is at most ``target``": P(X >= events) for X ~ B(trials, target)."""
+    from scipy import stats
+
+    if trials == 0:
+        return 1.0
+    return float(stats.binomtest(events, trials, target, alternative="greater").pvalue)
+
+
+def holm(p_values: dict[str, float], alpha: float) -> dict[str, bool]:
+    """Holm's step-down correction: which hypotheses are rejected with a family-wise error of at most ``alpha``."""
+    rejected = {name: False for name in p_values}
+    for i, (name, p) in enumerate(sorted(p_values.items(), key=lambda item: item[1])):
+        if p > alpha / (len(p_values) - i):
+            break
+        rejected[name] = True
+    return rejected
+
+
+def judge_aa(verdicts: Sequence[str], independent: Sequence[str] | dict[str, Sequence[str]], failures: int,
+             config: AAConfig) -> dict:
     """The A/A summary: false-positive and inconclusive rates, the pass/fail decision and its exit code.
 
-    ``verdicts``: every comparison (the point estimate); ``independent``: the subset of comparisons
-    that share no measurement (the Clopper-Pearson interval assumes independent trials).
+    ``verdicts``: every comparison (the point estimate, shown); ``independent``: the comparisons that
+    share no measurement, as one list or as groups (one per model of an ``ab`` A/A), each group a
+    hypothesis "its false-positive rate is at most the target". The decision is a test, never a point
+    estimate: FAIL when an exact one-sided binomial test rejects a group's hypothesis after Holm's
+    correction over the groups (family-wise error 1 - interval_confidence); PASS when every group's
+    Clopper-Pearson upper bound, Bonferroni-adjusted over the groups, is at most the target; otherwise
+    INCONCLUSIVE (exit 3): too few comparisons to tell, with how many would do.
     """
-    every, indep = VerdictTally.of(verdicts), VerdictTally.of(independent)
+    groups = dict(independent) if isinstance(independent, dict) else {"all": list(independent)}
+    indep_all = [v for group in groups.values() for v in group]
+    every, indep = VerdictTally.of(verdicts), VerdictTally.of(indep_all)
     confidence = config.interval_confidence
+    alpha = 1.0 - confidence
     fp = every.rate(every.false_positives, confidence)
+    tallies = {name: VerdictTally.of(group) for name, group in groups.items()}
+    simultaneous = 1.0 - alpha / max(1, len(groups))  # Bonferroni: every group's bound holds at once
+    tests = {name: {"false_positives": t.false_positives, "n": t.comparisons,
+                    "p_excess": binomial_excess_p(t.false_positives, t.comparisons, config.target_fp_rate),
+                    "upper": clopper_pearson(t.false_positives, t.comparisons, simultaneous)[1] if t.comparisons else None}
+             for name, t in tallies.items()}
+    rejected = holm({name: t["p_excess"] for name, t in tests.items()}, alpha)
+    for name, t in tests.items():
+        t["rejected"] = rejected[name]
     summary = {
         "target_fp_rate": config.target_fp_rate,
         "comparisons": {"tally": every.as_dict(), "false_positive": fp,
                         "inconclusive": every.rate(every.inconclusive, confidence)},
         "independent": {"tally": indep.as_dict(), "false_positive": indep.rate(indep.false_positives, confidence),
                         "inconclusive": indep.rate(indep.inconclusive, confidence)},
-        "independent_needed": trials_to_bound(config.target_fp_rate, confidence),
+        "independent_needed": trials_to_bound(config.target_fp_rate, simultaneous),
+        "test": {"method": "exact one-sided binomial test per group, Holm-corrected; pass: Clopper-Pearson "
+                           "upper bound per group, Bonferroni-adjusted", "alpha": alpha, "groups": tests},
         "failures": failures,
         "notes": [],
     }
-    if fp["rate"] is None:
+    if not indep.comparisons:
         code, outcome = ExitCode.INCONCLUSIVE, "no comparisons"
-    elif fp["rate"] <= config.target_fp_rate:
+    elif any(rejected.values()):
+        code, outcome = ExitCode.FAIL, "fail"
+    elif all(t["upper"] is not None and t["upper"] <= config.target_fp_rate for t in tests.values()):
         code, outcome = ExitCode.OK, "pass"
     else:
-        code, outcome = ExitCode.FAIL, "fail"
+        code, outcome = ExitCode.INCONCLUSIVE, "inconclusive"
+        worst_upper = max(t["upper"] for t in tests.values() if t["upper"] is not None)
+        summary["notes"].append(
+            f"{indep.false_positives} false positive(s) in {indep.comparisons} independent comparisons neither show "
+            f"the rate above the {config.target_fp_rate:.0%} target nor bound it below (upper bound "
+            f"{worst_upper:.1%}): {summary['independent_needed']} independent comparisons without a false positive "
+            f"{'per group ' if len(groups) > 1 else ''}would bound it")
     if failures:
         summary["notes"].append(f"{failures} run(s) produced no verdict: see the results rows")
         if code == ExitCode.OK:
             code, outcome = ExitCode.INCONCLUSIVE, "inconclusive"
-    upper = summary["independent"]["false_positive"]["ci"][1]
-    if indep.comparisons and upper > config.target_fp_rate:
-        summary["notes"].append(
-            f"the {confidence:.0%} upper bound of the false-positive rate ({upper:.1%}, {indep.comparisons} independent "
-            f"comparisons) is above the {config.target_fp_rate:.0%} target: {summary['independent_needed']} independent "
-            f"comparisons without a false positive would bound it")
     if every.inconclusive > every.comparisons / 2:
         summary["notes"].append("most comparisons are inconclusive: a low false-positive rate here also means "
                                 "the verdict rarely decides; more samples or rounds would narrow the intervals")
@@ -446,6 +489,14 @@ def _ab_noise(rows: list[dict]) -> dict:
     return out
 
 
+def _by_model(rows: list[dict]) -> dict[str, list[str]]:
+    """The repeats' verdicts per model: each model is one hypothesis of the A/A's test (Holm over models)."""
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        groups.setdefault(r["model"], []).append(r["verdict"])
+    return groups
+
+
 def _rounds_used(rows: list[dict]) -> dict:
     """How many rounds the adaptive A/Bs took: the budget they used to decide."""
     rounds = np.array([r["rounds"] for r in rows], dtype=float)
@@ -511,7 +562,7 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
             judged = [r for r in rows if r["verdict"] != "error"]
             verdicts = [r["verdict"] for r in judged]
             summary = (judge_detection(verdicts, expect, len(rows) - len(judged), config) if planted
-                       else judge_aa(verdicts, verdicts, len(rows) - len(judged), config))
+                       else judge_aa(verdicts, _by_model(judged), len(rows) - len(judged), config))
             changes = {metric: [change_to_call(r[metric]["ratio"], r[metric]["ci"], settings.threshold, True)
                                 for r in judged if r.get(metric)] for metric in AB_METRICS}
             summary.update(mode="ab", threshold=settings.threshold, alpha=settings.alpha,

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
+import os
 import platform
 import random
 import time
@@ -35,7 +37,7 @@ from typing import ClassVar, Literal, Sequence
 import numpy as np
 
 from zincbench.engines.base import Engine, EngineFailure, NotSupported
-from zincbench.engines.process import signals_as_interrupts
+from zincbench.engines.process import launch_problem, signals_as_interrupts
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, worst
 from zincbench.judge import Verdict, compare_paired
 from zincbench.llamabench import LlamaBenchRow, run_llama_bench
@@ -282,6 +284,34 @@ def _arm_stats(records: list[ABRun]) -> dict:
     }
 
 
+def zero_rates(run: ABRun) -> list[str]:
+    """The rates of a successful run that are not a measurement (zero, negative or NaN), as 'prefill 0 tok/s'."""
+    rates = (("prefill", run.prefill_tps), ("decode", run.decode_tps))
+    return [f"{name} {value:g} tok/s" for name, value in rates
+            if value is not None and not (isinstance(value, (int, float)) and 0 < value < math.inf)]
+
+
+def _zero_against_a(measured: list[ABRun], arms: Sequence[str]) -> list[int]:
+    """The measured rounds where B reported a zero rate of a metric that A measured (> 0) in that round."""
+    if len(arms) != 2:
+        return []
+    by_round = collections.defaultdict(dict)
+    for r in measured:
+        if r.status == "ok":
+            by_round[r.round][r.arm] = r
+    rounds = []
+    for round_no, runs in sorted(by_round.items()):
+        a, b = runs.get(arms[0]), runs.get(arms[1])
+        if a is None or b is None:
+            continue
+        for metric in ("prefill_tps", "decode_tps"):
+            va, vb = getattr(a, metric), getattr(b, metric)
+            if vb is not None and vb <= 0 and va is not None and 0 < va < math.inf:
+                rounds.append(round_no)
+                break
+    return rounds
+
+
 def _paired(records: list[ABRun], metric: str, threshold: float, confidence: float) -> dict | None:
     """B/A per round over the rounds where both arms produced the metric."""
     by_round = collections.defaultdict(dict)
@@ -337,8 +367,14 @@ def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold:
     if confidence is None:  # a single look spends the whole alpha of its metric
         confidence = 1.0 - ABSettings.alpha / METRICS
     measured = [r for r in records if not r.warmup]
-    ok = [r for r in measured if r.status == "ok"]
+    # A run that reported a rate of zero (or a negative or NaN one) measured no throughput: it is kept out
+    # of every statistic and ratio (no division by zero), counted apart, and judged below.
+    zero = [r for r in records if r.status == "ok" and zero_rates(r)]
+    ok = [r for r in measured if r.status == "ok" and not zero_rates(r)]
     errors = [{"arm": r.arm, "round": r.round, **r.error} for r in records if r.status == "error"]
+    errors += [{"arm": r.arm, "round": r.round, "reason": "zero-rate",
+                "message": f"reported {', '.join(zero_rates(r))}: no throughput measured", "stderr_tail": ""}
+               for r in zero]
     failed_measured = len(measured) - len(ok)
     stats = {arm: _arm_stats([r for r in ok if r.arm == arm]) for arm in arms}
     summary = {"model": model.name, "shape": model.shape, "gguf": str(model.gguf), "arms": stats,
@@ -351,7 +387,14 @@ def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold:
         verdict = combine_verdicts(*((summary[m] or {}).get("verdict") for m in ("prefill", "decode")))
     else:
         verdict = "measured"
-    if measured and failed_measured / len(measured) > max_failure_rate:
+    zero_b = _zero_against_a(measured, arms)
+    if zero_b:
+        # B measured nothing where A measured a rate: the slowest a build can be, a regression whatever
+        # the other rounds say (never "error" or "inconclusive", which would hide it).
+        verdict = "slower"
+        notes.append(f"arm {arms[-1]} reported a zero rate in round(s) {', '.join(map(str, zero_b))} where "
+                     f"{arms[0]} measured one: slower")
+    elif measured and failed_measured / len(measured) > max_failure_rate:
         verdict = "error"
         notes.append(f"{failed_measured} of {len(measured)} measured runs failed (more than "
                      f"{max_failure_rate:.0%}): no verdict")
@@ -361,6 +404,11 @@ def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold:
     elif failed_measured:
         notes.append(f"{failed_measured} failed run(s) left out; the verdict is judged on the rounds where both arms succeeded")
     summary["verdict"] = verdict
+    for arm in arms:
+        dropped = stats[arm]["n"] - stats[arm]["n_decode"]
+        if stats[arm]["n_decode"] and dropped:
+            notes.append(f"arm {arm}: {dropped} of {stats[arm]['n']} successful runs printed no decode rate "
+                         "(left out of the decode statistics)")
     tokens = {s["prefill_tokens"] for s in stats.values() if s["prefill_tokens"] is not None}
     summary["prefill_tokens"] = stats[arms[-1]]["prefill_tokens"] or stats[arms[0]]["prefill_tokens"]
     if len(tokens) > 1:
@@ -472,6 +520,14 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
     for model in models:
         if not Path(model.gguf).is_file():
             raise InputError(f"model {model.name}: GGUF file not found: {model.gguf}")
+    for arm in arms:  # before the results document exists: a binary that cannot start is bad input, no partial file
+        program = arm.engine.program()
+        problem = launch_problem(program, env={**os.environ, **arm.env}) if program else None
+        if problem:
+            raise InputError(f"arm {arm.name}: engine binary {problem}: {program}")
+    problem = launch_problem(llama_bench_bin) if llama_bench_bin else None
+    if problem:
+        raise InputError(f"--llama-bench-bin {problem}: {llama_bench_bin}")
     prompts = {a.name: benchmark_prompt(a.engine, settings.prompt_tokens) for a in arms}
     console = console or Console(stderr=True)
     if monitor is None:

@@ -16,7 +16,9 @@ decided per check when it runs: no GPU, an unset ``${VAR}`` or an absent model, 
 file makes the check SKIPPED with the reason, and ``strict`` turns every skip into a failure.
 
 Relative paths are resolved against the folder of the gates file; ``${VAR}`` expands from the
-environment. The gate's exit code is ``errors.worst`` of its checks' codes.
+environment. The gate's exit code is ``errors.worst`` of its checks' codes, except that a gate whose
+every check was skipped checked nothing: it exits ``NOTHING_CHECKED`` (6), never 0 and never the
+regression code 1 (``--strict`` makes those skips failures instead).
 """
 
 from __future__ import annotations
@@ -128,10 +130,10 @@ def matching_files(pattern: str, base: Path) -> list[Path]:
 
 def require_cupy_device() -> None:
     from zincbench.errors import EnvironmentProblem
-    from zincbench.gpu import require_cupy
+    from zincbench.install import require_cupy_gpu
 
     try:
-        require_cupy()
+        require_cupy_gpu("this check")
     except EnvironmentProblem as exc:
         raise Skip(f"needs a GPU: {exc}") from None
 
@@ -514,6 +516,19 @@ class Gates:
         return self.path.resolve().parent
 
 
+def bundled_gates() -> list[str]:
+    """The names of the gates files shipped in the package (``gates``, ``gates_ci``): experiments/gates*.yaml."""
+    return sorted(p.stem for p in EXPERIMENTS_DIR.glob("gates*.yaml"))
+
+
+def bundled_gates_path(name: str) -> Path:
+    """``zincbench gate --bundled NAME``: a gates file shipped in the package, by name (``.yaml`` optional)."""
+    stem = name.removesuffix(".yaml")
+    if stem not in bundled_gates():
+        raise InputError(f"--bundled: no bundled gates file {name!r} (bundled: {', '.join(bundled_gates())})")
+    return EXPERIMENTS_DIR / f"{stem}.yaml"
+
+
 def load_gates(path: str | os.PathLike | None = None) -> Gates:
     """Schema-check the gates file and every check's static inputs; any problem is a ConfigError/InputError."""
     p = Path(path) if path is not None else DEFAULT_GATES
@@ -562,7 +577,14 @@ class GateResult:
 
     @property
     def exit_code(self) -> ExitCode:
-        return worst(o.exit_code for o in self.outcomes)
+        return gate_code(self.outcomes)
+
+
+def gate_code(outcomes: list[CheckOutcome]) -> ExitCode:
+    """The worst of the checks' codes; a gate where every check was skipped checked nothing (exit 6)."""
+    if outcomes and all(o.status is Status.SKIPPED for o in outcomes):
+        return ExitCode.NOTHING_CHECKED
+    return worst(o.exit_code for o in outcomes)
 
 
 def run_check(check, ctx: Context, strict: bool = False) -> CheckOutcome:
@@ -584,11 +606,12 @@ def run_check(check, ctx: Context, strict: bool = False) -> CheckOutcome:
 
 
 def overall_status(code: ExitCode) -> str:
-    return {ExitCode.OK: "PASS", ExitCode.FAIL: "FAIL", ExitCode.INCONCLUSIVE: "INCONCLUSIVE"}.get(code, "ERROR")
+    return {ExitCode.OK: "PASS", ExitCode.FAIL: "FAIL", ExitCode.INCONCLUSIVE: "INCONCLUSIVE",
+            ExitCode.NOTHING_CHECKED: "NOTHING CHECKED"}.get(code, "ERROR")
 
 
 def verdict(outcomes: list[CheckOutcome], strict: bool) -> dict:
-    code = worst(o.exit_code for o in outcomes)
+    code = gate_code(outcomes)
     return {"status": overall_status(code), "exit_code": int(code), "strict": strict,
             "counts": {s.value: sum(o.status is s for o in outcomes) for s in Status}}
 

@@ -41,6 +41,12 @@ def _table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[st
     return table
 
 
+def fits_whole(console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]], *, keys: int,
+               right: Collection[int] = ()) -> bool:
+    """Whether ``print_in_column_groups`` would print one table (every column beside the keys)."""
+    return fits(console, _table(None, headers, rows, range(len(headers)), keys, right, probe=True))
+
+
 def print_in_column_groups(console: Console, title: str | None, headers: Sequence[str], rows: Sequence[Sequence[str]],
                            *, keys: int, right: Collection[int] = ()) -> None:
     """One table when it fits; otherwise several, each with the ``keys`` leading columns and as many
@@ -74,7 +80,9 @@ def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Se
     """Each row as two lines: its ``keys`` cells alone (long names get the full width), then the other
     cells in aligned columns under one shared header (headers wrap to their column's width)."""
     others = [i for i in range(len(headers)) if i not in keys]
-    widths = {i: max((Text.from_markup(r[i]).cell_len for r in rows), default=cell_len(headers[i])) for i in others}
+    # a column is as wide as its widest cell or its header's longest word: a header never stands one letter a line
+    widths = {i: max([Text.from_markup(r[i]).cell_len for r in rows] + [cell_len(_longest_word(headers[i]))])
+              for i in others}
 
     def table(header: bool) -> Table:
         t = Table(box=None, show_header=header, padding=(0, 1), show_edge=False)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from zincbench.errors import EnvironmentProblem
 
-INSTALL_HINT = "pip install -e '.[plot]'"
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v")
 
@@ -28,7 +27,9 @@ def require_matplotlib():
     try:
         import matplotlib
     except ImportError:
-        raise EnvironmentProblem(f"--plot needs matplotlib, which is not installed: {INSTALL_HINT}") from None
+        from zincbench.install import extra_hint
+
+        raise EnvironmentProblem(f"--plot needs matplotlib, which is not installed: {extra_hint('plot')}") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -120,8 +121,29 @@ def sections(tables: ProfileTables, traffic: pd.DataFrame | None = None) -> list
     return out
 
 
-def render(tables: ProfileTables, console: Console | None = None, *, top: int = 20,
+TERMINAL_TOP = 8  # rows per kernel/range table on a terminal: a profile reads in a CI log of 32 lines x 80
+# Left out, in turn, while a table is wider than the terminal: first what the others imply (mean and median are
+# total / calls), then what another table or --json says (the kernels' category, the ranges' CPU time).
+NARROW_DROPS = (("median_ns", "mean_ns"), ("category", "instances", "range_total_ns"))
+
+
+def _terminal_table(heading: str, headers: list[str], columns: list[str], rows: list[list[str]], keep: list[int]) -> Table:
+    """A box-less table (one line per row, a plain header): profiles are read in CI logs, where lines count."""
+    table = Table(title=heading, title_justify="left", box=None, header_style="bold", pad_edge=False,
+                  show_edge=False)
+    for i in keep:
+        table.add_column(headers[i], justify="right" if columns[i] in _NUMERIC else "left", no_wrap=True)
+    for row in rows:
+        table.add_row(*(escape(row[i]) for i in keep))
+    table.min_width = cell_len(heading)  # the title wraps at the table's width: keep it on one line
+    return table
+
+
+def render(tables: ProfileTables, console: Console | None = None, *, top: int = TERMINAL_TOP,
            traffic: pd.DataFrame | None = None, title: str | None = None) -> None:
+    """The tables for a terminal: box-less, at most ``top`` rows per kernel/range table; when a table is wider
+    than the terminal the columns of ``NARROW_DROPS`` are left out in turn, and when it still is, each name
+    gets a line of its own (names are never cut: --json, --out and markdown keep every row and column)."""
     console = console or Console()
     if title:
         console.rule(title)
@@ -132,17 +154,26 @@ def render(tables: ProfileTables, console: Console | None = None, *, top: int = 
         headers, rows, cut = display_rows(frame, None if key == "categories" else top, short_names=True)
         columns = [c for c in _COLUMNS if c in frame.columns]
         heading = _TITLES[key] + (f" (top {top} of {len(frame)})" if cut else "")
-        table = Table(title=heading, title_justify="left")
-        for header, column in zip(headers, columns):
-            table.add_column(header, justify="right" if column in _NUMERIC else "left", no_wrap=True)
-        for row in rows:
-            table.add_row(*(escape(c) for c in row))
+        every = list(range(len(columns)))
         named = next((i for i, c in enumerate(columns) if c in _NAME_COLUMNS), None)
-        if fits(console, table) or named is None:
-            console.print(table)
-        else:  # narrow terminal: each name on its own line, its numbers on the next
-            print_stacked(console, heading, [escape(h) for h in headers], [[escape(c) for c in r] for r in rows],
-                          keys=[named], right={i for i, c in enumerate(columns) if c in _NUMERIC})
+        layouts, dropped = [every], set()
+        for drops in NARROW_DROPS if named is not None else ():
+            dropped |= set(drops)
+            layouts.append([i for i in every if columns[i] not in dropped])
+        narrow = layouts[-1]
+        for keep in layouts:
+            table = _terminal_table(heading, headers, columns, rows, keep)
+            if fits(console, table):
+                console.print(table)
+                break
+        else:
+            if named is None:
+                console.print(_terminal_table(heading, headers, columns, rows, every))
+                continue
+            # still too wide: each name on its own line, its numbers on the next
+            print_stacked(console, heading, [escape(headers[i]) for i in narrow],
+                          [[escape(r[i]) for i in narrow] for r in rows], keys=[narrow.index(named)],
+                          right={j for j, i in enumerate(narrow) if columns[i] in _NUMERIC})
     for note in tables.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
 
@@ -186,7 +217,9 @@ def write_category_chart(tables: ProfileTables, path: str | os.PathLike) -> Path
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise EnvironmentProblem("the category chart needs matplotlib: pip install 'zincbench[plot]'") from None
+        from zincbench.install import extra_hint
+
+        raise EnvironmentProblem(f"the category chart needs matplotlib: {extra_hint('plot')}") from None
     frame = tables.categories.iloc[::-1]  # largest at the top
     fig, ax = plt.subplots(figsize=(7, 0.4 * len(frame) + 1.2))
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from zincbench.report import Report
 from zincbench.show import scoreboard
-from zincbench.show.fit import print_in_column_groups
+from zincbench.show.fit import fits, fits_whole, print_in_column_groups
 
 
 def _us(value) -> str:
@@ -32,6 +32,35 @@ def microbench_table(report: Report, family: str) -> tuple[list[str], list[list[
                 line.append(f"{_us(run['median_us'])} / {_us(run['p90_us'])}")
         cells.append(line)
     return headers, cells
+
+
+def _cell(run: dict | None) -> str:
+    if run is None:
+        return "—"
+    if run["check"] != "ok":
+        return run["check"]
+    return f"{_us(run['median_us'])} / {_us(run['p90_us'])}"
+
+
+def _short_labels(labels: list[str]) -> tuple[str, list[str]]:
+    """(the device every label starts with, or "", and the labels without it): runs of one GPU are named by
+    their run id alone, the device said once in the title."""
+    parts = [label.split(" · ", 1) for label in labels]
+    devices = {p[0] for p in parts}
+    if len(devices) == 1 and all(len(p) == 2 for p in parts):
+        return devices.pop(), [p[1] for p in parts]
+    return "", labels
+
+
+def microbench_long_table(report: Report, family: str) -> tuple[str, list[str], list[list[str]]]:
+    """One family's runs as rows (case, variant, run, median/p90 µs): the one table a narrow terminal can
+    hold whatever the number of runs; a run without a case x variant has no row (no "—" rows)."""
+    labels = report.labels("microbench", family)
+    device, short = _short_labels(labels)
+    cells = [[row["case"], row["variant"], name, _cell(row["runs"][label])]
+             for row in report.microbench if row["family"] == family
+             for label, name in zip(labels, short) if label in row["runs"]]
+    return device, ["case", "variant", "run", "median/p90 µs"], cells
 
 
 def validate_table(report: Report) -> tuple[list[str], list[list[str]]]:
@@ -67,13 +96,39 @@ def to_markdown(report: Report) -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+def _print_plain(console, title: str, headers: list[str], cells: list[list[str]]) -> bool:
+    """A box-less table of whole cells when it fits the terminal (True), else nothing (False)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=None, header_style="bold", pad_edge=False)
+    for i, header in enumerate(headers):
+        table.add_column(escape(header), no_wrap=True, justify="right" if i == len(headers) - 1 else "left")
+    for line in cells:
+        table.add_row(*(escape(c) for c in line))
+    table.min_width = min(len(title), console.width)
+    if not fits(console, table):
+        return False
+    console.print(table)
+    return True
+
+
 def print_report(report: Report, console=None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
     console = console or Console()
     # (title, table, leading key columns, whether the run columns are numbers, aligned right)
-    tables = [(f"microbench {family}", microbench_table(report, family), 2, True) for family in report.families]
+    tables = []
+    for family in report.families:
+        headers, cells = microbench_table(report, family)
+        if len(headers) > 3 and not fits_whole(console, [escape(h) for h in headers],
+                                               [[escape(c) for c in line] for line in cells], keys=2):
+            # several runs side by side do not fit: one table with a row per run, not one table per run
+            device, headers, cells = microbench_long_table(report, family)
+            if _print_plain(console, f"microbench {family}" + (f" · {device}" if device else ""), headers, cells):
+                continue
+        tables.append((f"microbench {family}", (headers, cells), 2, True))
     if report.validate:
         tables.append(("validate", validate_table(report), 1, False))
     for title, (headers, cells), keys, numbers in tables:

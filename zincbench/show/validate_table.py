@@ -24,8 +24,9 @@ def _cells(o: ModelOutcome) -> list[str]:
     tf = f"{o.tf_match}/{o.tf_total}" if o.tf_match is not None else "—"
     divergence = str(o.first_divergence) if o.first_divergence is not None else "—"
     margin = f"{o.margin:.3f}" if o.margin is not None else "—"
-    forgiven = [f"forgave {f['position']} ({f['why']})" for f in o.forgiven]
-    note = "; ".join(forgiven or (["near-tie"] if o.near_tie else []) + [o.reason])
+    forgiven = [f"forgave {f['position']} ({f['why']})" for f in o.forgiven or []]
+    # the reason always shows: a forgiven near-tie is said beside it, never instead of it
+    note = "; ".join(forgiven + (["near-tie"] if o.near_tie and not forgiven else []) + [o.reason])
     return [o.model, o.status.value, match, tf, divergence, margin, note]
 
 
