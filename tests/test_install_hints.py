@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from zincbench import install
+from zincbench import gpu, install
 from zincbench.cli import main
 from zincbench.errors import EnvironmentProblem
 
@@ -47,7 +47,7 @@ def test_microbench_where_cupy_reaches_no_gpu_says_what_is_missing_not_cupys_int
 
 
 def test_a_cuda_error_is_named_in_a_few_words():
-    assert install._cuda_words(RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")) == "cudaErrorNoDevice"
+    assert gpu._cuda_words(RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")) == "cudaErrorNoDevice"
 
 
 @pytest.mark.parametrize("checkout", [True, False])

@@ -8,10 +8,6 @@ package itself (``pip install llama-cpp-python``).
 
 from __future__ import annotations
 
-import re
-
-from zincbench.errors import EnvironmentProblem
-
 # extra -> the packages it adds (pyproject.toml's [project.optional-dependencies])
 EXTRAS = {
     "reference": "'llama-cpp-python>=0.3.0'",
@@ -39,27 +35,3 @@ def cupy_hint() -> str:
     if from_checkout():
         return "pip install -e '.[cuda12]' for CUDA 12, '.[cuda13]' for CUDA 13"
     return f"pip install {EXTRAS['cuda12']} for CUDA 12, {EXTRAS['cuda13']} for CUDA 13"
-
-
-def require_cupy_gpu(what: str = "microbench"):
-    """CuPy with a CUDA device, or an EnvironmentProblem (exit 4) saying in one line which is missing:
-    CuPy, or a GPU it can reach (never CuPy's own multi-line errors)."""
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        raise EnvironmentProblem(f"{what} needs CuPy and a CUDA GPU; CuPy is not installed ({cupy_hint()})") from None
-    except Exception as exc:  # CuPy installed but broken for this machine (its CUDA libraries)
-        raise EnvironmentProblem(f"{what} needs a CUDA GPU; CuPy is installed but cannot load its CUDA libraries "
-                                 f"({_cuda_words(exc)})") from None
-    from zincbench.gpu import require_cupy
-
-    try:
-        return require_cupy()
-    except Exception as exc:  # EnvironmentProblem (no device) or CuPy's own error (no driver)
-        raise EnvironmentProblem(f"{what} needs a CUDA GPU; CuPy finds none on this machine ({_cuda_words(exc)})") from None
-
-
-def _cuda_words(exc: BaseException) -> str:
-    """The CUDA error's name when there is one (cudaErrorNoDevice), else the exception's type: a few words."""
-    found = re.search(r"cudaError\w+|CUDA_ERROR_\w+", str(exc))
-    return found.group(0) if found else f"{type(exc).__name__}: no NVIDIA driver or device"

@@ -74,7 +74,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from zincbench.gpu.device import environment_report
-    from zincbench.install import require_cupy_gpu
+    from zincbench.gpu import require_cupy_gpu
     from zincbench.measure.ceilings import measure_ceilings
     from zincbench.measure.timer import GpuTimer
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from zincbench.gpu.nvml import Nvml
 from zincbench.gpu.tools import TOOL_PURPOSE, describe_tools, nsys_importer_problem
+from zincbench.install import cupy_hint
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def environment_report(include_tools: bool = True) -> dict:
     try:
         import cupy
     except ImportError:
-        report["problems"].append("CuPy is not installed: no kernels can run (pip install -e '.[cuda12]' or '.[cuda13]')")
+        report["problems"].append(f"CuPy is not installed: no kernels can run ({cupy_hint()})")
         cupy = None
     if cupy is not None:
         report["software"] = _cuda_versions(cupy)

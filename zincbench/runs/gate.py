@@ -130,7 +130,7 @@ def matching_files(pattern: str, base: Path) -> list[Path]:
 
 def require_cupy_device() -> None:
     from zincbench.errors import EnvironmentProblem
-    from zincbench.install import require_cupy_gpu
+    from zincbench.gpu import require_cupy_gpu
 
     try:
         require_cupy_gpu("this check")
