@@ -175,6 +175,10 @@ def test_the_buffer_count_is_checked():
     ('extern "C" __global__ void k(unsigned n, float* y) {}', "buffer parameter 'float* y' after the push"),
     ('extern "C" __global__ void k(float* y, half h) {}', "neither a buffer"),
     ('extern "C" __global__ void j(float* y) {}', 'no extern "C" __global__ k'),
+    ('struct P { unsigned a, a; };\nextern "C" __global__ void k(float* y, P p) {}', "field 'a' is declared twice"),
+    ('struct P { };\nextern "C" __global__ void k(float* y, P p) {}', "struct P: it has no fields"),
+    ('struct P { int x[0]; };\nextern "C" __global__ void k(float* y, P p) {}', "array length of 0"),
+    ('extern "C" __global__ void k(float* y, unsigned n, int n) {}', "scalar parameters: field 'n' is declared twice"),
 ])
 def test_unreadable_signatures_are_errors(source, message):
     with pytest.raises(AbiError, match=re.escape(message)):
@@ -208,4 +212,26 @@ def test_declared_launches_name_the_kernels_fields_and_buffers(pack, variant, st
         assert variant.optional, f"{step.where}: no stand-in defines {step.kernel}"
         return
     agree = [a for a in abis if set(a.push.names) == set(step.push) and len(a.buffers) == len(step.buffers)]
-    assert agree if "{" in step.kernel else len(agree) == len(abis), (step.where, [(a.entry, a.push.names) for a in abis])
+    found = [(a.entry, a.push.names) for a in abis]
+    assert agree if "{" in step.kernel else len(agree) == len(abis), (step.where, found)
+
+
+# ---- damaged sources: never anything but an AbiError (an input error, exit 2) ----------------------------
+C_PIECES = ["struct P {", "};", "unsigned a, b;", "unsigned a;", "float x;", "double y;", "int z[3];", "int z[];",
+            "int z[0];", "typedef struct {",
+            "} Q;", 'extern "C" __global__ void k(', "const float* x,", "P p", "Q q", "unsigned n", ")", "{}", "//",
+            "/*", "*/", "__launch_bounds__(128)", ",", "*", "\x00", "é", "\n", "unsigned n, unsigned n"]
+
+
+@given(st.lists(st.sampled_from(C_PIECES) | st.text(max_size=8), max_size=40))
+@settings(derandomize=True, max_examples=300, deadline=None)
+def test_any_source_text_reads_or_is_an_abi_error(pieces):
+    text = " ".join(pieces)
+    abi = source_abi(text)
+    for entry in list(abi.kernels) + ["k"]:
+        try:
+            kernel = abi.kernel(entry)
+        except AbiError:
+            continue
+        values = {name: [1] * n if n > 1 else 1 for name, _, n in kernel.push.fields}
+        assert len(kernel.parameters([0] * len(kernel.buffers), values, "fuzz")) >= 8 * len(kernel.buffers)

@@ -418,8 +418,10 @@ def test_the_launchers_pack_what_the_engine_pack_declares(monkeypatch, numpy_as_
         assert launch.grid == (2, 128 // 32, 1) and launch.block == (128, 1, 1) and launch.shared == 160 * 1024
     else:
         assert launch.name == step.kernel
-        assert list(launch.grid) == [evaluate_int(e, step_names, minimum=1) for e in step.grid] + [1] * (3 - len(step.grid))
-        assert list(launch.block) == [evaluate_int(e, step_names, minimum=1) for e in step.block] + [1] * (3 - len(step.block))
+        def extent(exprs):
+            return [evaluate_int(e, step_names, minimum=1) for e in exprs] + [1] * (3 - len(exprs))
+
+        assert list(launch.grid) == extent(step.grid) and list(launch.block) == extent(step.block)
         assert launch.shared == (evaluate_int(step.shared, step_names) if step.shared is not None else 0)
 
 

@@ -197,8 +197,8 @@ def _push(value, where: str) -> dict:
     for name, expr in _mapping(value, where).items():
         typed = TYPED_PUSH.match(expr) if isinstance(expr, str) else None
         if typed:
-            raise ConfigError(f"{where}.{name}: write only the expression ({typed.group(2).strip()!r}): the field's type "
-                              f"and place come from the kernel's struct in its source")
+            raise ConfigError(f"{where}.{name}: write only the expression ({typed.group(2).strip()!r}): the "
+                              f"field's type and place come from the kernel's struct in its source")
         fields[str(name)] = _expr(expr, f"{where}.{name}")
     return fields
 

@@ -36,7 +36,8 @@ def require_cupy_gpu(what: str = "microbench"):
     try:
         return require_cupy()
     except Exception as exc:  # EnvironmentProblem (no device) or CuPy's own error (no driver)
-        raise EnvironmentProblem(f"{what} needs a CUDA GPU; CuPy finds none on this machine ({_cuda_words(exc)})") from None
+        raise EnvironmentProblem(f"{what} needs a CUDA GPU; CuPy finds none on this machine "
+                                 f"({_cuda_words(exc)})") from None
 
 
 def _cuda_words(exc: BaseException) -> str:

@@ -178,7 +178,10 @@ class SourceAbi:
             raise AbiError(f"{entry}: parameters after the push struct {struct_param}")
         if struct_param:
             return KernelAbi(entry, tuple(buffers), self.struct(struct_param), True)
-        return KernelAbi(entry, tuple(buffers), PushLayout(f"{entry} scalars", tuple(scalars)), False)
+        scalar_layout = _checked_fields(f"{entry} scalars", scalars) if scalars else PushLayout(f"{entry} scalars", ())
+        if isinstance(scalar_layout, str):
+            raise AbiError(f"{entry}: its scalar parameters: {scalar_layout}")
+        return KernelAbi(entry, tuple(buffers), scalar_layout, False)
 
 
 def _layout(name: str, body: str) -> PushLayout | str:
@@ -199,7 +202,18 @@ def _layout(name: str, body: str) -> PushLayout | str:
             if not match:
                 return f"cannot read the declarator {declarator.strip()!r} in {decl!r}"
             fields.append((match.group(1), kind, int(match.group(2) or 1)))
-    return PushLayout(name, tuple(fields))
+    return _checked_fields(name, fields)
+
+
+def _checked_fields(name: str, fields: list) -> PushLayout | str:
+    """A layout of these fields, or why there cannot be one (a push of no field, a name used twice)."""
+    names = [f for f, _, _ in fields]
+    twice = sorted({f for f in names if names.count(f) > 1})
+    if twice:
+        return f"field {twice[0]!r} is declared twice"
+    if any(n < 1 for _, _, n in fields):
+        return "a field has an array length of 0"
+    return PushLayout(name, tuple(fields)) if fields else "it has no fields"
 
 
 @lru_cache(maxsize=32)

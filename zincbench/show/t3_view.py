@@ -54,14 +54,15 @@ def scan_rows(doc: dict) -> list[dict]:
     return out
 
 
-def _scan_cells(d: dict) -> list[str]:
-    def us(v):
-        return "–" if v is None else f"{v:.0f}"
+def _us(v) -> str:
+    return "–" if v is None else f"{v:.0f}"
 
+
+def _scan_cells(d: dict) -> list[str]:
     def ratio(v):
         return "–" if v is None else f"{v:.2f}×"
 
-    return [d["model"], str(d["tokens"]), *(us(d[v]) for v in SCAN_VARIANTS), ratio(d["vs_fla"]),
+    return [d["model"], str(d["tokens"]), *(_us(d[v]) for v in SCAN_VARIANTS), ratio(d["vs_fla"]),
             ratio(d["vs_fla_bf16"])]
 
 
@@ -84,14 +85,11 @@ def share_rows(doc: dict) -> list[dict]:
 
 
 def _cells(d: dict) -> list[str]:
-    def us(v):
-        return "–" if v is None else f"{v:.0f}"
-
     def pct(v):
         return "–" if v is None else f"{100 * v:.0f}%"
 
-    return [d["model"], str(d["tokens"]), us(d["scan"]), us(d["chunked"]), us(d["conv1d"]), us(d["norm"]),
-            us(d["proj"]), us(d["layer"]), f"{pct(d['share'])}→{pct(d['share_chunked'])}"]
+    return [d["model"], str(d["tokens"]), *(_us(d[k]) for k in ("scan", "chunked", "conv1d", "norm", "proj", "layer")),
+            f"{pct(d['share'])}→{pct(d['share_chunked'])}"]
 
 
 def _tables(doc: dict) -> list[tuple[str, list[str], list[list[str]], list[str]]]:
