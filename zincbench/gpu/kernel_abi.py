@@ -14,7 +14,6 @@ or unknown name is an error before anything runs.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -217,17 +216,13 @@ def _checked_fields(name: str, fields: list) -> PushLayout | str:
 
 
 @lru_cache(maxsize=32)
-def _parse(digest: str, text: str) -> SourceAbi:
+def source_abi(text: str) -> SourceAbi:
+    """The push structs and kernel signatures of a CUDA source (parsed once per distinct text)."""
     text = COMMENTS.sub(" ", text)
     structs = {m.group(1): _layout(m.group(1), m.group(2)) for m in STRUCT.finditer(text)}
     structs.update({m.group(2): _layout(m.group(2), m.group(1)) for m in TYPEDEF_STRUCT.finditer(text)})
     kernels = {m.group(1): " ".join(m.group(2).split()) for m in KERNEL.finditer(text)}
     return SourceAbi(structs, kernels)
-
-
-def source_abi(text: str) -> SourceAbi:
-    """The push structs and kernel signatures of a CUDA source (parsed once per distinct text)."""
-    return _parse(hashlib.sha256(text.encode()).hexdigest(), text)
 
 
 def kernel_abi(text: str, entry: str, where: str = "") -> KernelAbi:
