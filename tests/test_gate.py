@@ -250,10 +250,10 @@ def test_worst_check_decides_the_exit_code(tmp_path):
 
 def test_microbench_check_is_skipped_without_a_gpu(tmp_path):
     from zincbench.errors import EnvironmentProblem
-    from zincbench.gpu import require_cupy_gpu
+    from zincbench.gpu import require_cupy
 
     try:
-        require_cupy_gpu("this check")
+        require_cupy("this check")
     except EnvironmentProblem as exc:
         reason = str(exc)
     else:

@@ -74,7 +74,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from zincbench.gpu.device import environment_report
-    from zincbench.gpu import require_cupy_gpu
+    from zincbench.gpu import require_cupy
     from zincbench.measure.ceilings import measure_ceilings
     from zincbench.measure.timer import GpuTimer
 
@@ -106,7 +106,7 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
         variants = [v for v in variants if v.name in variant_filter]
     if not cases:
         raise InputError(f"no {family_name} case matches {case_filter!r}")
-    cupy = require_cupy_gpu("microbench")
+    cupy = require_cupy("microbench")
     timer_cfg = family.timer_config(config)
     timer = GpuTimer(timer_cfg.quick() if quick else timer_cfg)
     env = environment_report(include_tools=False)

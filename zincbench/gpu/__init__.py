@@ -8,36 +8,24 @@ from zincbench.errors import EnvironmentProblem
 from zincbench.install import cupy_hint
 
 
-def require_cupy():
-    """Import CuPy or fail with an environment error that says how to get it."""
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        raise EnvironmentProblem(f"CuPy is not installed: {cupy_hint()}") from None
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError as exc:
-        raise EnvironmentProblem(f"no CUDA device: {exc}") from None
-    if n == 0:
-        raise EnvironmentProblem("no CUDA device")
-    return cupy
-
-
-def require_cupy_gpu(what: str = "microbench"):
+def require_cupy(what: str = "this command"):
     """CuPy with a CUDA device, or an EnvironmentProblem (exit 4) saying in one line which is missing:
-    CuPy, or a GPU it can reach (never CuPy's own multi-line errors)."""
+    CuPy (and how to get it), or a GPU it can reach (never CuPy's own multi-line errors)."""
     try:
-        import cupy  # noqa: F401
+        import cupy
     except ImportError:
         raise EnvironmentProblem(f"{what} needs CuPy and a CUDA GPU; CuPy is not installed ({cupy_hint()})") from None
     except Exception as exc:  # CuPy installed but broken for this machine (its CUDA libraries)
         raise EnvironmentProblem(f"{what} needs a CUDA GPU; CuPy is installed but cannot load its CUDA libraries "
                                  f"({_cuda_words(exc)})") from None
     try:
-        return require_cupy()
-    except Exception as exc:  # EnvironmentProblem (no device) or CuPy's own error (no driver)
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError (no device) or CuPy's own error (no driver)
         raise EnvironmentProblem(f"{what} needs a CUDA GPU; CuPy finds none on this machine "
                                  f"({_cuda_words(exc)})") from None
+    if n == 0:
+        raise EnvironmentProblem(f"{what} needs a CUDA GPU; CuPy finds none on this machine")
+    return cupy
 
 
 def _cuda_words(exc: BaseException) -> str:

@@ -130,10 +130,10 @@ def matching_files(pattern: str, base: Path) -> list[Path]:
 
 def require_cupy_device() -> None:
     from zincbench.errors import EnvironmentProblem
-    from zincbench.gpu import require_cupy_gpu
+    from zincbench.gpu import require_cupy
 
     try:
-        require_cupy_gpu("this check")
+        require_cupy("this check")
     except EnvironmentProblem as exc:
         raise Skip(f"needs a GPU: {exc}") from None
 
