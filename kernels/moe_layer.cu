@@ -79,10 +79,11 @@ extern "C" __global__ void softmax_topk_batched(const float* logits, unsigned* t
         for (unsigned j = 0; j < k; j++) top = fmaxf(top, row[chosen[j]]);
         float e[32], total = 0.0f;
         for (unsigned j = 0; j < k; j++) { e[j] = expf(row[chosen[j]] - top); total += e[j]; }
+        const float inv = total > 0.0f ? 1.0f / total : 0.0f;  // the engine's: times the inverse, not e / total
         unsigned* out = table + (size_t)t * 2u * k;
         for (unsigned j = 0; j < k; j++) {
             out[j] = chosen[j];
-            out[k + j] = __float_as_uint(e[j] / total);
+            out[k + j] = __float_as_uint(e[j] * inv);
         }
     }
 }

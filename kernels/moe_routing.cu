@@ -275,3 +275,73 @@ extern "C" __global__ void moe_scatter_rows(const float* src, const unsigned* so
     const float* row = src + (size_t)r * M;
     for (unsigned m = threadIdx.x; m < M; m += blockDim.x) dst[m] = row[m];
 }
+
+// ---- top-k + softmax of the router logits, one warp per token ------------------------------------------
+// The candidate block's routing table from logits f32 [T][n_experts]: table row t (stride 2k) gets the k
+// chosen expert ids, then their softmax weights over the k chosen logits as f32 bits: the engine's
+// softmax_topk_batched (one 64-thread block per token, k rounds of block-wide arg-max and barriers) as k
+// warp-shuffle arg-max rounds over logits held in registers.
+// Same choice as the engine: larger logit first; among equal logits the lower index mod 64 (the engine's
+// thread), then the lower index; a -inf or NaN logit is never chosen (the id is then 0xFFFFFFFF). Same
+// weights, bit for bit: exp(l - max) per slot, summed in slot order, times 1/sum.
+// Grid ceil(T / warps per block), block a whole number of warps; n_experts <= TOPK_MAX_EXPERTS, k <= 32.
+#define TOPK_MAX_EXPERTS 256u
+#define TOPK_PER_LANE (TOPK_MAX_EXPERTS / 32u)
+#define TOPK_NEG_INF __int_as_float(0xff800000)  // NVRTC has no math.h INFINITY
+
+extern "C" __global__ void moe_topk_softmax(const float* logits, unsigned* table, unsigned T, unsigned n_experts,
+                                            unsigned k) {
+    const unsigned lane = threadIdx.x & 31u, t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (t >= T) return;  // a whole warp leaves together: the shuffles below stay full-warp
+    const float* row = logits + (size_t)t * n_experts;
+    const unsigned per_thread = (n_experts + 63u) >> 6;  // the engine's thread i % 64 scans per_thread logits
+    float v[TOPK_PER_LANE];
+#pragma unroll
+    for (unsigned j = 0; j < TOPK_PER_LANE; j++) {
+        const unsigned i = lane + 32u * j;
+        v[j] = i < n_experts ? row[i] : TOPK_NEG_INF;
+    }
+    unsigned slot_id = INVALID_ENTRY;  // lane s < k keeps slot s
+    float slot_logit = TOPK_NEG_INF;
+    for (unsigned s = 0; s < k; s++) {
+        float best = TOPK_NEG_INF;
+        unsigned best_rank = INVALID_ENTRY, best_i = INVALID_ENTRY;
+#pragma unroll
+        for (unsigned j = 0; j < TOPK_PER_LANE; j++) {
+            const unsigned i = lane + 32u * j, rank = (i & 63u) * per_thread + (i >> 6);
+            if (v[j] > best || (v[j] == best && best > TOPK_NEG_INF && rank < best_rank)) {
+                best = v[j];
+                best_rank = rank;
+                best_i = i;
+            }
+        }
+#pragma unroll
+        for (unsigned offset = 16; offset > 0; offset >>= 1) {
+            const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+            const unsigned other_rank = __shfl_xor_sync(0xffffffffu, best_rank, offset);
+            const unsigned other_i = __shfl_xor_sync(0xffffffffu, best_i, offset);
+            if (other > best || (other == best && other > TOPK_NEG_INF && other_rank < best_rank)) {
+                best = other;
+                best_rank = other_rank;
+                best_i = other_i;
+            }
+        }
+#pragma unroll
+        for (unsigned j = 0; j < TOPK_PER_LANE; j++)
+            if (lane + 32u * j == best_i) v[j] = TOPK_NEG_INF;  // out of later rounds
+        if (lane == s) {
+            slot_id = best_i;
+            slot_logit = best;
+        }
+    }
+    const float top = __shfl_sync(0xffffffffu, slot_logit, 0);  // slot 0 holds the largest
+    const float e = lane < k && slot_logit > TOPK_NEG_INF ? expf(slot_logit - top) : 0.0f;
+    float total = 0.0f;
+    for (unsigned s = 0; s < k; s++) total += __shfl_sync(0xffffffffu, e, s);  // slot order, as the engine
+    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+    if (lane < k) {
+        unsigned* out = table + (size_t)t * 2u * k;
+        out[lane] = slot_id;
+        out[k + lane] = __float_as_uint(e * inv);
+    }
+}

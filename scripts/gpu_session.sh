@@ -6,6 +6,9 @@
 #                                               gpulog sanlog (the recorded logs: every test listed, -rA)
 #                                               abi sanssm (the launch ABI echo tests; the ssm sanitizer group)
 #                                               profile layer layerfull layergguf
+#                                               layertests sanlayer layerprobe (the layer family's GPU tests,
+#                                               its sanitizer group, a quick T1024 run; layerprobe_engine: the
+#                                               same on the engine's kernels in .carry/zinc-src)
 #                                               kernels routing t1q6 t2down (fused formats, routing builds)
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
@@ -74,6 +77,14 @@ for step in "${@:-env tests}"; do
                 PYTHONPATH=/tmp/site /tmp/wheel-venv/bin/zincbench microbench t2 --quick --no-progress \
                 --results-dir /tmp/wheel-results && ls /tmp/wheel-results" ;;
         t2warm) TAIL=8 run t2warm 200 $ZB microbench t2 --no-progress ;;
+        layertests) TAIL=40 run layer-tests 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=10 \
+                tests/gpu/test_moe_layer_gpu.py ;;
+        sanlayer) TAIL=40 run sanitizer-layer 600 python3 -m pytest -m sanitizer -rA -p no:cacheprovider --durations=5 \
+                -k layer tests/gpu/test_sanitizer.py ;;
+        layerprobe) TAIL=80 run layerprobe 400 $ZB microbench layer $ENGINE --case T1024 --quick --no-progress \
+                --markdown "$LOGS/layerprobe.md" ;;
+        layerprobe_engine) TAIL=80 run layerprobe-engine 400 $ZB microbench layer --engine-src .carry/zinc-src --case T1024 \
+                --quick --no-progress --markdown "$LOGS/layerprobe-engine.md" ;;
         layer) TAIL=60 run layer 600 $ZB microbench layer $ENGINE --quick --no-progress --markdown "$LOGS/layer.md" ;;
         layerfull) TAIL=80 run layerfull 600 $ZB microbench layer $ENGINE --variant engine --variant fused_block \
                 --variant fused_block_cublas_down \

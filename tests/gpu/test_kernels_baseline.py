@@ -17,7 +17,7 @@ import pytest
 from zincbench.ops.dequant import DequantToF16, F32ToF16
 from zincbench.ops.gemm_tc import GemmQ4KTC
 from zincbench.ops.matvec import ExpertsMatvec
-from zincbench.ops.moe_cublas import CapacityExceeded, CublasGemmF16, DenseDequantCublas, MoeDequantCublas
+from zincbench.ops.moe_cublas import CapacityExceeded, CublasGemm, DenseDequantCublas, MoeDequantCublas
 from zincbench.ops.routing import ROUTING_BUILDS, GatherRows, RoutingWorkspace, ScatterRows, build_routing, max_tiles
 from zincbench.quant import get_format
 from zincbench.reference import kernels_ref as ref
@@ -237,7 +237,7 @@ def test_cublas_gemm_f16_matches_reference(cupy, rng, m, n, k):
     w = activations(rng, (m, k)).astype(np.float16)
     x = activations(rng, (n, k)).astype(np.float16)
     y = poisoned(cupy, (n, m))
-    CublasGemmF16(cupy.asarray(w), cupy.asarray(x), y)()
+    CublasGemm(cupy.asarray(w), cupy.asarray(x), y)()
     got = y.get()
     assert np.isfinite(got).all()
     assert ref.rel_frobenius(got, ref.dense_gemm(w, x)) <= FP16_PATH_BOUND

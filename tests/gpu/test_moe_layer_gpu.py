@@ -89,9 +89,11 @@ def test_block_without_shared_expert(cupy, rng, tmp_path):
 
 
 def test_each_stage_runs_alone_and_the_stages_make_the_block(cupy, rng, tmp_path):
-    """The runner times every stage on its own: running them in order must give the block's output."""
+    """The runner times every stage on its own: running them in order must give the block's output.
+    The variants share the case's buffers (hidden, logits, table): each runs its whole block again first."""
     path = small_experiment(tmp_path, tokens=[77], down_types=("q5_k",))
     for key, name, prepared in run_cases(cupy, rng, path, ["fused_block", "engine"]):
+        prepared.run()
         whole = prepared.output.get()
         prepared.output.fill(cupy.nan)
         for _, stage in prepared.stages:
@@ -124,3 +126,54 @@ def _ran(cupy, prepared):
     prepared.run()
     cupy.cuda.Device().synchronize()
     return prepared.output
+
+
+@pytest.mark.parametrize("experts,top_k", [(24, 4), (130, 8), (256, 8), (256, 1), (64, 32)])
+def test_warp_topk_is_the_engines_topk_bit_for_bit(cupy, rng, experts, top_k):
+    """moe_topk_softmax (one warp per token) against the engine's softmax_topk_batched (the stand-in, one
+    64-thread block per token) on logits full of exact ties: the same ids in the same order, the same weight
+    bits; both against the float64 rule of the reference."""
+    from types import SimpleNamespace
+
+    from zincbench.bench.moe_layer import engine_topk
+    from zincbench.gpu.runtime import get_kernel
+    from zincbench.ops.moe_layer import topk_softmax
+
+    t = 77
+    logits = rng.integers(-3, 4, size=(t, experts)).astype(np.float32)  # small integers: many exact ties
+    logits[:5] += rng.standard_normal((5, experts), dtype=np.float32)  # and a few rows without ties
+    logits[5] = 0.0  # every logit tied
+    b = SimpleNamespace(logits=cupy.asarray(logits), table=cupy.full((t, 2 * top_k), 7, dtype=cupy.uint32),
+                        t=t, experts=experts, top_k=top_k)
+    topk_softmax(b)()
+    engine_table = cupy.zeros_like(b.table)
+    get_kernel("moe_layer.cu", "softmax_topk_batched")((t,), (64,), (b.logits, engine_table, np.uint32(experts),
+                                                                      np.uint32(top_k)))
+    ours = b.table.get()
+    np.testing.assert_array_equal(ours, engine_table.get())
+    ids, weights = engine_topk(logits, top_k)
+    np.testing.assert_array_equal(ours[:, :top_k], ids)
+    np.testing.assert_allclose(ours[:, top_k:].view(np.float32), weights, rtol=1e-6)
+
+
+def test_tensor_core_router_logits_are_tf32_close_and_route_by_them(cupy, rng):
+    """The candidate's router GEMM (TF32) against float64 logits, and its table is the engine's top-k of the
+    logits it wrote."""
+    from types import SimpleNamespace
+
+    from zincbench.bench.moe_layer import engine_topk
+    from zincbench.ops.moe_layer import tensor_core_routing
+
+    t, experts, n_embd, top_k = 301, 256, 2048, 8
+    x = rng.standard_normal((t, n_embd), dtype=np.float32) * np.float32(0.05)
+    router = rng.standard_normal((experts, n_embd), dtype=np.float32) / np.float32(np.sqrt(n_embd) * 0.05)
+    b = SimpleNamespace(x=cupy.asarray(x), router=cupy.asarray(router), t=t, experts=experts, top_k=top_k,
+                        logits=cupy.full((t, experts), np.nan, dtype=cupy.float32),
+                        table=cupy.zeros((t, 2 * top_k), dtype=cupy.uint32))
+    tensor_core_routing(b)()
+    got = b.logits.get()
+    ref = x.astype(np.float64) @ router.astype(np.float64).T
+    rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    assert rel < 2e-3, rel  # TF32: 10-bit mantissas, f32 accumulation
+    ids, _ = engine_topk(got, top_k)
+    np.testing.assert_array_equal(b.table.get()[:, :top_k], ids)

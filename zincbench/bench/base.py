@@ -34,6 +34,8 @@ class Prepared:
     # Named parts of ``run`` in launch order (e.g. a layer's router, gate/up, down): the runner times each
     # on its own after the whole, for a per-stage table. Each must be runnable again on its own.
     stages: list[tuple[str, Callable[[], None]]] | None = None
+    # Named intermediate buffers (a declared variant's workspaces): where a non-finite output is traced.
+    workspace: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -516,7 +516,7 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
     detail = {"declared_in": str(pack.path), "source": "+".join(kinds) or "host",
               "files": sorted({f for _, f in sources}), "launches": launches, **compiled_with}
     return Prepared(run, output, traffic, detail=detail, after_check=guards_intact, before_check=poison,
-                    stages=stages)
+                    stages=stages, workspace={name: buffers[name] for name, _, _, _ in guarded})
 
 
 def _sequence(fns: list[Callable[[], None]]) -> Callable[[], None]:

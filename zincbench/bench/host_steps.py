@@ -10,9 +10,9 @@ from __future__ import annotations
 def gemm_f16(w16, x16, y):
     """y[N][M] = x16[N][K] . w16[M][K]^T through cuBLAS: fp16 operands, fp32 accumulate and output
     (the engine's cublasGemmEx call on its prefill path)."""
-    from zincbench.ops.moe_cublas import CublasGemmF16
+    from zincbench.ops.moe_cublas import CublasGemm
 
-    return CublasGemmF16(w16, x16, y)
+    return CublasGemm(w16, x16, y)
 
 
 def copy(src, dst):

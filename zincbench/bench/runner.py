@@ -49,8 +49,33 @@ def _check(family, config, case, inputs, prepared, tolerance, stream) -> CheckRe
     failure = prepared.after_check() if prepared.after_check else None
     rel, written = family.check(config, case, inputs, prepared.output)
     if not math.isfinite(rel) and failure is None:
-        failure = "non-finite output"
+        failure = f"non-finite output: {trace_non_finite(prepared, stream)}"
     return CheckResult(rel_error=rel, fully_written=written, tolerance=tolerance, failure=failure)
+
+
+def trace_non_finite(prepared, stream) -> str:
+    """Run the variant again stage by stage and name the first stage that wrote a non-finite value into the
+    output or one of its workspaces (NaN-poisoned, so a read of unwritten memory shows up the same way)."""
+    import cupy
+
+    buffers = {"output": prepared.output, **(prepared.workspace or {})}
+    floats = {name: a for name, a in buffers.items() if a.dtype.kind == "f"}
+    if prepared.before_check:
+        prepared.before_check()
+    prepared.output.fill(cupy.nan)
+    for stage, run in prepared.stages or [("the whole run", prepared.run)]:
+        before = {name: a.copy() for name, a in floats.items()}
+        with stream:
+            run()
+        stream.synchronize()
+        for name, a in floats.items():
+            kept = (a == before[name]) | (cupy.isnan(a) & cupy.isnan(before[name]))
+            bad = ~kept & ~cupy.isfinite(a)
+            if bool(bad.any()):
+                first = np.unravel_index(int(cupy.argmax(bad.ravel())), a.shape)
+                return (f"stage {stage!r} wrote {int(bad.sum())} non-finite value(s) into {name} "
+                        f"(first at {[int(i) for i in first]})")
+    return "no stage wrote a non-finite value; an output element was never written"
 
 
 def run_microbench(family_name: str = "t2", experiment: str | None = None, *, results_dir=None,

@@ -6,7 +6,7 @@ ONE cublasGemmStridedBatchedEx over the E experts (fp16 inputs, f32 output, CUBL
 scatter back into y[T][top_k][M]. No host round-trip: per-expert counts stay on the GPU, which is
 why buckets are padded to C. ``check()`` (after timing) reports a bucket larger than C.
 
-``CublasGemmF16`` is the fp16 GEMM on its own; ``DenseDequantCublas`` is the engine's dense prefill
+``CublasGemm`` is the GEMM on its own; ``DenseDequantCublas`` is the engine's dense prefill
 round-trip (dequant + f32_to_f16 + cuBLAS, the T1 gate's baseline) built from the same pieces.
 """
 
@@ -23,7 +23,7 @@ from zincbench.quant import get_format
 
 # cuBLAS / CUDA library enum values (fixed by the C ABI).
 CUDA_R_32F, CUDA_R_16F = 0, 2
-CUBLAS_COMPUTE_32F = 68
+CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32 = 68, 77
 CUBLAS_GEMM_DEFAULT = -1
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 CUBLAS_POINTER_MODE_HOST = 0
@@ -33,48 +33,57 @@ class CapacityExceeded(InputError):
     """An expert received more tokens than the padded capacity: its extra tokens were not computed."""
 
 
-class CublasGemmF16:
-    """y[b] = x16[b] . w16[b]^T for every batch entry b: fp16 in, f32 out, f32 accumulation.
+class CublasGemm:
+    """y[b] = x[b] . w[b]^T for every batch entry b through cuBLAS, f32 out, f32 accumulation, on Tensor cores.
 
-    w16: fp16 [B][M][K] (or [M][K]); x16: fp16 [B][N][K] (or [N][K]); y: f32 [B][N][M] (or [N][M]).
+    fp16 operands (the engine's prefill GEMM): CUBLAS_COMPUTE_32F. f32 operands (the candidate's router):
+    CUBLAS_COMPUTE_32F_FAST_TF32, the operands rounded to TF32 (10-bit mantissa) inside the GEMM.
+    w: [B][M][K] (or [M][K]); x: [B][N][K] (or [N][K]), the same dtype; y: f32 [B][N][M] (or [N][M]).
     Row-major Y[N][M] is cuBLAS's column-major M x N, so the call is C = op_T(W) . op_N(X) with
     lda = ldb = K and ldc = M.
     """
 
-    def __init__(self, w16, x16, y):
+    MATH = {np.dtype(np.float16): (CUDA_R_16F, CUBLAS_COMPUTE_32F),
+            np.dtype(np.float32): (CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32)}
+
+    def __init__(self, w, x, y):
         import cupy
 
-        batched = w16.ndim == 3
+        if np.dtype(w.dtype) not in self.MATH:
+            raise InputError(f"w: dtype {w.dtype}, expected float16 or float32")
+        batched = w.ndim == 3
         lead = (None,) if batched else ()
-        check_array(w16, np.float16, (*lead, None, None), "w16")
-        m, k = w16.shape[-2:]
-        batch = w16.shape[0] if batched else 1
-        check_array(x16, np.float16, (*((batch,) if batched else ()), None, k), "x16")
-        n = x16.shape[-2]
+        check_array(w, w.dtype, (*lead, None, None), "w")
+        m, k = w.shape[-2:]
+        batch = w.shape[0] if batched else 1
+        check_array(x, w.dtype, (*((batch,) if batched else ()), None, k), "x")
+        n = x.shape[-2]
         check_array(y, np.float32, (*((batch,) if batched else ()), n, m), "y")
         self.m, self.n, self.k, self.batch = m, n, k, batch
+        self.operand_type, self.compute_type = self.MATH[np.dtype(w.dtype)]
         self.handle = cupy.cuda.device.get_cublas_handle()
         # Host scalars for the host pointer mode; kept alive for as long as launches may read them.
         self.alpha = np.ones(1, dtype=np.float32)
         self.beta = np.zeros(1, dtype=np.float32)
-        self.buffers = (w16, x16, y)
+        self.buffers = (w, x, y)
 
     def __call__(self) -> None:
         from cupy.cuda import cublas
 
-        w16, x16, y = self.buffers
+        w, x, y = self.buffers
         m, n, k = self.m, self.n, self.k
         cublas.setPointerMode(self.handle, CUBLAS_POINTER_MODE_HOST)
         # gemmStridedBatchedEx binds the handle to the current CuPy stream before enqueueing.
         cublas.gemmStridedBatchedEx(
             self.handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k,
-            self.alpha.ctypes.data, w16.data.ptr, CUDA_R_16F, k, m * k,
-            x16.data.ptr, CUDA_R_16F, k, n * k,
+            self.alpha.ctypes.data, w.data.ptr, self.operand_type, k, m * k,
+            x.data.ptr, self.operand_type, k, n * k,
             self.beta.ctypes.data, y.data.ptr, CUDA_R_32F, m, n * m,
-            self.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+            self.batch, self.compute_type, CUBLAS_GEMM_DEFAULT)
 
     def traffic(self) -> Traffic:
-        moved = self.batch * (2 * self.m * self.k + 2 * self.n * self.k + 4 * self.n * self.m)
+        size = self.buffers[0].dtype.itemsize
+        moved = self.batch * (size * (self.m * self.k + self.n * self.k) + 4 * self.n * self.m)
         return Traffic(moved, moved)
 
     def flops(self) -> int:
@@ -97,7 +106,7 @@ class DenseDequantCublas:
         self.fmt, self.m, self.k, self.t = fmt, m, k, x.shape[0]
         self.w16 = cupy.empty((m, k), dtype=cupy.float16)
         self.x16 = cupy.empty((self.t, k), dtype=cupy.float16)
-        self.steps = (DequantToF16(fmt, weights, self.w16), F32ToF16(x, self.x16), CublasGemmF16(self.w16, self.x16, y))
+        self.steps = (DequantToF16(fmt, weights, self.w16), F32ToF16(x, self.x16), CublasGemm(self.w16, self.x16, y))
 
     def __call__(self) -> None:
         for step in self.steps:
@@ -149,7 +158,7 @@ class MoeDequantCublas:
         self.expert_ids = expert_ids
         self.dequant = DequantToF16(fmt, weights, self.w16)
         self.gather = GatherRows(x, self.routing, self.x16, capacity=capacity, x_per_slot=x_per_slot)
-        self.gemm = CublasGemmF16(self.w16, self.x16, self.y_grouped)
+        self.gemm = CublasGemm(self.w16, self.x16, self.y_grouped)
         self.scatter = ScatterRows(self.y_grouped, self.routing, y, capacity=capacity)
 
     def __call__(self) -> None:

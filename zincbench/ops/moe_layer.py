@@ -5,11 +5,12 @@ stream ``hidden`` f32 [T][n_embd] the block adds into, the router (f32 [E][n_emb
 weights (gate/up [E][ef][row bytes], down [E][n_embd][row bytes]) and the shared expert (gate/up
 [ef_sh][row bytes], down [n_embd][row bytes], the f32 gate-input row [n_embd]).
 
-``candidate_stages`` builds the candidate block as named stages (each enqueues only): routing built
-once on the GPU, gate and up as ONE grouped fused-dequant Q4_K GEMM with SwiGLU in its epilogue (fp16
-intermediate), the down projection by the entry of ``DOWN_PATHS`` for its type (the same fused kernel with
-the weighted combine in its epilogue on Q4_K, Q5_K and Q6_K, or dequant + batched cuBLAS), the shared
-expert on the engine's dense path (dequant + cuBLAS fp16).
+``candidate_stages`` builds the candidate block as named stages (each enqueues only): the router as one
+TF32 Tensor-core GEMM and a warp-per-token top-k, routing built once on the GPU, gate and up as ONE
+grouped fused-dequant Q4_K GEMM with SwiGLU in its epilogue (fp16 intermediate), the down projection by
+the entry of ``DOWN_PATHS`` for its type (the same fused kernel with the weighted combine in its
+epilogue on Q4_K, Q5_K and Q6_K, or dequant + batched cuBLAS), the shared expert on the engine's dense
+path (dequant + cuBLAS fp16).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from zincbench.gpu.runtime import engine_abi_launch, get_kernel
 from zincbench.ops.dequant import DequantToF16
 from zincbench.ops.fused import (EPILOGUE_COMBINE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM,
                                  FusedKQuantGemm, MmaTile, permute_activations, permuted_activations)
-from zincbench.ops.moe_cublas import CublasGemmF16, DenseDequantCublas
-from zincbench.ops.routing import RoutingWorkspace, build_routing
+from zincbench.ops.moe_cublas import CublasGemm, DenseDequantCublas
+from zincbench.ops.routing import SOURCE as ROUTING_SOURCE, RoutingWorkspace, build_routing
 
 SOURCE = "moe_layer.cu"
 u32 = np.uint32
@@ -73,18 +74,31 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def router(b: LayerBuffers) -> Callable[[], None]:
-    """dmmv_f32_batched: logits[t][e] = router[e] . x[t], grid (E, T), block 256."""
-    kernel = get_kernel(SOURCE, "dmmv_f32_batched")
-    args = (b.router, b.x, b.logits, u32(b.experts), u32(b.n_embd), u32(b.n_embd), u32(b.experts))
-    return lambda: kernel((b.experts, b.t), (256,), args)
+TOPK_WARPS = 4  # tokens per block of moe_topk_softmax (one warp each)
 
 
-def topk(b: LayerBuffers) -> Callable[[], None]:
-    """softmax_topk_batched: the routing table [ids | weights] from the logits, grid T, block 64."""
-    kernel = get_kernel(SOURCE, "softmax_topk_batched")
-    args = (b.logits, b.table, u32(b.experts), u32(b.top_k))
-    return lambda: kernel((b.t,), (64,), args)
+def topk_softmax(b: LayerBuffers) -> Callable[[], None]:
+    """moe_topk_softmax: the engine's routing table [ids | weights] from the logits, one warp per token
+    (the same choice and weight bits as the engine's softmax_topk_batched for the same logits)."""
+    if b.experts > 256:
+        raise ValueError(f"moe_topk_softmax keeps at most 256 logits per token, got {b.experts} experts")
+    kernel = get_kernel(ROUTING_SOURCE, "moe_topk_softmax")
+    args = (b.logits, b.table, u32(b.t), u32(b.experts), u32(b.top_k))
+    grid = (_ceil(b.t, TOPK_WARPS),)
+    return lambda: kernel(grid, (32 * TOPK_WARPS,), args)
+
+
+def tensor_core_routing(b: LayerBuffers) -> Callable[[], None]:
+    """The candidate's router + top-k: logits = x . router^T as ONE cuBLAS GEMM over all T tokens on TF32
+    Tensor cores (the engine: one f32 block per (expert, token)), then ``topk_softmax``.
+    TF32 rounds x and the router to 10-bit mantissas: logits within about 1e-3 relative of f32, so a token
+    whose k-th and (k+1)-th logits are that close may pick another expert than an f32 router would."""
+    gemm, topk = CublasGemm(b.router, b.x, b.logits), topk_softmax(b)
+
+    def run() -> None:
+        gemm()
+        topk()
+    return run
 
 
 def swiglu(g, u, y) -> Callable[[], None]:
@@ -184,7 +198,7 @@ class DequantCublasDown:
         self.y = cupy.empty((e, capacity, b.n_embd), dtype=cupy.float32)
         self.position = cupy.empty(b.t * b.top_k, dtype=cupy.uint32)
         self.dequant = DequantToF16(b.down_type, b.down, w16)
-        self.gemm = CublasGemmF16(w16, self.h, self.y)
+        self.gemm = CublasGemm(w16, self.h, self.y)
         places = get_kernel(SOURCE, "moe_item_positions")
         acc = get_kernel(SOURCE, "moe_weighted_acc_grouped")
         items = b.t * b.top_k
@@ -221,11 +235,7 @@ def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str 
     xp = permuted_activations(cupy, b.t, b.n_embd)
     down_path = DOWN_PATHS[down][b.down_type](b, ws, tile, capacity)
     gate_up = FusedKQuantGemm(tile, grouped=True, weights="q4_k", epilogue=down_path.intermediate)
-    route_x = (router(b), topk(b))
-
-    def route() -> None:
-        for step in route_x:
-            step()
+    route = tensor_core_routing(b)
 
     def build() -> None:
         build_routing(b.table, ws)
