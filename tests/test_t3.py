@@ -366,8 +366,9 @@ def test_the_family_checks_conv1d_and_norm(tmp_path, numpy_as_cupy, rng, stage):
 
 # ---- the launchers (zincbench/ops/ssm.py) against the engine pack's declared launches ----------------------
 class _RecordedLaunch:
-    def __init__(self, function, grid, block, shared_bytes, params):
+    def __init__(self, function, grid, block, shared_bytes, params, buffers):
         self.name, self.grid, self.block, self.shared, self.params = function, grid, block, shared_bytes, params
+        self.buffers = buffers
 
 
 @pytest.mark.parametrize("kind, declared_variant", [("warp", "engine_warp"), ("block", "engine_block"),
@@ -413,6 +414,7 @@ def test_the_launchers_pack_what_the_engine_pack_declares(monkeypatch, numpy_as_
     declared_params = abi.parameters([d[name].data.ptr for name in step.buffers],
                                      {f: evaluate(e, step_names) for f, e in step.push.items()}, "declared")
     assert launch.params == declared_params
+    assert [a.data.ptr for a in launch.buffers] == [d[name].data.ptr for name in step.buffers]  # kept alive
     if kind == "chunked":
         assert launch.name == "ssm_delta_net_chunked_tc"
         assert launch.grid == (2, 128 // 32, 1) and launch.block == (128, 1, 1) and launch.shared == 160 * 1024

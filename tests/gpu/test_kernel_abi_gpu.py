@@ -51,7 +51,7 @@ def _received(module, kernel: KernelAbi, params: bytes, first_buffer) -> dict:
 
     from zincbench.gpu.nvrtc import PackedLaunch
 
-    PackedLaunch(module.function(f"zb_echo_{kernel.entry}"), (1, 1, 1), (1, 1, 1), 0, params)()
+    PackedLaunch(module.function(f"zb_echo_{kernel.entry}"), (1, 1, 1), (1, 1, 1), 0, params, (first_buffer,))()
     cupy.cuda.Device().synchronize()
     raw = cupy.asnumpy(first_buffer.view(cupy.uint8).ravel()[: kernel.push.dtype.itemsize]).tobytes()
     return kernel.push.unpack(raw)

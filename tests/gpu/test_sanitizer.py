@@ -16,6 +16,7 @@ Budget: 21 runs of a few seconds each on an H200 (shapes are tiny; NVRTC output 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -38,13 +39,25 @@ TIMEOUT_S = 180
 REPORT_TAIL = 6000
 
 
+FIRST_ERROR = re.compile(r"^========= (?!COMPUTE-SANITIZER|ERROR SUMMARY|RACECHECK SUMMARY)\S", re.M)
+
+
+def sanitizer_report(text: str) -> str:
+    """The first error the tool printed (the one to fix: later ones are often its consequences), then the
+    tail with the summary and the driver's seed."""
+    first = FIRST_ERROR.search(text)
+    if first is None or first.start() >= len(text) - REPORT_TAIL:
+        return text[-REPORT_TAIL:]
+    return text[first.start():first.start() + REPORT_TAIL] + "\n[...]\n" + text[-REPORT_TAIL:]
+
+
 @pytest.mark.parametrize("tool", TOOLS)
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_kernel_group_is_sanitizer_clean(group, tool):
     argv = [shutil.which("compute-sanitizer"), "--tool", tool, "--error-exitcode", str(ERROR_EXIT),
             sys.executable, "-m", "zincbench.testing.sanitize_driver", group]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    report = (done.stdout + done.stderr)[-REPORT_TAIL:]
+    report = sanitizer_report(done.stdout + done.stderr)
     assert done.returncode == 0, f"compute-sanitizer {tool} on {group} exited {done.returncode}:\n{report}"
     assert CLEAN_SUMMARY[tool] in done.stdout + done.stderr, report
     assert f"sanitize_driver {group}: all launches completed" in done.stdout, report

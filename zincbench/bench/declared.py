@@ -458,16 +458,15 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
         if int(np.prod(block)) > MAX_BLOCK_THREADS:
             raise InputError(f"{step.where}.block: {block} has more than {MAX_BLOCK_THREADS} threads")
         shared = _evaluated(step.shared, names, f"{step.where}.shared", integer=True)
-        pointers = []
         for name in step.buffers:
             if name not in buffers:
                 raise InputError(f"{step.where}.buffers: unknown buffer {name!r} "
                                  f"(family tensors: {', '.join(binding.tensors)}; workspace: "
                                  f"{', '.join(w.name for w in variant.workspace) or 'none'})")
-            pointers.append(buffers[name].data.ptr)
+        arrays = tuple(buffers[name] for name in step.buffers)
         values = {f: _evaluated(e, names, f"{step.where}.push.{f}") for f, e in step.push.items()}
-        params = abi.parameters(pointers, values, f"{step.where}.push")
-        runs.append(PackedLaunch(function, tuple(grid), tuple(block), shared, params))
+        params = abi.parameters([a.data.ptr for a in arrays], values, f"{step.where}.push")
+        runs.append(PackedLaunch(function, tuple(grid), tuple(block), shared, params, arrays))
         launches.append({"kernel": entry, "grid": grid, "block": block, "shared": shared, "push": values})
     if not runs:
         raise NotApplicable("no step applies to this case")

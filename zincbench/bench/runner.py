@@ -39,9 +39,9 @@ def _check(family, config, case, inputs, prepared, tolerance, stream) -> CheckRe
 
     # Inputs and workspaces were made on the default stream; the timer's stream does not wait for it.
     cupy.cuda.Device().synchronize()
-    if prepared.before_check:
-        prepared.before_check()
     with stream:
+        if prepared.before_check:  # poison on the run's own stream: done before its first launch reads
+            prepared.before_check()
         if prepared.output.dtype.kind == "f":
             prepared.output.fill(cupy.nan)  # poison: unwritten elements stay NaN
         prepared.run()
@@ -60,12 +60,13 @@ def trace_non_finite(prepared, stream) -> str:
 
     buffers = {"output": prepared.output, **(prepared.workspace or {})}
     floats = {name: a for name, a in buffers.items() if a.dtype.kind == "f"}
-    if prepared.before_check:
-        prepared.before_check()
-    prepared.output.fill(cupy.nan)
+    with stream:
+        if prepared.before_check:
+            prepared.before_check()
+        prepared.output.fill(cupy.nan)
     for stage, run in prepared.stages or [("the whole run", prepared.run)]:
-        before = {name: a.copy() for name, a in floats.items()}
         with stream:
+            before = {name: a.copy() for name, a in floats.items()}
             run()
         stream.synchronize()
         for name, a in floats.items():

@@ -164,12 +164,17 @@ def set_dynamic_shared(function, nbytes: int) -> None:
 
 
 class PackedLaunch:
-    """One kernel launch with its parameter buffer packed once; calling it enqueues on the current stream."""
+    """One kernel launch with its parameter buffer packed once; calling it enqueues on the current stream.
+
+    ``buffers`` are the device arrays whose addresses ``params`` holds: the launch keeps them alive, so a
+    caller that keeps only the launch cannot free them under it (a freed workspace is reused by the next
+    allocation: the kernel would write into someone else's array)."""
 
     def __init__(self, function, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int,
-                 params: bytes):
+                 params: bytes, buffers: tuple):
         self.function, self.grid, self.block, self.shared_bytes = function, grid, block, shared_bytes
         self.params = bytes(params)
+        self.buffers = tuple(buffers)
         # ctypes objects the driver reads at launch time: kept alive with the launch.
         self._buffer = ctypes.create_string_buffer(params, max(len(params), 1))
         self._size = ctypes.c_size_t(len(params))

@@ -76,8 +76,10 @@ def engine_abi_launch(name: str, entry: str, grid, block, shared_bytes: int, buf
     abi = kernel_abi(kernel_source(name), entry, where)
     if set(buffers) != set(abi.buffers):
         raise AbiError(f"{where} takes buffers {', '.join(abi.buffers)}, got {', '.join(buffers)}")
-    params = abi.parameters([buffers[b].data.ptr for b in abi.buffers], push, where)
-    return PackedLaunch(load_module(name).function(entry), (*grid, 1, 1)[:3], (*block, 1, 1)[:3], shared_bytes, params)
+    arrays = tuple(buffers[b] for b in abi.buffers)
+    params = abi.parameters([a.data.ptr for a in arrays], push, where)
+    return PackedLaunch(load_module(name).function(entry), (*grid, 1, 1)[:3], (*block, 1, 1)[:3], shared_bytes, params,
+                        arrays)
 
 
 def find_nvcc() -> str | None:
