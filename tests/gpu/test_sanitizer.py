@@ -56,7 +56,11 @@ def sanitizer_report(text: str) -> str:
 def test_kernel_group_is_sanitizer_clean(group, tool):
     argv = [shutil.which("compute-sanitizer"), "--tool", tool, "--error-exitcode", str(ERROR_EXIT),
             sys.executable, "-m", "zincbench.testing.sanitize_driver", group]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as exc:
+        partial = b"".join(part or b"" for part in (exc.stdout, exc.stderr)).decode(errors="replace")
+        pytest.fail(f"compute-sanitizer {tool} on {group} ran past {TIMEOUT_S} s:\n{sanitizer_report(partial)}")
     report = sanitizer_report(done.stdout + done.stderr)
     assert done.returncode == 0, f"compute-sanitizer {tool} on {group} exited {done.returncode}:\n{report}"
     assert CLEAN_SUMMARY[tool] in done.stdout + done.stderr, report

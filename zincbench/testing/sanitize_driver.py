@@ -234,18 +234,21 @@ def run_layer(cupy, rng) -> None:
     declared = declared_for("layer", path, cfg)
     for case in family.cases(cfg):
         inputs = family.build_inputs(cfg, case, rng)
-        runs = [declared.prepare(name, family.declared_binding(cfg, case, inputs)).run
+        runs = [(name, declared.prepare(name, family.declared_binding(cfg, case, inputs)).run)
                 for name in ("engine_block_matvec", "engine_block_tc")]
         every_tile = case.params["tokens"] == max(cfg.tokens)
         for variant in ("fused_block", "fused_block_cublas_down"):
             for tile in cfg.fused_tiles if every_tile and variant == "fused_block" else cfg.fused_tiles[:1]:
                 try:
-                    runs.append(family.prepare(cfg, case, inputs, variant,
-                                               lambda key, tiles, make_run, tile=tile: Tuning(tile, {tile: 0.0})).run)
+                    runs.append((f"{variant} {tile}", family.prepare(
+                        cfg, case, inputs, variant, lambda key, tiles, make_run, tile=tile: Tuning(tile, {tile: 0.0})).run))
                 except NotApplicable:
                     pass
-        for run in runs:
+        for name, run in runs:
+            # one line per block, each run synchronised: a sanitizer report printed below it is this block's
+            print(f"sanitize_driver layer: {case.key} {name}", flush=True)
             run()
+            cupy.cuda.Device().synchronize()
 
 
 def run_ssm(cupy, rng) -> None:
