@@ -11,7 +11,8 @@ be reported as an uninitialised read. If a cuBLAS-internal kernel ever reports, 
 initcheck to our kernels with ``--kernel-name regex=...`` only after moving its consumers out of it.
 On failure the assertion shows the tail of the sanitizer's report and the driver's seed
 (``python -m zincbench.testing.sanitize_driver GROUP --seed N`` replays the inputs).
-Budget: 21 runs of a few seconds each on an H200 (shapes are tiny; NVRTC output is disk-cached).
+Budget on an H200: 24 runs (shapes are tiny; NVRTC output is disk-cached), most a few seconds; the layer
+group's racecheck takes about 40 s and its initcheck up to the limit.
 """
 
 from __future__ import annotations

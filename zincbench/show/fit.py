@@ -24,18 +24,21 @@ def _longest_word(header: str) -> str:
 
 
 def _table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[str]], columns: Sequence[int],
-           keys: int, right: Collection[int], probe: bool = False) -> Table:
+           keys: int, right: Collection[int], probe: bool = False, tight: bool = False) -> Table:
     """The table of ``columns``; a ``probe`` (to measure) gives each value header only its longest
-    word, since printed headers wrap between words."""
+    word, since printed headers wrap between words. ``tight``: each value column exactly as wide as its
+    widest cell or header word (rich's own squeeze can fold a header word or overrun the width)."""
     if probe:
         headers = [h if i < keys else _longest_word(h) for i, h in enumerate(headers)]
     table = Table(title=title, title_justify="left")
     for i in columns:
         if i < keys:  # what identifies a row is never wrapped or cut
             table.add_column(headers[i], no_wrap=True)
-        else:  # cells keep their width when the table is tight: the header wraps instead
+        else:  # cells keep their width when the table is tight: the header wraps between words instead
             widest = max((Text.from_markup(r[i]).cell_len for r in rows), default=0)
-            table.add_column(headers[i], justify="right" if i in right else "left", overflow="fold", min_width=widest)
+            widest = max(widest, cell_len(_longest_word(headers[i])))
+            table.add_column(headers[i], justify="right" if i in right else "left", overflow="fold",
+                             min_width=widest, width=widest if tight else None)
     for row in rows:
         table.add_row(*(row[i] for i in columns))
     return table
@@ -70,6 +73,8 @@ def print_in_column_groups(console: Console, title: str | None, headers: Sequenc
     for n, group in enumerate(groups, 1):
         shown = title if len(groups) == 1 or not title else f"{title} ({n}/{len(groups)})"
         table = _table(shown, headers, rows, key_columns + group, keys, right)
+        if not fits(console, table):  # whole headers do not fit: wrap them, every column at its least width
+            table = _table(shown, headers, rows, key_columns + group, keys, right, tight=True)
         # a title wraps at its table's width: a narrow group would fold a long binary or model name in it
         table.min_width = min(cell_len(shown or ""), console.width)
         console.print(table)
