@@ -141,14 +141,20 @@ def run_gemm_tc(cupy, rng) -> None:
 def run_moe_cublas(cupy, rng) -> None:
     from zincbench.ops.moe_cublas import CublasGemm, DenseDequantCublas, MoeDequantCublas
 
-    for m, n, k in [(67, 1, 256), (130, 45, 512)]:
-        w16 = cupy.asarray(rng.standard_normal((m, k)).astype(np.float16))
-        x16 = cupy.asarray(rng.standard_normal((n, k)).astype(np.float16))
-        CublasGemm(w16, x16, cupy.empty((n, m), dtype=cupy.float32))()
+    # Each GEMM's output is read back by a kernel (a sum): initcheck then says whether cuBLAS wrote every
+    # element, at N = 1 too (the layer group's swiglu reads cuBLAS output).
+    for dtype, (m, n, k) in [(np.float16, (67, 1, 256)), (np.float16, (130, 45, 512)), (np.float32, (12, 1, 256)),
+                             (np.float32, (256, 23, 2048))]:  # f32: the router's TF32 GEMM
+        w = cupy.asarray(rng.standard_normal((m, k)).astype(dtype))
+        x = cupy.asarray(rng.standard_normal((n, k)).astype(dtype))
+        y = cupy.empty((n, m), dtype=cupy.float32)
+        CublasGemm(w, x, y)()
+        y.sum()
     for fmt in FORMATS:
-        for m, t, k in [(67, 45, 512), (64, 1, 256)]:
-            DenseDequantCublas(fmt, quantized(cupy, rng, fmt, (m,), k), activations(cupy, rng, (t, k)),
-                               cupy.empty((t, m), dtype=cupy.float32))()
+        for m, t, k in [(67, 45, 512), (64, 1, 256), (256, 1, 256)]:
+            y = cupy.empty((t, m), dtype=cupy.float32)
+            DenseDequantCublas(fmt, quantized(cupy, rng, fmt, (m,), k), activations(cupy, rng, (t, k)), y)()
+            y.sum()
     cases = [  # (routing table, top_k, E, M, K, x per slot)
         (routing_table(rng, 1, 1, 3, 1), 1, 3, 5, 256, False),                  # T = 1, top_k = 1
         (routing_table(rng, 11, 3, 9, 3), 3, 9, 67, 256, False),                # M = 67
