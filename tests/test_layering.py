@@ -23,7 +23,9 @@ LAYERS = [
     # imports nothing above errors): measuring uses them too (the noise stopping rule's quantile
     # interval, the ceilings' summary, the autotuner's paired comparison).
     # install: what an optional part (CuPy and a GPU, an extra) needs and how to get it, beside gpu
-    ("zincbench.quant", "zincbench.gpu", "zincbench.judge", "zincbench.reference", "zincbench.install"),
+    # change_points: where a history of medians and intervals steps (judge's rule applied along a series)
+    ("zincbench.quant", "zincbench.gpu", "zincbench.judge", "zincbench.change_points", "zincbench.reference",
+     "zincbench.install"),
     ("zincbench.measure", "zincbench.ops"),
     # families and engine adapters; llamabench reads and runs llama-bench through engines.process
     ("zincbench.bench", "zincbench.engines", "zincbench.llamabench"),
@@ -31,8 +33,9 @@ LAYERS = [
     ("zincbench.records", "zincbench.reference_store", "zincbench.bench.rows"),
     # run plans: microbench's runner (and its re-judging of recorded runs) lives beside the families it
     # drives, but it is a run like runs.ab
+    # history reads documents as report does, into series across commits
     ("zincbench.runs", "zincbench.bench.runner", "zincbench.bench.rejudge", "zincbench.profile", "zincbench.report",
-     "zincbench.testing"),
+     "zincbench.history", "zincbench.testing"),
     ("zincbench.show",),
     ("zincbench.cli", "zincbench.__main__"),
 ]
