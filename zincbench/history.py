@@ -102,6 +102,11 @@ class SeriesKey:
     def name(self) -> str:
         return f"{self.family}/{self.case}/{self.variant}"
 
+    @property
+    def label(self) -> str:
+        """The series' name with its GPU: unique in a history (what exported benchmarks are called)."""
+        return f"{self.name} on {self.gpu}"
+
 
 @dataclass
 class Series:

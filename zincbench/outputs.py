@@ -43,3 +43,27 @@ def write_output(path: str | os.PathLike, text: str, what: str, *, append: bool 
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write {what} {p}: {exc.strerror or exc}") from None
     return p
+
+
+def write_output_atomically(path: str | os.PathLike, text: str, what: str) -> Path:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path``: a reader never sees
+    a partial file, and a failed write leaves none. The OS refusing it is one EnvironmentProblem line."""
+    import tempfile
+
+    p = Path(path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are meant to be shared
+        os.replace(tmp, p)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise EnvironmentProblem(f"cannot write {what} {p}: {exc.strerror or exc}") from None
+    except BaseException:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
