@@ -19,6 +19,9 @@ intervals that do not overlap and levels at least min_change apart (experiments/
 README "History"). Documents of other kinds are left out with a note.
 
 \b
+--html FILE writes one self-contained page (nothing fetched when viewed): current regressions
+first, then a plot per case with a line per variant and GPU, steps marked, hovering a run shows
+its commit, median and interval.
 --bmf FILE writes Bencher Metric Format JSON (latency in ns: the latest median, its interval as
 lower/upper values); --github-benchmark FILE writes github-action-benchmark customSmallerIsBetter
 JSON. Both hold the latest run of each series: give one document to export that document.
@@ -29,18 +32,21 @@ Exit codes: 0 shown, 2 bad input (an unreadable or damaged document, no microben
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--rules", "rules_path", type=click.Path(dir_okay=False), metavar="YAML",
               help="Step rules (default: the bundled experiments/history.yaml).")
+@click.option("--html", "html_file", metavar="FILE", callback=checked_output_file,
+              help="Write the history as one self-contained HTML page.")
 @click.option("--bmf", "bmf_file", metavar="FILE", callback=checked_output_file,
               help="Write Bencher Metric Format JSON (latency in ns) of each series' latest run.")
 @click.option("--github-benchmark", "github_file", metavar="FILE", callback=checked_output_file,
               help="Write github-action-benchmark customSmallerIsBetter JSON of each series' latest run.")
-def command(paths, rules_path, bmf_file, github_file):
+def command(paths, rules_path, html_file, bmf_file, github_file):
     from zincbench import history, records
     from zincbench.outputs import write_output_atomically
-    from zincbench.show import bmf, github_benchmark, history_table
+    from zincbench.show import bmf, github_benchmark, history_html, history_table
 
     result = history.build_history(paths or [records.results_dir()], history.load_rules(rules_path))
     history_table.print_history(result)
-    for path, what, writer in ((bmf_file, "--bmf", bmf), (github_file, "--github-benchmark", github_benchmark)):
+    for path, what, writer in ((html_file, "--html", history_html), (bmf_file, "--bmf", bmf),
+                               (github_file, "--github-benchmark", github_benchmark)):
         if path:
             write_output_atomically(path, writer.to_text(result), what)
             click.echo(f"{what}: {path}", err=True)
