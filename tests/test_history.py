@@ -9,6 +9,7 @@ import datetime as dt
 import io
 import json
 import os
+import re
 from pathlib import Path
 from unittest import mock
 
@@ -141,6 +142,14 @@ def test_series_are_grouped_ordered_by_timestamp_and_stepped(tmp_path):
     assert result.regressions == [fused]
 
 
+def test_the_table_lists_every_step_with_its_commit(tmp_path):
+    write_history(tmp_path, {"fused": [50.0] * 5 + [60.0] * 5 + [45.0] * 5})
+    code, out, _ = run_cli("history", tmp_path)
+    assert code == 0
+    assert "Current regressions: none" in out
+    assert re.search(r"t2/Ne16/fused on NVIDIA H200: \+(19\.[5-9]|20\.[0-4])% @0005aba, -2[45]\.\d% @000aaba", out)
+
+
 def test_gpus_are_separate_series(tmp_path):
     write_history(tmp_path / "a", {"fused": [50.0] * 3}, gpu="NVIDIA H200")
     write_history(tmp_path / "b", {"fused": [40.0] * 3}, gpu="NVIDIA H100")
@@ -152,7 +161,7 @@ def test_the_committed_results_print_at_80_columns():
     code, out, _ = run_cli("history", ROOT / "results")
     assert code == 0
     assert max(map(len, out.splitlines())) <= 80
-    assert "ordered by document timestamp" in out and "Current regressions" in out
+    assert "ordered by document timestamp" in out and "Current regressions" in out and "Steps, oldest first" in out
     assert "note: left out 1 gate document(s)" in out
 
 

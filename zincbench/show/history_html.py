@@ -23,7 +23,7 @@ COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e3
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:800px;color:#222}
 h1{font-size:1.4em}h2{font-size:1.1em;margin:1.6em 0 .3em}
-table{border-collapse:collapse;font-size:13px}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}
+table{border-collapse:collapse;font-size:13px;display:block;overflow-x:auto}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;white-space:nowrap}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 svg.plot{display:block;border:1px solid #eee;background:#fff}
 svg text{font:11px system-ui,sans-serif;fill:#555}
@@ -157,17 +157,23 @@ def _plot(plot_id: str, members: list[Series], run_index: dict) -> tuple[str, di
     return "".join(parts) + f'<p class="legend">{legend}</p>', {"id": plot_id, "series": series_data}
 
 
+def _level(value: float, interval: tuple[float, float]) -> str:
+    """A segment's level and the envelope of its runs' intervals: '60.04 [59.1, 61.2]'."""
+    return f"{us(value)} [{us(interval[0])}, {us(interval[1])}]"
+
+
 def _regressions(history: History) -> str:
     rows = []
     for series in history.regressions:
         step = series.regression
         run = series.runs[step.index]
         rows.append(f"<tr><td>{_e(series.key.label)}</td><td class=n>{_e(percent(step.ratio))}</td>"
-                    f"<td>{_e(run.label)}</td><td>{_e(run.timestamp.isoformat())}</td>"
-                    f"<td class=n>{_e(us(step.before))}</td><td class=n>{_e(us(step.after))}</td></tr>")
+                    f"<td>{_e(run.label)}</td>"
+                    f"<td class=n>{_e(_level(step.before, step.before_interval))}</td>"
+                    f"<td class=n>{_e(_level(step.after, step.after_interval))}</td></tr>")
     if not rows:
         return "<p>None: no series' newest step made it slower.</p>"
-    return ("<table><tr><th>series</th><th>step</th><th>at commit</th><th>recorded</th><th>before µs</th>"
+    return ("<table><tr><th>series</th><th>step</th><th>at commit</th><th>before µs</th>"
             "<th>now µs</th></tr>" + "".join(rows) + "</table>")
 
 

@@ -1,6 +1,7 @@
 """``zincbench history``'s terminal view: current regressions first, then one table per family x GPU with
 each case x variant's latest median, its best, the latest run against the previous one (ratio interval and
-verdict) and the newest step with the commit that made it; at 80 columns (zincbench.show.fit)."""
+verdict) and the newest step with the commit that made it, then every step of every series; at 80 columns
+(zincbench.show.fit)."""
 
 from __future__ import annotations
 
@@ -75,5 +76,10 @@ def print_history(history: History, console: Console | None = None) -> None:
     for (family, gpu), members in groups.items():
         print_in_column_groups(console, escape(f"{family} on {gpu}"), [escape(h) for h in HEADERS],
                                [[escape(c) for c in cells(s)] for s in members], keys=2, right=range(2, 5))
+    stepped = [s for s in history.series if s.steps]
+    console.print("Steps, oldest first:" + ("" if stepped else " none"), markup=False, highlight=False)
+    for series in stepped:
+        console.print(f"  {series.key.label}: {', '.join(step_text(series, step) for step in series.steps)}",
+                      markup=False, highlight=False)
     for note in history.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
