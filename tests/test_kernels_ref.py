@@ -37,3 +37,8 @@ def test_rel_frobenius(rng):
     assert ref.rel_frobenius(reference * 1.001, reference) == pytest.approx(1e-3)
     assert ref.rel_frobenius(np.zeros(3), np.zeros(3)) == 0.0
     assert ref.rel_frobenius(np.ones(3), np.zeros(3)) == math.inf
+    got = reference.copy()
+    got[1, 2] = np.nan
+    assert ref.rel_frobenius(got, reference) == math.inf  # never NaN: max(NaN, x) depends on argument order
+    got[1, 2] = np.inf
+    assert ref.rel_frobenius(got, reference) == math.inf
