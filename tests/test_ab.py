@@ -14,7 +14,7 @@ from zincbench.catalog import CatalogModel
 from zincbench.engines import make_engine
 from zincbench.engines.base import Engine, ThroughputResult
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
-from zincbench.llamabench import load as load_llama_bench
+from zincbench.measure.llama_bench import load as load_llama_bench
 from zincbench.runs.ab import (
     P90_MIN_SAMPLES, ABRun, ABSettings, Arm, combine_verdicts, nearest_rank, neutral_prompt, round_orders, run_ab,
     summarize_recorded,

@@ -128,8 +128,7 @@ def test_an_engine_that_cannot_start_is_one_line_exit_2_and_no_results_file(tmp_
 
 
 def test_launch_problem_says_what_is_wrong(tmp_path):
-    from zincbench.engines.process import launch_problem, run_process
-    from zincbench.engines.base import EngineFailure
+    from zincbench.measure.process import EngineFailure, launch_problem, run_process
 
     script = tmp_path / "script"
     script.write_text("#!/nonexistent/interp\n")

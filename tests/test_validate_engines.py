@@ -13,7 +13,7 @@ import pytest
 from zincbench import records, reference_store
 from zincbench.catalog import load_catalog
 from zincbench.engines import make_engine
-from zincbench.engines.base import EngineFailure
+from zincbench.measure.process import EngineFailure
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.reference_store import Reference
 from zincbench.runs.validate import Status, ValidateOptions, common_prefix, validate_models
@@ -357,7 +357,8 @@ def test_a_reference_shorter_than_n_gen_is_one_line_exit_2_and_no_results_file(s
 
 
 def test_a_native_crash_of_the_llama_cpp_reference_is_one_line_naming_the_signal_and_the_fix(gguf, monkeypatch):
-    from zincbench.engines import llama_cpp, process
+    from zincbench.engines import llama_cpp
+    from zincbench.measure import process
 
     def sigill(argv, **options):  # what a libllama built with AMX does on a host that lacks it
         return process.run_process([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"],
@@ -375,7 +376,7 @@ def test_a_native_crash_of_the_llama_cpp_reference_is_one_line_naming_the_signal
 
 
 def _died(returncode: int, timed_out: bool):
-    from zincbench.engines.process import ProcessResult
+    from zincbench.measure.process import ProcessResult
 
     return lambda argv, **options: ProcessResult(list(map(str, argv)), returncode, "", "boom", 5.0, timed_out)
 
@@ -409,7 +410,7 @@ def test_a_llama_cpp_reference_child_stopped_at_its_timeout_is_a_timeout(gguf, m
     (-15, False, "crash", "killed by SIGTERM"),  # someone else stopped it
 ])
 def test_checked_tells_a_crash_from_a_timeout(returncode, timed_out, reason, words):
-    from zincbench.engines.process import ProcessResult, checked
+    from zincbench.measure.process import ProcessResult, checked
 
     with pytest.raises(EngineFailure) as exc:
         checked(ProcessResult(["engine"], returncode, "", "", 5.0, timed_out))

@@ -88,10 +88,10 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
             require_clean_gpu, markdown_path, as_json, results_dir):
     from rich.console import Console
 
-    from zincbench import llamabench
     from zincbench.engines import make_engine
     from zincbench.errors import InputError
     from zincbench.gpu.nvml import check_gpu_request
+    from zincbench.measure import llama_bench
     from zincbench.outputs import write_output
     from zincbench.runs.ab import ABSettings, Arm, run_ab
     from zincbench.show import scoreboard
@@ -118,7 +118,7 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
     if bin_b:
         arms.append(Arm("B", make_engine(engine_kind, bin_b, engine_config, prompt_tokens=prompt_tokens),
                         parse_env_pairs(env_b, "--env-b")))
-    llama_rows = llamabench.load(llama_bench_file) if llama_bench_file else None
+    llama_rows = llama_bench.load(llama_bench_file) if llama_bench_file else None
 
     outcome = run_ab(models, arms, settings, llama_rows=llama_rows, llama_bench_bin=llama_bench_bin,
                      results_dir=results_dir, console=Console(stderr=True))

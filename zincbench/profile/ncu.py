@@ -18,11 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from zincbench.engines.base import EngineFailure
-from zincbench.engines.process import run_process
 from zincbench.errors import EnvironmentProblem, InputError
 from zincbench.gpu.tools import find_tool, tool_version
 from zincbench.inputs import read_lines
+from zincbench.measure.process import EngineFailure, run_process
 from zincbench.profile.nsys import MAX_FIELD_BYTES
 
 INSTALL_HINT = ("install NVIDIA Nsight Compute (https://developer.nvidia.com/nsight-compute; the CUDA toolkit "

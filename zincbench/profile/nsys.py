@@ -21,11 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from zincbench.engines.base import EngineFailure
-from zincbench.engines.process import run_process
 from zincbench.errors import EnvironmentProblem, InputError
 from zincbench.gpu.tools import find_tool, nsys_importer_problem, tool_version
 from zincbench.inputs import read_lines, regular_file
+from zincbench.measure.process import EngineFailure, run_process
 
 INSTALL_HINT = ("install NVIDIA Nsight Systems (https://developer.nvidia.com/nsight-systems) and put nsys on PATH; "
                 "Nsight Compute also bundles one under /opt/nvidia/nsight-compute/<version>/host/target-linux-x64/nsys")

@@ -43,8 +43,8 @@ import numpy as np
 from zincbench import records
 from zincbench.bench.rows import rows_of
 from zincbench.config import experiment_path, load_config
-from zincbench.engines.process import run_process, signals_as_interrupts
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
+from zincbench.measure.process import run_process, signals_as_interrupts
 from zincbench.runs.ab import ABSettings
 from zincbench.judge import Verdict, compare_medians
 
@@ -310,7 +310,7 @@ Launcher = Callable[[list, float], subprocess.CompletedProcess]
 
 
 def launch_process(argv: list, timeout_s: float) -> subprocess.CompletedProcess:
-    """Run one microbench process to completion in its own process group (engines.process: the
+    """Run one microbench process to completion in its own process group (measure.process: the
     whole group is stopped at the timeout); raises subprocess.TimeoutExpired then."""
     result = run_process(argv, timeout_s=timeout_s)
     if result.timed_out:

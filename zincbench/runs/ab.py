@@ -36,11 +36,11 @@ from typing import ClassVar, Literal, Sequence
 
 import numpy as np
 
-from zincbench.engines.base import Engine, EngineFailure, NotSupported
-from zincbench.engines.process import launch_problem, signals_as_interrupts
+from zincbench.engines.base import Engine, NotSupported
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, worst
 from zincbench.judge import Verdict, compare_paired
-from zincbench.llamabench import LlamaBenchRow, run_llama_bench
+from zincbench.measure.llama_bench import LlamaBenchRow, run_llama_bench
+from zincbench.measure.process import EngineFailure, launch_problem, signals_as_interrupts
 from zincbench.records import Document, IncrementalWriter, Rejudged, drift_details, to_jsonable
 from zincbench.runs.sequential import METRICS, SequentialDesign
 
@@ -508,7 +508,7 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
     ``models`` are catalog models (``name``, ``gguf``, ``shape``, ``engine_env``, ``matches_file``);
     ``arms`` one (scoreboard) or two (A/B). ``monitor`` defaults to NVML on ``settings.gpu_uuid``.
     With ``write_csv`` the scoreboard CSV lands next to the results document before it is marked
-    complete. SIGTERM and SIGHUP are handled as Ctrl-C (engines.process.signals_as_interrupts).
+    complete. SIGTERM and SIGHUP are handled as Ctrl-C (measure.process.signals_as_interrupts).
     """
     from rich.console import Console
 

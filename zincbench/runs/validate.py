@@ -28,10 +28,10 @@ from typing import Literal
 
 from zincbench import reference_store, records
 from zincbench.catalog import CatalogModel
-from zincbench.engines.base import Engine, EngineFailure, NotSupported
+from zincbench.engines.base import Engine, NotSupported
 from zincbench.engines.llama_cpp import LlamaSettings, decode_reference, llama_cpp_version
-from zincbench.engines.process import signals_as_interrupts
 from zincbench.errors import ExitCode, InputError
+from zincbench.measure.process import EngineFailure, signals_as_interrupts
 from zincbench.reference_store import Reference
 
 Mode = Literal["exact", "tolerant"]
