@@ -144,3 +144,18 @@ def sys_executable():
     import sys
 
     return sys.executable
+
+
+def test_ab_and_aa_ab_declare_the_a_b_options_once():
+    """`zincbench aa ab` runs the A/B of `zincbench ab`: the options they share read the same in both --helps;
+    ab's defaults are ABSettings', aa's are unset (its --config file fills them)."""
+    from zincbench.cli import aa, ab
+    from zincbench.runs.ab import ABSettings
+
+    ab_options = {p.name: p for p in ab.command.params}
+    aa_options = {p.name: p for p in aa.command.commands["ab"].params}
+    design = {"min_rounds", "max_rounds", "max_time_s", "order", "threshold", "prompt_tokens", "n_gen", "timeout_s"}
+    for name in {"engine_kind", "engine_config", "catalog_path", "model_names", "model_pairs", "rounds", *design}:
+        assert ab_options[name].help == aa_options[name].help and ab_options[name].opts == aa_options[name].opts, name
+    for name in design:
+        assert ab_options[name].default == getattr(ABSettings(), name) and aa_options[name].default is None, name
