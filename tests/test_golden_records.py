@@ -1,8 +1,8 @@
 """Golden test: the rows of every document recorded under results/ load as their typed row (MicrobenchRow,
-validate's ModelOutcome, ab's ABRun, profile.rows' one type per table) and write back byte for byte;
-every microbench document re-judges to its recorded decision (or, when the run never measured a variant
-today's rule names, by the rule it was recorded under) and renders the same table text as when the
-fixtures were written; ``zincbench report`` of each folder shows the same tables too.
+validate's ModelOutcome, ab's ABRun and ScoreboardRow, profile.rows' one type per table) and write back
+byte for byte; every microbench document re-judges to its recorded decision (or, when the run never
+measured a variant today's rule names, by the rule it was recorded under) and renders the same table
+text as when the fixtures were written; ``zincbench report`` of each folder shows the same tables too.
 
 The fixtures in tests/fixtures/golden/ were generated from the code before the typed-row refactor;
 regenerate them only for an intended change of the tables: ``python3 tests/test_golden_records.py``.
@@ -30,7 +30,7 @@ TYPED = sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.rea
 def row_type(kind: str):
     from zincbench.bench.rows import MicrobenchRow
     from zincbench.profile.rows import ProfileRow
-    from zincbench.runs.ab import ABRun
+    from zincbench.runs.ab_rows import ABRun
     from zincbench.runs.validate import ModelOutcome
 
     return {"microbench": MicrobenchRow, "validate": ModelOutcome, "ab": ABRun, "profile": ProfileRow}[kind]
@@ -105,6 +105,14 @@ def test_rows_load_and_write_back_byte_for_byte(path):
     doc = json.loads(path.read_text())
     loaded = [row_type(doc["kind"]).from_json(row) for row in doc["results"]]
     assert json.dumps([row.to_json() for row in loaded]) == json.dumps(doc["results"])
+
+
+@pytest.mark.parametrize("path", [p for p in TYPED if json.loads(p.read_text())["kind"] == "ab"], ids=_stem)
+def test_ab_scoreboard_rows_load_and_write_back_byte_for_byte(path):
+    from zincbench.runs.ab_rows import ScoreboardRow
+
+    models = json.loads(path.read_text())["verdict"]["models"]
+    assert json.dumps([ScoreboardRow.from_json(model).to_json() for model in models]) == json.dumps(models)
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)

@@ -46,6 +46,7 @@ from zincbench.config import experiment_path, load_config
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.measure.process import run_process, signals_as_interrupts
 from zincbench.runs.ab import ABSettings
+from zincbench.runs.ab_rows import PAIRED_METRICS
 from zincbench.judge import Verdict, compare_medians
 
 DEFAULT_CONFIG = "aa"
@@ -476,14 +477,15 @@ def run_microbench_aa(config: AAConfig, *, results_dir=None, launch: Launcher = 
 
 # --- ab A/A --------------------------------------------------------------------------------------------
 
-AB_METRICS = ("prefill", "decode")
+# A repeat's row: the judged part of its scoreboard row (runs.ab_rows.ScoreboardRow), as JSON.
+REPEAT_KEYS = ("model", "verdict", "rounds", "stop", "failed_runs", "arms", "errors", *PAIRED_METRICS)
 
 
 def _ab_noise(rows: list[dict]) -> dict:
     """Round-to-round spread of the B/A ratios pooled over repeats (standard deviation of log B/A,
     about the relative spread): the noise the paired verdict sees."""
     out = {}
-    for metric in AB_METRICS:
+    for metric in PAIRED_METRICS:
         logs = np.log([x for r in rows for x in ((r.get(metric) or {}).get("round_ratios") or [])])
         out[f"{metric}_round_cv"] = float(np.std(logs, ddof=1)) if logs.size > 1 else None
     return out
@@ -552,10 +554,8 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
                 doc.environment = doc.environment or outcome.document.environment
                 doc.notes.extend(n for n in outcome.document.notes if n not in doc.notes)
                 for model in outcome.models:
-                    row = {"type": "repeat", "repeat": repeat, "model": model["model"], "verdict": model["verdict"],
-                           "rounds": model["rounds"], "stop": model["stop"], "failed_runs": model["failed_runs"],
-                           "arms": model["arms"], "errors": model["errors"],
-                           **{metric: model[metric] for metric in AB_METRICS}}
+                    scored = model.to_json()
+                    row = {"type": "repeat", "repeat": repeat, **{key: scored[key] for key in REPEAT_KEYS}}
                     rows.append(row)
                     doc.results.append(row)
                 writer.flush()
@@ -564,14 +564,14 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
             summary = (judge_detection(verdicts, expect, len(rows) - len(judged), config) if planted
                        else judge_aa(verdicts, _by_model(judged), len(rows) - len(judged), config))
             changes = {metric: [change_to_call(r[metric]["ratio"], r[metric]["ci"], settings.threshold, True)
-                                for r in judged if r.get(metric)] for metric in AB_METRICS}
+                                for r in judged if r.get(metric)] for metric in PAIRED_METRICS}
             summary.update(mode="ab", threshold=settings.threshold, alpha=settings.alpha,
                            repeats={"requested": settings.repeats, "models": len(models)},
                            rounds=_rounds_used(judged),
                            by_metric={metric: VerdictTally.of(r[metric]["verdict"] for r in judged if r.get(metric)).as_dict()
-                                      for metric in AB_METRICS},
+                                      for metric in PAIRED_METRICS},
                            noise=_ab_noise(judged),
                            detectable={metric: detectable_change(changes[metric], config.detection_coverage)
-                                       for metric in AB_METRICS})
+                                       for metric in PAIRED_METRICS})
             doc.verdict = summary
     return AAOutcome(doc, writer.path, summary, ExitCode(summary["exit_code"]))

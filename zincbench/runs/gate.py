@@ -389,9 +389,9 @@ class ABCheck:
         rows = llama_bench.load(existing(self.llama_bench, ctx.base, "llama-bench file")) if self.llama_bench else None
         outcome = run_ab(models, arms, self.settings, llama_rows=rows, results_dir=ctx.results_dir,
                          console=Console(stderr=True), progress=False)
-        per_model = ", ".join(f"{m['model']}: {m['verdict']}" for m in outcome.models)
+        per_model = ", ".join(f"{m.model}: {m.verdict}" for m in outcome.models)
         return Judged(STATUS_OF_CODE[outcome.exit_code], f"{outcome.overall} ({per_model})", str(outcome.path),
-                      {"verdicts": {m["model"]: m["verdict"] for m in outcome.models}})
+                      {"verdicts": {m.model: m.verdict for m in outcome.models}})
 
 
 @dataclass
