@@ -19,7 +19,7 @@ from typing import ClassVar, Literal
 PAIRED_METRICS = ("prefill", "decode")  # the rates an A/B compares, B/A
 
 
-def _fields_of(cls, obj, what: str) -> dict:
+def fields_of(cls, obj, what: str) -> dict:
     """``obj`` checked to be a JSON object with no key ``cls`` does not have."""
     if not isinstance(obj, dict):
         raise TypeError(f"{what} must be an object, got {type(obj).__name__}")
@@ -66,7 +66,7 @@ class ABRun:
 
     @classmethod
     def from_json(cls, obj: dict) -> ABRun:
-        return cls(**_fields_of(cls, obj, "ab run"))
+        return cls(**fields_of(cls, obj, "ab run"))
 
 
 @dataclass(kw_only=True)
@@ -88,7 +88,7 @@ class ArmStats:
 
     @classmethod
     def from_json(cls, obj: dict) -> ArmStats:
-        return cls(**_fields_of(cls, obj, "ab arm statistics"))
+        return cls(**fields_of(cls, obj, "ab arm statistics"))
 
 
 @dataclass(kw_only=True)
@@ -109,15 +109,45 @@ class PairedRatio:
 
     @classmethod
     def from_json(cls, obj: dict) -> PairedRatio:
-        return cls(**_fields_of(cls, obj, "ab paired ratio"))
+        return cls(**fields_of(cls, obj, "ab paired ratio"))
+
+
+class ScoredRow:
+    """What a scoreboard row and an A/A repeat row (runs.aa_rows) share: ``arms``, an ``ArmStats`` per arm,
+    and B/A per metric (``prefill``, ``decode``: a ``PairedRatio``, or None). A dataclass that mixes it in
+    names itself in ``WHAT`` for its errors."""
+
+    WHAT: ClassVar[str]
+
+    def paired(self) -> dict[str, PairedRatio]:
+        """B/A of the metrics that have one."""
+        return {metric: getattr(self, metric) for metric in PAIRED_METRICS if getattr(self, metric) is not None}
+
+    def to_json(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out.update(arms={name: stats.to_json() for name, stats in self.arms.items()},
+                   **{metric: ratio.to_json() for metric, ratio in self.paired().items()})
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict):
+        obj = fields_of(cls, obj, cls.WHAT)
+        arms = obj.get("arms")
+        if not isinstance(arms, dict):
+            raise TypeError(f"{cls.WHAT}'s arms must be an object, got {type(arms).__name__}")
+        return cls(**{**obj, "arms": {name: ArmStats.from_json(stats) for name, stats in arms.items()},
+                      **{metric: PairedRatio.from_json(obj[metric]) for metric in PAIRED_METRICS
+                         if obj.get(metric) is not None}})
 
 
 @dataclass(kw_only=True)
-class ScoreboardRow:
+class ScoreboardRow(ScoredRow):
     """One model of an A/B (or of a one-build scoreboard): per-arm statistics, B/A per metric, failed runs and
     the verdict. ``llama`` (llama-bench's nearest pp and tg rows, or its error) is written only when the run
     had a llama-bench source and it gave something for this model. A row needs only ``model``, ``verdict``,
     ``errors`` and ``arms`` to be read (the report's minimum); what it lacks reads as None."""
+
+    WHAT: ClassVar[str] = "ab scoreboard row"
 
     model: str
     shape: str | None = None
@@ -136,23 +166,7 @@ class ScoreboardRow:
     gap: float | None = None  # llama-bench's ppT over the newest build's prefill p90
 
     def to_json(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out.update(arms={name: stats.to_json() for name, stats in self.arms.items()},
-                   **{metric: ratio.to_json() for metric, ratio in self.paired().items()})
+        out = super().to_json()
         if self.llama is None:
             del out["llama"]
         return out
-
-    def paired(self) -> dict[str, PairedRatio]:
-        """B/A of the metrics that have one."""
-        return {metric: getattr(self, metric) for metric in PAIRED_METRICS if getattr(self, metric) is not None}
-
-    @classmethod
-    def from_json(cls, obj: dict) -> ScoreboardRow:
-        obj = _fields_of(cls, obj, "ab scoreboard row")
-        arms = obj.get("arms")
-        if not isinstance(arms, dict):
-            raise TypeError(f"ab scoreboard row's arms must be an object, got {type(arms).__name__}")
-        return cls(**{**obj, "arms": {name: ArmStats.from_json(stats) for name, stats in arms.items()},
-                      **{metric: PairedRatio.from_json(obj[metric]) for metric in PAIRED_METRICS
-                         if obj.get(metric) is not None}})
