@@ -15,7 +15,7 @@ from zincbench.catalog import load_catalog
 from zincbench.engines import make_engine
 from zincbench.measure.process import EngineFailure
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
-from zincbench.reference_store import Reference
+from zincbench.reference_store import Reference, TokenRow
 from zincbench.runs.validate import Status, ValidateOptions, common_prefix, validate_models
 from zincbench.show.validate_table import to_markdown
 from zincbench.testing.tiny_gguf import write_tiny_llama
@@ -89,13 +89,13 @@ def setup(tmp_path, gguf, monkeypatch):
                        "models:\n  tiny:\n    gguf: ${TINY_DIR}/tiny.gguf\n    arch: llama\n    shape: dense\n"
                        "    engine_env: {FAKE_GEN_IDS: '" + _ids(REF_IDS) + "'}\n"
                        "  absent:\n    gguf: ${TINY_DIR}/absent.gguf\n    arch: llama\n    shape: moe\n")
-    top2 = [(t, 5.0, t + 1, 3.0) for t in REF_IDS]
-    top2[NEAR_TIE_POSITION] = (REF_IDS[NEAR_TIE_POSITION], 5.0, 9, 4.9)
-    top2[LATE_NEAR_TIE_POSITION] = (REF_IDS[LATE_NEAR_TIE_POSITION], 5.0, 9, 4.95)
+    tokens = [TokenRow(t, 5.0, t + 1, 3.0) for t in REF_IDS]
+    tokens[NEAR_TIE_POSITION] = TokenRow(REF_IDS[NEAR_TIE_POSITION], 5.0, 9, 4.9)
+    tokens[LATE_NEAR_TIE_POSITION] = TokenRow(REF_IDS[LATE_NEAR_TIE_POSITION], 5.0, 9, 4.95)
     refs = tmp_path / "refs"
     reference_store.save(Reference(gguf=str(gguf), identity=reference_store.gguf_identity(gguf),
                                    prompt="The capital of France is", n_gen=12, prompt_ids=PROMPT_IDS,
-                                   generated_ids=REF_IDS, top2=top2, producer={"test": "hand-made"}), refs)
+                                   generated_ids=REF_IDS, tokens=tokens, producer={"test": "hand-made"}), refs)
     return {"catalog": load_catalog(catalog), "catalog_path": catalog, "refs": refs, "results": tmp_path / "results"}
 
 
@@ -337,7 +337,7 @@ def test_a_prompt_the_engine_would_truncate_is_refused_before_anything_runs(setu
     long_refs = tmp_path / "long-refs"
     reference_store.save(Reference(gguf=str(gguf), identity=reference_store.gguf_identity(gguf),
                                    prompt="The capital of France is", n_gen=12, prompt_ids=list(range(300)),
-                                   generated_ids=REF_IDS, top2=[(t, 1.0, 0, 0.0) for t in REF_IDS], producer={}),
+                                   generated_ids=REF_IDS, tokens=[TokenRow(t, 1.0, 0, 0.0) for t in REF_IDS], producer={}),
                          long_refs)
     log = tmp_path / "argv.log"
     with pytest.raises(InputError, match="at most 256 prompt ids"):
