@@ -333,13 +333,12 @@ def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold:
                for r in zero]
     failed_measured = len(measured) - len(ok)
     stats = {arm: _arm_stats([r for r in ok if r.arm == arm]) for arm in arms}
-    summary = ScoreboardRow(model=model.name, shape=model.shape, gguf=str(model.gguf), arms=stats, errors=errors,
-                            failed_runs=failed_measured, rounds=len({r.round for r in measured}), verdict="measured")
-    notes = summary.notes
+    notes = []
+    prefill = decode = None
     if len(arms) == 2:
-        summary.prefill = _paired(ok, "prefill_tps", threshold, confidence)
-        summary.decode = _paired(ok, "decode_tps", threshold, confidence)
-        verdict = combine_verdicts(*(ratio.verdict if ratio else None for ratio in (summary.prefill, summary.decode)))
+        prefill = _paired(ok, "prefill_tps", threshold, confidence)
+        decode = _paired(ok, "decode_tps", threshold, confidence)
+        verdict = combine_verdicts(*(ratio.verdict if ratio else None for ratio in (prefill, decode)))
     else:
         verdict = "measured"
     zero_b = _zero_against_a(measured, arms)
@@ -353,22 +352,23 @@ def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold:
         verdict = "error"
         notes.append(f"{failed_measured} of {len(measured)} measured runs failed (more than "
                      f"{max_failure_rate:.0%}): no verdict")
-    elif not ok or (len(arms) == 2 and summary.prefill is None):
+    elif not ok or (len(arms) == 2 and prefill is None):
         verdict = "error"
         notes.append("no round where every arm succeeded: no verdict")
     elif failed_measured:
         notes.append(f"{failed_measured} failed run(s) left out; the verdict is judged on the rounds where both arms succeeded")
-    summary.verdict = verdict
     for arm in arms:
         dropped = stats[arm].n - stats[arm].n_decode
         if stats[arm].n_decode and dropped:
             notes.append(f"arm {arm}: {dropped} of {stats[arm].n} successful runs printed no decode rate "
                          "(left out of the decode statistics)")
     tokens = {s.prefill_tokens for s in stats.values() if s.prefill_tokens is not None}
-    summary.prefill_tokens = stats[arms[-1]].prefill_tokens or stats[arms[0]].prefill_tokens
     if len(tokens) > 1:
         notes.append(f"arms report different prompt lengths {sorted(tokens)}: are the tokenizers the same?")
-    return summary
+    return ScoreboardRow(model=model.name, shape=model.shape, gguf=str(model.gguf), arms=stats, prefill=prefill,
+                         decode=decode, errors=errors, failed_runs=failed_measured,
+                         rounds=len({r.round for r in measured}), verdict=verdict,
+                         prefill_tokens=stats[arms[-1]].prefill_tokens or stats[arms[0]].prefill_tokens, notes=notes)
 
 
 def summarize_recorded(model, records: list[ABRun], arms: Sequence[str], settings: dict) -> ScoreboardRow:

@@ -145,7 +145,7 @@ class ScoreboardRow(ScoredRow):
     """One model of an A/B (or of a one-build scoreboard): per-arm statistics, B/A per metric, failed runs and
     the verdict. ``llama`` (llama-bench's nearest pp and tg rows, or its error) is written only when the run
     had a llama-bench source and it gave something for this model. A row needs only ``model``, ``verdict``,
-    ``errors`` and ``arms`` to be read (the report's minimum); what it lacks reads as None."""
+    ``errors`` and ``arms`` to be read (the report's minimum); the others default to None, ``notes`` to []."""
 
     WHAT: ClassVar[str] = "ab scoreboard row"
 
