@@ -133,6 +133,16 @@ def test_unreadable_document_is_one_line(tmp_path, capsys):
     assert code == 2 and "invalid JSON" in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_a_flag_of_the_wrong_type_is_one_line(tmp_path, capsys):
+    """A JSON null where a true/false flag belongs (check.fully_written) is bad input, not an internal error."""
+    recorded = Path(__file__).resolve().parents[1] / "results/h200/microbench-20261129T134040-ba24976f.json"
+    doc = json.loads(recorded.read_text())
+    doc["results"][0]["check"]["fully_written"] = None
+    (tmp_path / "doc.json").write_text(json.dumps(doc))
+    code, _, err = run_cli(capsys, tmp_path / "doc.json")
+    assert code == 2 and "check.fully_written must be true or false, got None" in err and err.count("\n") == 1
+
+
 def test_plots_are_written_as_png(tmp_path, capsys, two_h200_runs, ab_document):
     pytest.importorskip("matplotlib", reason="the plot extra is not installed (pip install -e '.[plot]')")
     t1 = records.write(microbench_document("t1", n_cases=6), tmp_path / "t1.json")

@@ -100,7 +100,7 @@ _SCHEMAS = {
 _REQUIRED = {"document": (), "microbench": ("case", "variant"), "validate": ("model",),
              "ab-model": ("model", "verdict", "errors", "arms")}
 _TYPE_NAMES = {str: "a string", int: "a number", float: "a number", dict: "an object", list: "a list",
-               type(None): "null"}
+               bool: "true or false", type(None): "null"}
 
 
 def _values_at(obj, dotted: str, where: str):
