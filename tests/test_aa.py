@@ -34,6 +34,7 @@ from zincbench.cli import main
 from zincbench.engines import make_engine
 from zincbench.errors import ConfigError, EnvironmentProblem, ExitCode, InputError
 from zincbench.judge import Verdict, compare_medians, compare_paired
+from zincbench.runs.aa_rows import aa_row
 
 CASE, VARIANT = "E256-M512-K2048-Ne16", "fused_grouped"
 
@@ -122,21 +123,21 @@ def test_several_models_are_corrected_for_multiple_comparisons():
 def test_identical_distributions_give_no_false_positives(sample_rng):
     samples = [timings(sample_rng) for _ in range(8)]
     comparisons = compare_processes(samples, threshold=0.03, confidence=0.99)
-    assert len(comparisons) == 28 and sum(c["independent"] for c in comparisons) == 4
-    assert [(c["baseline"], c["candidate"]) for c in comparisons if c["independent"]] == [(0, 1), (2, 3), (4, 5), (6, 7)]
-    assert VerdictTally.of(c["verdict"] for c in comparisons).false_positives == 0
+    assert len(comparisons) == 28 and sum(c.independent for c in comparisons) == 4
+    assert [(c.baseline, c.candidate) for c in comparisons if c.independent] == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert VerdictTally.of(c.verdict for c in comparisons).false_positives == 0
 
 
 def test_a_10pct_shift_is_detected_in_every_comparison_with_the_shifted_process(sample_rng):
     samples = [timings(sample_rng) for _ in range(5)] + [timings(sample_rng, scale=0.9)]
     comparisons = compare_processes(samples, threshold=0.03, confidence=0.99)
-    shifted = [c for c in comparisons if c["candidate"] == 5]
-    assert len(shifted) == 5 and all(c["verdict"] == "faster" for c in shifted)
-    assert all(0.88 < c["time_ratio"] < 0.92 for c in shifted)
-    untouched = [c for c in comparisons if c["candidate"] != 5]
-    assert VerdictTally.of(c["verdict"] for c in untouched).false_positives == 0
+    shifted = [c for c in comparisons if c.candidate == 5]
+    assert len(shifted) == 5 and all(c.verdict == "faster" for c in shifted)
+    assert all(0.88 < c.time_ratio < 0.92 for c in shifted)
+    untouched = [c for c in comparisons if c.candidate != 5]
+    assert VerdictTally.of(c.verdict for c in untouched).false_positives == 0
     # ... and the minimum detectable change of the A/A comparisons says so: 10% is above it.
-    mde = detectable_change([c["change_to_call"] for c in untouched], 0.95)
+    mde = detectable_change([c.change_to_call for c in untouched], 0.95)
     assert 0 < mde["speedup"] < 0.1 and 0 < mde["slowdown"] < 0.1
 
 
@@ -239,6 +240,8 @@ def test_microbench_aa_launches_separate_processes_and_judges_every_pair(tmp_pat
     processes = [r for r in saved["results"] if r["type"] == "process"]
     assert len(processes) == 6 and all(len(r["gpu_us"]) == 200 for r in processes)
     assert sum(r["type"] == "comparison" for r in saved["results"]) == 15
+    assert [aa_row(r) for r in saved["results"]] == out.document.results  # typed rows, to JSON and back
+    assert [aa_row(r).to_json() for r in saved["results"]] == saved["results"]
     assert not list(Path(argv[argv.index("--results-dir") + 1]).parent.glob("zincbench-aa-*")), "scratch left behind"
 
 
@@ -253,9 +256,11 @@ def test_microbench_aa_records_crashes_and_timeouts_and_is_inconclusive(tmp_path
     out = microbench_aa(tmp_path, stub, processes=6)
     assert out.exit_code == ExitCode.INCONCLUSIVE
     assert out.summary["processes"] == {"requested": 6, "ok": 4} and out.summary["failures"] == 2
-    errors = [r for r in out.document.results if r["type"] == "process" and r["status"] == "error"]
-    assert [e["index"] for e in errors] == [1, 4]
-    assert "illegal memory access" in errors[0]["stderr_tail"] and "timed out" in errors[1]["error"]
+    errors = [r for r in out.document.results if r.type == "process" and r.status == "error"]
+    assert [e.index for e in errors] == [1, 4]
+    assert "illegal memory access" in errors[0].stderr_tail and "timed out" in errors[1].error
+    saved = records.read(out.path)["results"]
+    assert [aa_row(r) for r in saved] == out.document.results and [aa_row(r).to_json() for r in saved] == saved
     assert out.summary["comparisons"]["false_positive"]["n"] == 6
 
 
@@ -323,13 +328,15 @@ def test_same_binary_as_a_and_b_gives_no_false_positives(tmp_path, fake):
     out = ab_aa(tmp_path, fake, repeats=3, rounds=4)
     assert out.exit_code == ExitCode.INCONCLUSIVE and out.summary["outcome"] == "inconclusive"  # 3 cannot bound 1%
     rows = out.document.results
-    assert [r["repeat"] for r in rows] == [0, 1, 2] and {r["verdict"] for r in rows} <= {"same", "inconclusive"}
+    assert [r.repeat for r in rows] == [0, 1, 2] and {r.verdict for r in rows} <= {"same", "inconclusive"}
     fp = out.summary["comparisons"]["false_positive"]
     assert fp["events"] == 0 and fp["n"] == 3 and out.summary["independent"]["false_positive"] == fp
-    assert all(r["prefill"]["n_pairs"] == 4 for r in rows)
+    assert all(r.prefill.n_pairs == 4 for r in rows)
     assert 0.002 < out.summary["noise"]["prefill_round_cv"] < 0.02  # FAKE_NOISE=0.01 on each arm
     saved = records.read(out.path)
     assert saved["kind"] == "aa" and saved["config"]["mode"] == "ab" and saved["complete"]
+    assert [aa_row(r) for r in saved["results"]] == rows  # typed rows, to JSON and back
+    assert [aa_row(r).to_json() for r in saved["results"]] == saved["results"]
 
 
 def test_ab_order_under_drift_is_caught_as_false_positives_and_abba_is_not(tmp_path, fake, monkeypatch):
@@ -347,7 +354,7 @@ def test_engine_failures_above_the_cap_make_the_ab_aa_inconclusive(tmp_path, fak
     monkeypatch.setenv("FAKE_FAIL_RUNS", "2,3")  # round 1 of the first repeat: half its measured runs
     out = ab_aa(tmp_path, fake, repeats=2, rounds=2)
     assert out.exit_code == ExitCode.INCONCLUSIVE and out.summary["failures"] == 1
-    assert out.document.results[0]["verdict"] == "error"
+    assert out.document.results[0].verdict == "error"
 
 
 def test_planted_slowdown_measures_the_detection_rate(tmp_path, fake):

@@ -128,8 +128,7 @@ def test_an_engine_that_cannot_start_is_one_line_exit_2_and_no_results_file(tmp_
 
 
 def test_launch_problem_says_what_is_wrong(tmp_path):
-    from zincbench.engines.process import launch_problem, run_process
-    from zincbench.engines.base import EngineFailure
+    from zincbench.measure.process import EngineFailure, launch_problem, run_process
 
     script = tmp_path / "script"
     script.write_text("#!/nonexistent/interp\n")
@@ -145,3 +144,18 @@ def sys_executable():
     import sys
 
     return sys.executable
+
+
+def test_ab_and_aa_ab_declare_the_a_b_options_once():
+    """`zincbench aa ab` runs the A/B of `zincbench ab`: the options they share read the same in both --helps;
+    ab's defaults are ABSettings', aa's are unset (its --config file fills them)."""
+    from zincbench.cli import aa, ab
+    from zincbench.runs.ab import ABSettings
+
+    ab_options = {p.name: p for p in ab.command.params}
+    aa_options = {p.name: p for p in aa.command.commands["ab"].params}
+    design = {"min_rounds", "max_rounds", "max_time_s", "order", "threshold", "prompt_tokens", "n_gen", "timeout_s"}
+    for name in {"engine_kind", "engine_config", "catalog_path", "model_names", "model_pairs", "rounds", *design}:
+        assert ab_options[name].help == aa_options[name].help and ab_options[name].opts == aa_options[name].opts, name
+    for name in design:
+        assert ab_options[name].default == getattr(ABSettings(), name) and aa_options[name].default is None, name

@@ -6,9 +6,9 @@ import pytest
 
 from fake_engine import write_launcher
 from zincbench.engines import make_engine
-from zincbench.engines.base import EngineFailure
 from zincbench.engines.zinc_main import parse_throughput
 from zincbench.errors import InputError
+from zincbench.measure.process import EngineFailure
 
 # The lines as zinc logs them (std.log on stderr, src/main.zig), with their log prefix.
 ZINC_LOG = """\

@@ -301,7 +301,7 @@ def test_engine_crash_in_validate(tmp_path, fake):
     gguf = write_tiny_llama(tmp_path / "model" / "tiny.gguf", quant="q4_k")
     reference_store.save(reference_store.Reference(
         gguf=str(gguf), identity=reference_store.gguf_identity(gguf), prompt=DEFAULT_PROMPT, n_gen=12,
-        prompt_ids=[1, 2, 3], generated_ids=list(range(7, 19)), top2=[(7 + i, 10.0, 3, 9.0) for i in range(12)],
+        prompt_ids=[1, 2, 3], generated_ids=list(range(7, 19)), tokens=[reference_store.TokenRow(7 + i, 10.0, 3, 9.0) for i in range(12)],
         producer={}), tmp_path / "refs")
     args = ["validate", "--engine-kind", "zinc-dbg", "--engine-bin", fake, "--gguf", gguf, "--references-dir",
             tmp_path / "refs"]

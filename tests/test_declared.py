@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from zincbench.bench import declared
+from zincbench.bench.declared import load_pack
 from zincbench.bench.expressions import ExpressionError, evaluate, evaluate_int
 from zincbench.cli import main
 from zincbench.config import experiment_path
+from zincbench.errors import ConfigError
 from zincbench.gpu import nvrtc
 from zincbench.gpu.runtime import find_nvcc
 
@@ -260,3 +262,22 @@ def test_every_dynamic_shared_request_fits_the_kernels_limit_afterwards(monkeypa
         nvrtc.set_dynamic_shared(function, request)
         assert request <= driver.limit
     assert driver.limit == 200 * 1024
+
+
+def test_engine_src_sets_the_variable_each_pack_names(tmp_path):
+    """--engine-src gives its folder to the ${VAR} a pack declares as its engine_tree, and to no other."""
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y) {}\n')
+    named = {"engine_tree": "MY_TREE", "sources": {"s": "${MY_TREE}/k.cu"},
+             "variants": [{"name": "v", "family": "t2", "steps": [{"kernel": "k", "grid": [1], "block": [1],
+                                                                    "buffers": ["y"]}]}]}
+    pack = declared.parse_pack(named, tmp_path / "pack.yaml")
+    assert pack.variables(str(tmp_path)) == {"MY_TREE": str(tmp_path)}
+    assert pack.sources["s"].resolve(pack.variables(str(tmp_path))) == ("file", [tmp_path / "k.cu"])
+    unnamed = declared.parse_pack({**named, "engine_tree": None}, tmp_path / "pack.yaml")
+    assert unnamed.variables(str(tmp_path)) == {}
+    with pytest.raises(ConfigError, match="no source path names"):
+        declared.parse_pack({**named, "engine_tree": "OTHER"}, tmp_path / "pack.yaml")
+
+
+def test_the_engine_pack_names_its_source_tree():
+    assert load_pack(experiment_path("engine_zinc")).engine_tree == "ZINC_SRC"

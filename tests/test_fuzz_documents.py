@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 
 from test_bad_input import _ROWS
 from test_fuzz_parsers import EXAMPLES, YAML_TEXTS, _loaders
-from zincbench import llamabench, records
+from zincbench import records
 from zincbench.errors import InputError
+from zincbench.measure import llama_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "profile"
@@ -261,7 +262,7 @@ def render(rows: list[dict], fmt: str) -> str:
 
 
 @FUZZ
-@given(rows=llama_bench_rows(), fmt=st.sampled_from(llamabench.FORMATS))
+@given(rows=llama_bench_rows(), fmt=st.sampled_from(llama_bench.FORMATS))
 @example(rows=[{**_ROWS[0], "avg_ts": -7.2}], fmt="jsonl")
 @example(rows=[{**_ROWS[0], "avg_ts": 0.0}], fmt="csv")
 @example(rows=[{**_ROWS[0], "avg_ts": 1e300}], fmt="json")
@@ -271,18 +272,18 @@ def render(rows: list[dict], fmt: str) -> str:
 def test_llama_bench_rows_keep_their_invariants(rows, fmt):
     """A parsed row is a real measurement: a finite rate above zero and below any engine's, sane token counts."""
     try:
-        parsed = llamabench.parse(render(rows, fmt), source=f"fuzz.{fmt}", fmt=fmt)
+        parsed = llama_bench.parse(render(rows, fmt), source=f"fuzz.{fmt}", fmt=fmt)
     except InputError:
         return
     for row in parsed:
-        assert 0 < row.avg_ts < llamabench.MAX_TOKENS_PER_S
-        assert 0 < row.n_prompt + row.n_gen and max(row.n_prompt, row.n_gen, row.n_depth) <= llamabench.MAX_TOKENS
+        assert 0 < row.avg_ts < llama_bench.MAX_TOKENS_PER_S
+        assert 0 < row.n_prompt + row.n_gen and max(row.n_prompt, row.n_gen, row.n_depth) <= llama_bench.MAX_TOKENS
         assert row.stddev_ts is None or row.stddev_ts >= 0
-        assert all(0 < s < llamabench.MAX_TOKENS_PER_S for s in row.samples_ts or ())
+        assert all(0 < s < llama_bench.MAX_TOKENS_PER_S for s in row.samples_ts or ())
 
 
 @settings(max_examples=max(1, EXAMPLES // 15))
-@given(rows=llama_bench_rows(), fmt=st.sampled_from(llamabench.FORMATS))
+@given(rows=llama_bench_rows(), fmt=st.sampled_from(llama_bench.FORMATS))
 def test_llamabench_cli_on_rows(scratch, rows, fmt):
     path = scratch / f"rows.{fmt}"
     path.write_text(render(rows, fmt))

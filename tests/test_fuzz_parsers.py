@@ -19,11 +19,11 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from test_bad_input import LLAMA_BENCH_SAMPLES
-from zincbench import llamabench
 from zincbench.config import EXPERIMENTS_DIR
 from zincbench.engines import generic, zinc_dbg, zinc_main
-from zincbench.engines.base import EngineFailure
 from zincbench.errors import InputError
+from zincbench.measure import llama_bench
+from zincbench.measure.process import EngineFailure
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # ZINCBENCH_FUZZ_EXAMPLES scales every fuzz test: the default keeps CI quick, a deeper run uses thousands.
@@ -90,9 +90,9 @@ LLAMA_BENCH_TEXTS = list(LLAMA_BENCH_SAMPLES.values()) + _real_texts("llama-benc
 
 
 @FUZZ
-@given(text=any_text(LLAMA_BENCH_TEXTS), fmt=st.sampled_from([None, *llamabench.FORMATS]))
+@given(text=any_text(LLAMA_BENCH_TEXTS), fmt=st.sampled_from([None, *llama_bench.FORMATS]))
 def test_llama_bench_parser(text, fmt):
-    rows = parsed_or_input_error(lambda: llamabench.parse(text, source="fuzz", fmt=fmt))
+    rows = parsed_or_input_error(lambda: llama_bench.parse(text, source="fuzz", fmt=fmt))
     if rows is not None:
         assert rows and all(r.n_prompt + r.n_gen > 0 for r in rows)
 
@@ -338,7 +338,7 @@ def test_ncu_csv_with_a_repeated_column_is_an_input_error(scratch):
 
 def test_llama_bench_sql_with_a_nul_character_is_an_input_error():
     with pytest.raises(InputError):
-        llamabench.parse(LLAMA_BENCH_SAMPLES["sql"].replace("llama_bench (", "llama_bench\x00 (", 1), fmt="sql")
+        llama_bench.parse(LLAMA_BENCH_SAMPLES["sql"].replace("llama_bench (", "llama_bench\x00 (", 1), fmt="sql")
 
 
 # --- found by deeper fuzzing (ZINCBENCH_FUZZ_EXAMPLES=2500) ----------------------------------------------

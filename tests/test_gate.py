@@ -285,7 +285,7 @@ def test_validate_check_end_to_end(tmp_path, fake_engine, monkeypatch):
     gguf = write_tiny_llama(tmp_path / "models" / "tiny.gguf", quant="q4_k")
     reference_store.save(reference_store.Reference(
         gguf=str(gguf), identity=reference_store.gguf_identity(gguf), prompt=DEFAULT_PROMPT, n_gen=12,
-        prompt_ids=[1, 2, 3], generated_ids=list(range(7, 19)), top2=[(7 + i, 10.0, 3, 9.0) for i in range(12)],
+        prompt_ids=[1, 2, 3], generated_ids=list(range(7, 19)), tokens=[reference_store.TokenRow(7 + i, 10.0, 3, 9.0) for i in range(12)],
         producer={}), tmp_path / "refs")
     (tmp_path / "catalog.yaml").write_text(f"models:\n  tiny: {{gguf: {gguf}, arch: llama, shape: dense}}\n")
     gates = load_gates(write_gates(tmp_path, [{

@@ -1,8 +1,9 @@
 """Golden test: the rows of every document recorded under results/ load as their typed row (MicrobenchRow,
-validate's ModelOutcome, ab's ABRun, profile.rows' one type per table) and write back byte for byte;
-every microbench document re-judges to its recorded decision (or, when the run never measured a variant
-today's rule names, by the rule it was recorded under) and renders the same table text as when the
-fixtures were written; ``zincbench report`` of each folder shows the same tables too.
+validate's ModelOutcome, ab's ABRun and ScoreboardRow, aa's three row types, a reference's TokenRow,
+profile.rows' one type per table) and write back byte for byte; every microbench document re-judges to
+its recorded decision (or, when the run never measured a variant today's rule names, by the rule it was
+recorded under) and renders the same table text as when the fixtures were written; ``zincbench report``
+of each folder shows the same tables too.
 
 The fixtures in tests/fixtures/golden/ were generated from the code before the typed-row refactor;
 regenerate them only for an intended change of the tables: ``python3 tests/test_golden_records.py``.
@@ -30,7 +31,7 @@ TYPED = sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.rea
 def row_type(kind: str):
     from zincbench.bench.rows import MicrobenchRow
     from zincbench.profile.rows import ProfileRow
-    from zincbench.runs.ab import ABRun
+    from zincbench.runs.ab_rows import ABRun
     from zincbench.runs.validate import ModelOutcome
 
     return {"microbench": MicrobenchRow, "validate": ModelOutcome, "ab": ABRun, "profile": ProfileRow}[kind]
@@ -105,6 +106,34 @@ def test_rows_load_and_write_back_byte_for_byte(path):
     doc = json.loads(path.read_text())
     loaded = [row_type(doc["kind"]).from_json(row) for row in doc["results"]]
     assert json.dumps([row.to_json() for row in loaded]) == json.dumps(doc["results"])
+
+
+@pytest.mark.parametrize("path", [p for p in TYPED if json.loads(p.read_text())["kind"] == "ab"], ids=_stem)
+def test_ab_scoreboard_rows_load_and_write_back_byte_for_byte(path):
+    from zincbench.runs.ab_rows import ScoreboardRow
+
+    models = json.loads(path.read_text())["verdict"]["models"]
+    assert json.dumps([ScoreboardRow.from_json(model).to_json() for model in models]) == json.dumps(models)
+
+
+@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "results").rglob("*.json")
+                                         if json.loads(p.read_text()).get("kind") == "aa"), ids=_stem)
+def test_aa_rows_load_and_write_back_byte_for_byte(path):
+    from zincbench.runs.aa_rows import aa_row
+
+    rows = json.loads(path.read_text())["results"]
+    assert json.dumps([aa_row(row).to_json() for row in rows]) == json.dumps(rows)
+
+
+@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "results").rglob("*.json")
+                                         if json.loads(p.read_text()).get("kind") == "reference"), ids=_stem)
+def test_references_load_and_write_back_byte_for_byte(path):
+    from zincbench.records import to_jsonable
+    from zincbench.reference_store import Reference
+
+    doc = json.loads(path.read_text())
+    written = to_jsonable(Reference.from_document(doc, str(path)).to_document())
+    assert json.dumps([written["config"], written["results"]]) == json.dumps([doc["config"], doc["results"]])
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)

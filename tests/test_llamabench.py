@@ -15,7 +15,7 @@ import pytest
 
 from zincbench.cli import main
 from zincbench.errors import InputError
-from zincbench.llamabench import FORMATS, detect_format, load, parse, run_llama_bench
+from zincbench.measure.llama_bench import FORMATS, detect_format, load, parse, run_llama_bench
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
 EXPECTED_TESTS = ["pp16", "tg8", "pp16+tg8", "pp16 @ d16", "tg8 @ d16", "pp16+tg8 @ d16"]

@@ -123,9 +123,9 @@ def test_short_kernel_names_keep_the_name_and_fit(base, args, params):
 def test_ab_scoreboard_in_a_report_at_80_columns(ab_document):
     report = build_report([ab_document])
     lines = render(lambda console: print_report(report, console))
-    models = {m["model"] for run in report.ab for m in run["models"]}
-    verdicts = {m["verdict"] for run in report.ab for m in run["models"]}
-    deltas = {f"{(m['prefill']['ratio'] - 1) * 100:+.1f}%" for run in report.ab for m in run["models"]}
+    models = {m.model for run in report.ab for m in run["models"]}
+    verdicts = {m.verdict for run in report.ab for m in run["models"]}
+    deltas = {f"{(m.prefill.ratio - 1) * 100:+.1f}%" for run in report.ab for m in run["models"]}
     assert_readable(lines, models | verdicts | deltas)
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from zincbench.engines import generic
-from zincbench.engines.base import EngineFailure
-from zincbench.engines.process import Terminated, checked, run_process, signals_as_interrupts
+from zincbench.measure.process import EngineFailure, Terminated, checked, run_process, signals_as_interrupts
 
 
 def _alive(pid: int) -> bool:

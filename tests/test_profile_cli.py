@@ -149,6 +149,8 @@ def test_missing_profilers_exit_4_naming_what_to_install(tools, tmp_path, capsys
     assert len(err.strip().splitlines()) == 1
     code, _, err = run_cli(["profile", "run", "--tool", "ncu", "--out", str(tmp_path), "--", "true"], capsys)
     assert code == 4 and "ncu (NVIDIA Nsight Compute) not found" in err
+    code, _, err = run_cli(["profile", "run", "--tool", "nsys", "--out", str(tmp_path), "--", "true"], capsys)
+    assert code == 4 and "nsys (NVIDIA Nsight Systems) not found" in err and len(err.strip().splitlines()) == 1
 
 
 def test_qdstrm_only_capture_is_an_environment_problem(tools, tmp_path, monkeypatch):

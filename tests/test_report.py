@@ -106,6 +106,19 @@ def test_ab_scoreboard_rows_and_markdown(ab_document, capsys):
     assert "### ab · " in out and "| tiny |" in out and "slower" in out
 
 
+@pytest.mark.parametrize("edit, message", [
+    (lambda doc: doc.update(schema_version=2), "schema version 2 is newer than this zincbench understands (1)"),
+    (lambda doc: doc["verdict"]["models"][0].update(speedup=1.5), "verdict.models[0]: ab scoreboard row has unknown key"),
+    (lambda doc: doc["verdict"]["models"][0]["prefill"].pop("n_pairs"), "verdict.models[0]: "),
+])
+def test_an_ab_scoreboard_of_another_shape_is_one_line(ab_document, tmp_path, capsys, edit, message):
+    doc = json.loads(Path(ab_document).read_text())
+    edit(doc)
+    (tmp_path / "ab.json").write_text(json.dumps(doc))
+    code, _, err = run_cli(capsys, tmp_path / "ab.json")
+    assert code == 2 and message in err and err.count("\n") == 1
+
+
 def test_other_kinds_are_left_out_and_nothing_to_report_is_bad_input(tmp_path, capsys, two_h200_runs):
     gate = records.write(records.Document(kind="gate", config={}, environment={}), tmp_path / "gate.json")
     report = build_report([two_h200_runs[0], gate])
@@ -118,6 +131,16 @@ def test_unreadable_document_is_one_line(tmp_path, capsys):
     (tmp_path / "junk.json").write_text('{"kind": "microbench"')
     code, out, err = run_cli(capsys, tmp_path / "junk.json")
     assert code == 2 and "invalid JSON" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_flag_of_the_wrong_type_is_one_line(tmp_path, capsys):
+    """A JSON null where a true/false flag belongs (check.fully_written) is bad input, not an internal error."""
+    recorded = Path(__file__).resolve().parents[1] / "results/h200/microbench-20261129T134040-ba24976f.json"
+    doc = json.loads(recorded.read_text())
+    doc["results"][0]["check"]["fully_written"] = None
+    (tmp_path / "doc.json").write_text(json.dumps(doc))
+    code, _, err = run_cli(capsys, tmp_path / "doc.json")
+    assert code == 2 and "check.fully_written must be true or false, got None" in err and err.count("\n") == 1
 
 
 def test_plots_are_written_as_png(tmp_path, capsys, two_h200_runs, ab_document):

@@ -57,7 +57,7 @@ def test_reference_is_llama_cpps_own_greedy_sampler(tiny):
     llm.close()
     assert ref.prompt_ids == prompt_ids and prompt_ids[0] == 1  # BOS, then the prompt's pieces
     assert ref.generated_ids == sampled
-    assert all(first >= second for _, first, _, second in ref.top2)
+    assert all(row.top1_logit >= row.top2_logit for row in ref.tokens)
 
 
 def test_same_model_passes_exact(tiny):
@@ -80,7 +80,7 @@ def test_perturbed_copy_fails_at_the_targeted_position(tiny):
     suppressed = set(ids[target:]) - set(ids[:target])
     # Suppressing (logit -> 0) moves an argmax only where a suppressed token won, as long as the
     # other winners' logits are positive; teacher forcing then agrees exactly off the suppressed ones.
-    assert all(first > 0 for _, first, _, _ in ref.top2)
+    assert all(row.top1_logit > 0 for row in ref.tokens)
     expected_tf = sum(token not in suppressed for token in ids)
     assert expected_tf < MIN_MATCH, f"tiny model's greedy run {ids} is too repetitive for this test"
 
@@ -104,7 +104,7 @@ def test_perturbed_copy_fails_at_the_targeted_position(tiny):
     # then the tokens after it are checked by teacher forcing, which finds the suppressed ones.
     code, outcome = _validate(tiny, perturbed, "--near-tie", "1e9")
     assert code == 1 and outcome["status"] == "FAIL"
-    if outcome["engine_ids"][target] == ref.top2[target][2]:
+    if outcome["engine_ids"][target] == ref.tokens[target].top2_token:
         assert (outcome["tf_match"], outcome["tf_total"]) == (expected_tf, N_GEN) and outcome["forgiven"]
     else:
         assert "not llama.cpp's runner-up" in outcome["reason"] and outcome["tf_match"] is None

@@ -13,9 +13,9 @@ import pytest
 from zincbench import records, reference_store
 from zincbench.catalog import load_catalog
 from zincbench.engines import make_engine
-from zincbench.engines.base import EngineFailure
+from zincbench.measure.process import EngineFailure
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
-from zincbench.reference_store import Reference
+from zincbench.reference_store import Reference, TokenRow
 from zincbench.runs.validate import Status, ValidateOptions, common_prefix, validate_models
 from zincbench.show.validate_table import to_markdown
 from zincbench.testing.tiny_gguf import write_tiny_llama
@@ -89,13 +89,13 @@ def setup(tmp_path, gguf, monkeypatch):
                        "models:\n  tiny:\n    gguf: ${TINY_DIR}/tiny.gguf\n    arch: llama\n    shape: dense\n"
                        "    engine_env: {FAKE_GEN_IDS: '" + _ids(REF_IDS) + "'}\n"
                        "  absent:\n    gguf: ${TINY_DIR}/absent.gguf\n    arch: llama\n    shape: moe\n")
-    top2 = [(t, 5.0, t + 1, 3.0) for t in REF_IDS]
-    top2[NEAR_TIE_POSITION] = (REF_IDS[NEAR_TIE_POSITION], 5.0, 9, 4.9)
-    top2[LATE_NEAR_TIE_POSITION] = (REF_IDS[LATE_NEAR_TIE_POSITION], 5.0, 9, 4.95)
+    tokens = [TokenRow(t, 5.0, t + 1, 3.0) for t in REF_IDS]
+    tokens[NEAR_TIE_POSITION] = TokenRow(REF_IDS[NEAR_TIE_POSITION], 5.0, 9, 4.9)
+    tokens[LATE_NEAR_TIE_POSITION] = TokenRow(REF_IDS[LATE_NEAR_TIE_POSITION], 5.0, 9, 4.95)
     refs = tmp_path / "refs"
     reference_store.save(Reference(gguf=str(gguf), identity=reference_store.gguf_identity(gguf),
                                    prompt="The capital of France is", n_gen=12, prompt_ids=PROMPT_IDS,
-                                   generated_ids=REF_IDS, top2=top2, producer={"test": "hand-made"}), refs)
+                                   generated_ids=REF_IDS, tokens=tokens, producer={"test": "hand-made"}), refs)
     return {"catalog": load_catalog(catalog), "catalog_path": catalog, "refs": refs, "results": tmp_path / "results"}
 
 
@@ -337,7 +337,7 @@ def test_a_prompt_the_engine_would_truncate_is_refused_before_anything_runs(setu
     long_refs = tmp_path / "long-refs"
     reference_store.save(Reference(gguf=str(gguf), identity=reference_store.gguf_identity(gguf),
                                    prompt="The capital of France is", n_gen=12, prompt_ids=list(range(300)),
-                                   generated_ids=REF_IDS, top2=[(t, 1.0, 0, 0.0) for t in REF_IDS], producer={}),
+                                   generated_ids=REF_IDS, tokens=[TokenRow(t, 1.0, 0, 0.0) for t in REF_IDS], producer={}),
                          long_refs)
     log = tmp_path / "argv.log"
     with pytest.raises(InputError, match="at most 256 prompt ids"):
@@ -357,7 +357,8 @@ def test_a_reference_shorter_than_n_gen_is_one_line_exit_2_and_no_results_file(s
 
 
 def test_a_native_crash_of_the_llama_cpp_reference_is_one_line_naming_the_signal_and_the_fix(gguf, monkeypatch):
-    from zincbench.engines import llama_cpp, process
+    from zincbench.engines import llama_cpp
+    from zincbench.measure import process
 
     def sigill(argv, **options):  # what a libllama built with AMX does on a host that lacks it
         return process.run_process([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"],
@@ -375,7 +376,7 @@ def test_a_native_crash_of_the_llama_cpp_reference_is_one_line_naming_the_signal
 
 
 def _died(returncode: int, timed_out: bool):
-    from zincbench.engines.process import ProcessResult
+    from zincbench.measure.process import ProcessResult
 
     return lambda argv, **options: ProcessResult(list(map(str, argv)), returncode, "", "boom", 5.0, timed_out)
 
@@ -409,7 +410,7 @@ def test_a_llama_cpp_reference_child_stopped_at_its_timeout_is_a_timeout(gguf, m
     (-15, False, "crash", "killed by SIGTERM"),  # someone else stopped it
 ])
 def test_checked_tells_a_crash_from_a_timeout(returncode, timed_out, reason, words):
-    from zincbench.engines.process import ProcessResult, checked
+    from zincbench.measure.process import ProcessResult, checked
 
     with pytest.raises(EngineFailure) as exc:
         checked(ProcessResult(["engine"], returncode, "", "", 5.0, timed_out))

@@ -5,10 +5,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zincbench.config import load_yaml
-from zincbench.engines.base import EngineFailure
 from zincbench.engines.generic import EngineSpec, load_engine_spec, parse_ids, render_command
 from zincbench.engines.zinc_dbg import PROMPT_IDS_RE, parse_gen_ids, parse_tf_match, parse_throughput
 from zincbench.errors import ConfigError, InputError
+from zincbench.measure.process import EngineFailure
 
 # What cuda-dbg prints on stderr for `gen` (shared/reference/zinc-kernels.md §3.2), with the
 # CUDA init chatter around it.

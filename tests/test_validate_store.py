@@ -9,7 +9,7 @@ import pytest
 
 from zincbench import records, reference_store
 from zincbench.errors import InputError
-from zincbench.reference_store import Reference, gguf_identity
+from zincbench.reference_store import Reference, TokenRow, gguf_identity
 from zincbench.testing.tiny_gguf import write_suppressed_copy, write_tiny_llama
 
 
@@ -49,9 +49,12 @@ def test_identity_of_a_non_gguf(tmp_path):
         gguf_identity(tmp_path / "missing.gguf")
 
 
+TOKENS = [TokenRow(5, 2.5, 9, 1.0), TokenRow(6, 1.0, 8, 0.9), TokenRow(7, 3.0, 4, -1.0)]
+
+
 def _reference(gguf, prompt="The capital of France is", n_gen=3) -> Reference:
     return Reference(gguf=str(gguf), identity=gguf_identity(gguf), prompt=prompt, n_gen=n_gen, prompt_ids=[1, 2],
-                     generated_ids=[5, 6, 7][:n_gen], top2=[(5, 2.5, 9, 1.0), (6, 1.0, 8, 0.9), (7, 3.0, 4, -1.0)][:n_gen],
+                     generated_ids=[5, 6, 7][:n_gen], tokens=TOKENS[:n_gen],
                      producer={"llama_cpp_python": "test"})
 
 
@@ -120,7 +123,7 @@ def test_a_different_reference_is_never_overwritten_without_force(models, tmp_pa
     assert path.read_bytes() == before
     other = _reference(models["base"])
     other.generated_ids = [5, 6, 8]  # e.g. recorded from other weights with the same header
-    other.top2 = [(5, 2.5, 9, 1.0), (6, 1.0, 8, 0.9), (8, 3.0, 4, -1.0)]
+    other.tokens = [*TOKENS[:2], TokenRow(8, 3.0, 4, -1.0)]
     assert reference_store.conflict(other, tmp_path) == path
     with pytest.raises(InputError, match="already holds a different reference .* --force"):
         reference_store.save(other, tmp_path)
@@ -134,7 +137,7 @@ def test_a_different_reference_is_never_overwritten_without_force(models, tmp_pa
 def _other(gguf, last: int) -> Reference:
     ref = _reference(gguf)
     ref.generated_ids = [5, 6, last]
-    ref.top2 = [(5, 2.5, 9, 1.0), (6, 1.0, 8, 0.9), (last, 3.0, 4, -1.0)]
+    ref.tokens = [*TOKENS[:2], TokenRow(last, 3.0, 4, -1.0)]
     return ref
 
 
@@ -202,19 +205,26 @@ from hypothesis import strategies as st  # noqa: E402
 
 GOOD_DOCUMENT = records.to_jsonable(Reference(
     gguf="/m/tiny.gguf", identity="header:abc", prompt="Hi", n_gen=3, prompt_ids=[1, 2], generated_ids=[5, 6, 7],
-    top2=[(5, 2.5, 9, 1.0), (6, 1.0, 8, 0.9), (7, 3.0, 4, -1.0)], producer={}).to_document())
+    tokens=TOKENS, producer={}).to_document())
 JSON_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
                         st.sampled_from(["2_16", "+197", "7", " 7", "1e3", "nan", ""]), st.text(max_size=5),
                         st.lists(st.integers(0, 9), max_size=3), st.just({}))
 ROW_KEYS = ("position", "token", "top1_logit", "top2_token", "top2_logit", "margin")
 
 
+def test_token_rows_round_trip_through_json():
+    for position, row in enumerate(TOKENS):
+        assert TokenRow.from_json(json.loads(json.dumps(row.to_json(position))), position) == row
+    ref = Reference.from_document(GOOD_DOCUMENT, "ref.json")
+    assert ref.tokens == TOKENS and records.to_jsonable(ref.to_document())["results"] == GOOD_DOCUMENT["results"]
+
+
 def _holds_together(ref: Reference) -> bool:
-    ints = [*ref.prompt_ids, *ref.generated_ids, *(t for row in ref.top2 for t in (row[0], row[2]))]
-    logits = [v for row in ref.top2 for v in (row[1], row[3])]
+    ints = [*ref.prompt_ids, *ref.generated_ids, *(t for row in ref.tokens for t in (row.token, row.top2_token))]
+    logits = [v for row in ref.tokens for v in (row.top1_logit, row.top2_logit)]
     return (all(type(i) is int and i >= 0 for i in ints) and all(type(v) is float and math.isfinite(v) for v in logits)
-            and all(ref.margin(i) >= 0 for i in range(ref.n_gen)) and len(ref.top2) == ref.n_gen == len(ref.generated_ids)
-            and all(row[0] != row[2] for row in ref.top2))
+            and all(ref.margin(i) >= 0 for i in range(ref.n_gen)) and len(ref.tokens) == ref.n_gen == len(ref.generated_ids)
+            and all(row.token != row.top2_token for row in ref.tokens))
 
 
 @given(edits=st.lists(st.one_of(

@@ -60,6 +60,49 @@ def gguf_identity(path: str | os.PathLike, full: bool = False) -> str:
     return f"full:{digest.hexdigest()}"
 
 
+@dataclasses.dataclass(frozen=True)
+class TokenRow:
+    """One generated position of a reference, a row of its document: llama.cpp's greedy token and its logit,
+    and the runner-up (a different token, its logit no higher)."""
+
+    token: int
+    top1_logit: float
+    top2_token: int
+    top2_logit: float
+
+    @property
+    def margin(self) -> float:
+        """top1 − top2 logit: how close llama.cpp itself was to a tie."""
+        return self.top1_logit - self.top2_logit
+
+    def to_json(self, position: int) -> dict:
+        return {"position": position, "token": self.token, "top1_logit": self.top1_logit,
+                "top2_token": self.top2_token, "top2_logit": self.top2_logit, "margin": self.margin}
+
+    @classmethod
+    def from_json(cls, row, position: int) -> TokenRow:
+        """The row at ``position`` of a reference document; a ValueError naming the key for an id that is not a
+        non-negative JSON integer, a logit that is not finite, a runner-up that is the same token or above the
+        top-1, or a recorded position or margin that disagrees."""
+        where = f"results[{position}]"
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: expected a token row, got {type(row).__name__}")
+        if "position" in row and _integer(row["position"], f"{where}.position") != position:
+            raise ValueError(f"{where}.position: {row['position']} is not its place in the list")
+        first_id = _integer(row["token"], f"{where}.token")
+        second_id = _integer(row["top2_token"], f"{where}.top2_token")
+        first, second = _logit(row["top1_logit"], f"{where}.top1_logit"), _logit(row["top2_logit"], f"{where}.top2_logit")
+        if first_id == second_id:
+            raise ValueError(f"{where}: top-1 and top-2 are the same token {first_id}")
+        if first < second:
+            raise ValueError(f"{where}: negative margin: top-2 logit {second:g} above top-1 {first:g}")
+        if "margin" in row:
+            margin = _logit(row["margin"], f"{where}.margin")
+            if not math.isclose(margin, first - second, rel_tol=1e-9, abs_tol=1e-9):
+                raise ValueError(f"{where}.margin: {margin:g} is not top1 - top2 = {first - second:g}")
+        return cls(first_id, first, second_id, second)
+
+
 @dataclasses.dataclass
 class Reference:
     gguf: str  # the path it was recorded from (informational)
@@ -68,13 +111,12 @@ class Reference:
     n_gen: int
     prompt_ids: list[int]
     generated_ids: list[int]
-    top2: list[tuple[int, float, int, float]]  # per generated position: top1 id, logit, top2 id, logit
+    tokens: list[TokenRow]  # one per generated position
     producer: dict  # llama-cpp-python version and the LlamaSettings used
 
     def margin(self, position: int) -> float:
         """top1 − top2 logit at a generated position: how close llama.cpp itself was to a tie."""
-        _, first, _, second = self.top2[position]
-        return first - second
+        return self.tokens[position].margin
 
     def to_document(self) -> records.Document:
         return records.Document(
@@ -82,9 +124,7 @@ class Reference:
             config={"gguf": self.gguf, "identity": self.identity, "prompt": self.prompt, "n_gen": self.n_gen,
                     "prompt_ids": self.prompt_ids},
             environment={"producer": self.producer},
-            results=[{"position": i, "token": first_id, "top1_logit": first, "top2_token": second_id,
-                      "top2_logit": second, "margin": first - second}
-                     for i, (first_id, first, second_id, second) in enumerate(self.top2)],
+            results=[row.to_json(position) for position, row in enumerate(self.tokens)],
         )
 
     @classmethod
@@ -104,11 +144,11 @@ class Reference:
             prompt_ids = cfg["prompt_ids"]
             if not isinstance(prompt_ids, list) or not prompt_ids:
                 raise ValueError("config.prompt_ids: expected a non-empty list of token ids")
-            top2 = [_row(row, i) for i, row in enumerate(rows)]
+            tokens = [TokenRow.from_json(row, i) for i, row in enumerate(rows)]
             ref = cls(gguf=_string(cfg["gguf"], "config.gguf"), identity=_string(cfg["identity"], "config.identity"),
                       prompt=_string(cfg["prompt"], "config.prompt"), n_gen=n_gen,
                       prompt_ids=[_integer(t, f"config.prompt_ids[{i}]") for i, t in enumerate(prompt_ids)],
-                      generated_ids=[first for first, _, _, _ in top2], top2=top2,
+                      generated_ids=[row.token for row in tokens], tokens=tokens,
                       producer=(doc.get("environment") or {}).get("producer", {}))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"{where}: not a valid reference document ({type(exc).__name__}: {exc})") from None
@@ -136,26 +176,6 @@ def _string(value, what: str) -> str:
     return value
 
 
-def _row(row, i: int) -> tuple[int, float, int, float]:
-    """One generated position: (top-1 id, logit, top-2 id, logit), the top-2 a different token no higher."""
-    where = f"results[{i}]"
-    if not isinstance(row, dict):
-        raise ValueError(f"{where}: expected a token row, got {type(row).__name__}")
-    if "position" in row and _integer(row["position"], f"{where}.position") != i:
-        raise ValueError(f"{where}.position: {row['position']} is not its place in the list")
-    first_id, second_id = _integer(row["token"], f"{where}.token"), _integer(row["top2_token"], f"{where}.top2_token")
-    first, second = _logit(row["top1_logit"], f"{where}.top1_logit"), _logit(row["top2_logit"], f"{where}.top2_logit")
-    if first_id == second_id:
-        raise ValueError(f"{where}: top-1 and top-2 are the same token {first_id}")
-    if first < second:
-        raise ValueError(f"{where}: negative margin: top-2 logit {second:g} above top-1 {first:g}")
-    if "margin" in row:
-        margin = _logit(row["margin"], f"{where}.margin")
-        if not math.isclose(margin, first - second, rel_tol=1e-9, abs_tol=1e-9):
-            raise ValueError(f"{where}.margin: {margin:g} is not top1 - top2 = {first - second:g}")
-    return first_id, first, second_id, second
-
-
 def default_directory(results_dir: str | os.PathLike | None = None) -> Path:
     return records.results_dir(results_dir) / "references"
 
@@ -174,7 +194,7 @@ def _same(path: Path, reference: Reference) -> bool:
     except InputError:
         return False
     mine = Reference.from_document(records.to_jsonable(reference.to_document()), "new reference")
-    return (stored.prompt_ids, stored.generated_ids, stored.top2) == (mine.prompt_ids, mine.generated_ids, mine.top2)
+    return (stored.prompt_ids, stored.generated_ids, stored.tokens) == (mine.prompt_ids, mine.generated_ids, mine.tokens)
 
 
 def conflict(reference: Reference, directory: str | os.PathLike) -> Path | None:
@@ -252,4 +272,4 @@ def rejudge(doc: dict, where: str) -> records.Rejudged:
     ids, finite logits, top-1 >= top-2); anything else is an InputError naming the row."""
     ref = Reference.from_document(doc, where)
     return records.Rejudged(ExitCode.OK, f"reference for {Path(ref.gguf).name}: {ref.n_gen} tokens, min margin "
-                                         f"{min((ref.margin(i) for i in range(len(ref.top2))), default=float('nan')):.3f}")
+                                         f"{min((row.margin for row in ref.tokens), default=float('nan')):.3f}")

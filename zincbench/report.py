@@ -21,6 +21,7 @@ from typing import Iterable
 from zincbench import records
 from zincbench.bench.rows import MicrobenchRow, check_schema
 from zincbench.errors import InputError
+from zincbench.runs.ab_rows import ScoreboardRow
 from zincbench.runs.validate import ModelOutcome
 
 TABULATED = ("microbench", "validate", "ab")
@@ -99,7 +100,7 @@ _SCHEMAS = {
 _REQUIRED = {"document": (), "microbench": ("case", "variant"), "validate": ("model",),
              "ab-model": ("model", "verdict", "errors", "arms")}
 _TYPE_NAMES = {str: "a string", int: "a number", float: "a number", dict: "an object", list: "a list",
-               type(None): "null"}
+               bool: "true or false", type(None): "null"}
 
 
 def _values_at(obj, dotted: str, where: str):
@@ -139,8 +140,8 @@ def _typed_row(row_type, row: dict, where: str):
 
 
 def check_tabulated(path: Path, doc: dict) -> dict:
-    """A document whose rows (and ab scoreboard) have the fields and types the report's tables read;
-    ``config``/``environment``/``verdict`` given as null are read as empty."""
+    """A document whose rows (and ab scoreboard) have the fields and types the report's tables read, loaded
+    as their typed rows; ``config``/``environment``/``verdict`` given as null are read as empty."""
     doc = {**doc, **{k: doc.get(k) or {} for k in ("config", "environment", "verdict")}}
     _check_fields(doc, "document", str(path))
     kind = doc["kind"]
@@ -166,6 +167,8 @@ def check_tabulated(path: Path, doc: dict) -> dict:
             _check_fields(model, "ab-model", f"{path}: verdict.models[{i}]")
             if set(arms) - set(model["arms"]):
                 raise InputError(f"{path}: verdict.models[{i}].arms lacks arm(s) {sorted(set(arms) - set(model['arms']))}")
+        doc["verdict"] = {**doc["verdict"], "models": [_typed_row(ScoreboardRow, model, f"{path}: verdict.models[{i}]")
+                                                       for i, model in enumerate(models)]}
     return doc
 
 

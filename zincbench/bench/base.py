@@ -118,6 +118,7 @@ class ExperimentConfig:
     kernel_packs: list[str] = field(default_factory=list)
     kernel_sources: dict[str, Any] = field(default_factory=dict)
     declared_variants: list[Any] = field(default_factory=list)
+    engine_tree: str | None = None  # the ${VAR} of kernel_sources that --engine-src DIR sets
 
 
 class FamilyBase:

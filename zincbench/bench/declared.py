@@ -139,6 +139,11 @@ class KernelPack:
     sources: dict[str, KernelSource]
     let: dict
     variants: dict[str, dict[str, DeclaredVariant]]  # family -> name -> variant
+    engine_tree: str | None = None  # the ${VAR} of its source paths that --engine-src DIR sets
+
+    def variables(self, engine_tree_dir: str | None) -> dict:
+        """${VAR} values ahead of the environment: the engine's source tree, when given and this pack names one."""
+        return {self.engine_tree: engine_tree_dir} if self.engine_tree and engine_tree_dir else {}
 
     def variant(self, family: str, name: str) -> DeclaredVariant:
         return self.variants[family][name]
@@ -285,6 +290,11 @@ def parse_pack(data: dict, path: Path, *, family: str | None = None, sources_key
         sources[str(name)] = KernelSource(str(name), w, path_text, [str(s) for s in stand_in],
                                           None if options == "engine" else options)
     let = {str(k): _expr(v, f"{where}: let.{k}") for k, v in _mapping(data.get("let", {}), f"{where}: let").items()}
+    engine_tree = data.get("engine_tree")
+    if engine_tree is not None:
+        engine_tree = _text(engine_tree, f"{where}: engine_tree")
+        if not any(f"${{{engine_tree}}}" in source.path for source in sources.values()):
+            raise ConfigError(f"{where}: engine_tree: no source path names ${{{engine_tree}}}")
     default_source = next(iter(sources)) if len(sources) == 1 else None
     variants: dict[str, dict[str, DeclaredVariant]] = {}
     for i, spec in enumerate(_list(data.get(variants_key, []), f"{where}: {variants_key}")):
@@ -301,7 +311,7 @@ def parse_pack(data: dict, path: Path, *, family: str | None = None, sources_key
                                       f"(declared: {', '.join(sources) or 'none'})")
                 if isinstance(step, UseStep) and step.variant not in same_family:
                     raise ConfigError(f"{step.where}.use: no {variant.family} variant {step.variant!r} in this pack")
-    return KernelPack(path, sources, let, variants)
+    return KernelPack(path, sources, let, variants, engine_tree)
 
 
 def load_pack(path: Path) -> KernelPack:
@@ -310,7 +320,7 @@ def load_pack(path: Path) -> KernelPack:
     data = load_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with sources and variants")
-    _keys(data, str(path), {"description", "sources", "let", "variants"}, {"variants"})
+    _keys(data, str(path), {"description", "engine_tree", "sources", "let", "variants"}, {"variants"})
     return parse_pack(data, path)
 
 
@@ -408,17 +418,80 @@ def kernel_function(source: KernelSource, entry: str, where: str, optional: bool
 
 def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variables: dict | None = None) -> Prepared:
     """Bind a declared variant to one case: workspaces allocated, every launch's parameters packed."""
-    import cupy
-
-    from zincbench.bench.host_steps import HOST_OPS
-    from zincbench.gpu.nvrtc import PackedLaunch
-
     names = _with_let(variant, _names(pack, binding))
     if variant.applies is not None and not _evaluated(variant.applies, names, f"{variant.where}.applies"):
         raise NotApplicable(f"not for this case ({variant.applies})")
     plan = expand(variant, pack, _names(pack, binding))
     buffers = dict(binding.tensors)
-    guarded = []
+    workspaces = _allocate_workspaces(plan, buffers)
+    runs: list[Callable[[], None]] = []
+    launches, origins = [], []
+    run_stages: list[str | None] = []  # the stage of each entry of runs
+    for step, step_names, stage in plan.steps:
+        run_stages.append(stage)
+        if isinstance(step, HostStep):
+            runs.append(_host_operation(step, step_names, buffers))
+            launches.append({"host": step.op})
+            continue
+        launch, record, origin = _kernel_launch(step, step_names, pack, variant, binding, buffers, variables or {})
+        runs.append(launch)
+        launches.append(record)
+        origins.append(origin)
+    if not runs:
+        raise NotApplicable("no step applies to this case")
+
+    def run() -> None:
+        for step in runs:
+            step()
+
+    def poison() -> None:
+        for ws in workspaces:
+            ws.poison()
+
+    def guards_intact() -> str | None:
+        for ws in workspaces:
+            ws.check_guard()
+        return None
+
+    model = binding.traffic.bytes_min
+    if variant.bytes_model is not None:
+        model = _evaluated(variant.bytes_model, names, f"{variant.where}.bytes", integer=True)
+    traffic = Traffic(binding.traffic.bytes_min, model, binding.traffic.flops, variant.info.description)
+    kinds = sorted({o["source"] for o in origins})
+    detail = {"declared_in": str(pack.path), "source": "+".join(kinds) or "host",
+              "files": sorted({o["file"] for o in origins}), "launches": launches,
+              **({"nvrtc_options": origins[-1]["nvrtc_options"], "nvrtc": origins[-1]["nvrtc"]} if origins else {})}
+    return Prepared(run, _output(variant, binding, buffers), traffic, detail=detail, after_check=guards_intact,
+                    before_check=poison, stages=_timed_stages(run_stages, runs),
+                    workspace={ws.name: ws.array for ws in workspaces})
+
+
+@dataclass
+class GuardedWorkspace:
+    """A workspace with GUARD_BYTES after its end: poisoned before the checked run, and its guard checked
+    after it (a launch that writes past the end makes the spec an input error, not a wrong result)."""
+
+    name: str
+    raw: Any  # cupy uint8 [nbytes + GUARD_BYTES]
+    nbytes: int
+    array: Any  # the workspace: a typed, shaped view of raw[:nbytes]
+    where: str
+
+    def poison(self) -> None:
+        self.raw[:self.nbytes].fill(POISON_BYTE)
+        self.raw[self.nbytes:].fill(GUARD_BYTE)
+
+    def check_guard(self) -> None:
+        if bool((self.raw[self.nbytes:] != GUARD_BYTE).any()):
+            raise InputError(f"{self.where}: a launch wrote past its end ({self.nbytes} bytes): "
+                             f"the buffer is too small for the grid")
+
+
+def _allocate_workspaces(plan: Plan, buffers: dict) -> list[GuardedWorkspace]:
+    """Every workspace of the plan at this case's shape, added to ``buffers`` by name."""
+    import cupy
+
+    out = []
     for ws, ws_names, where in plan.workspace:
         if ws.name in buffers:
             raise InputError(f"{where}: the name {ws.name!r} is already a buffer of this variant")
@@ -427,95 +500,78 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
         nbytes = int(np.prod(shape)) * dtype.itemsize
         raw = cupy.empty(nbytes + GUARD_BYTES, dtype=cupy.uint8)
         buffers[ws.name] = raw[:nbytes].view(dtype).reshape(shape)
-        guarded.append((ws.name, raw, nbytes, where))
-    runs: list[Callable[[], None]] = []
-    launches, sources, compiled_with = [], set(), {}
-    run_stages: list[str | None] = []  # the stage of each entry of runs
-    for step, names, stage in plan.steps:
-        run_stages.append(stage)
-        if isinstance(step, HostStep):
-            args = {k: buffers[v] if isinstance(v, str) and v in buffers else _evaluated(v, names, f"{step.where}.args.{k}")
-                    for k, v in step.args.items()}
-            try:
-                runs.append(HOST_OPS[step.op](**args))
-            except TypeError as exc:
-                raise InputError(f"{step.where}.args: {exc}") from None
-            launches.append({"host": step.op})
-            continue
-        try:
-            entry = step.kernel.format_map({k: v for k, v in names.items()})
-        except (KeyError, ValueError, IndexError) as exc:
-            raise InputError(f"{step.where}.kernel: {step.kernel!r}: unknown field {exc}") from None
-        function, abi, origin = kernel_function(pack.sources[step.source], entry, step.where, variant.optional,
-                                                variables or {})
-        sources.add((origin["source"], origin["file"]))
-        compiled_with = {"nvrtc_options": origin["nvrtc_options"], "nvrtc": origin["nvrtc"]}
-        grid = [_evaluated(e, names, f"{step.where}.grid[{i}]", integer=True, minimum=1) for i, e in enumerate(step.grid)]
-        block = [_evaluated(e, names, f"{step.where}.block[{i}]", integer=True, minimum=1) for i, e in enumerate(step.block)]
-        grid, block = (grid + [1, 1])[:3], (block + [1, 1])[:3]
-        if any(g > limit for g, limit in zip(grid, MAX_GRID)):
-            raise InputError(f"{step.where}.grid: {grid} exceeds the CUDA grid limits {list(MAX_GRID)}")
-        if int(np.prod(block)) > MAX_BLOCK_THREADS:
-            raise InputError(f"{step.where}.block: {block} has more than {MAX_BLOCK_THREADS} threads")
-        shared = _evaluated(step.shared, names, f"{step.where}.shared", integer=True)
-        for name in step.buffers:
-            if name not in buffers:
-                raise InputError(f"{step.where}.buffers: unknown buffer {name!r} "
-                                 f"(family tensors: {', '.join(binding.tensors)}; workspace: "
-                                 f"{', '.join(w.name for w in variant.workspace) or 'none'})")
-        arrays = tuple(buffers[name] for name in step.buffers)
-        values = {f: _evaluated(e, names, f"{step.where}.push.{f}") for f, e in step.push.items()}
-        params = abi.parameters([a.data.ptr for a in arrays], values, f"{step.where}.push")
-        runs.append(PackedLaunch(function, tuple(grid), tuple(block), shared, params, arrays))
-        launches.append({"kernel": entry, "grid": grid, "block": block, "shared": shared, "push": values})
-    if not runs:
-        raise NotApplicable("no step applies to this case")
+        out.append(GuardedWorkspace(ws.name, raw, nbytes, buffers[ws.name], where))
+    return out
+
+
+def _host_operation(step: HostStep, names: dict, buffers: dict) -> Callable[[], None]:
+    """A ``host:`` step bound to its buffers (by name) and numbers (by expression)."""
+    from zincbench.bench.host_steps import HOST_OPS
+
+    args = {k: buffers[v] if isinstance(v, str) and v in buffers else _evaluated(v, names, f"{step.where}.args.{k}")
+            for k, v in step.args.items()}
+    try:
+        return HOST_OPS[step.op](**args)
+    except TypeError as exc:
+        raise InputError(f"{step.where}.args: {exc}") from None
+
+
+def _kernel_launch(step: LaunchStep, names: dict, pack: KernelPack, variant: DeclaredVariant, binding: Binding,
+                   buffers: dict, variables: dict):
+    """(the packed launch, what it launches for the results document, where its kernel came from)."""
+    from zincbench.gpu.nvrtc import PackedLaunch
+
+    try:
+        entry = step.kernel.format_map({k: v for k, v in names.items()})
+    except (KeyError, ValueError, IndexError) as exc:
+        raise InputError(f"{step.where}.kernel: {step.kernel!r}: unknown field {exc}") from None
+    function, abi, origin = kernel_function(pack.sources[step.source], entry, step.where, variant.optional, variables)
+    grid = [_evaluated(e, names, f"{step.where}.grid[{i}]", integer=True, minimum=1) for i, e in enumerate(step.grid)]
+    block = [_evaluated(e, names, f"{step.where}.block[{i}]", integer=True, minimum=1) for i, e in enumerate(step.block)]
+    grid, block = (grid + [1, 1])[:3], (block + [1, 1])[:3]
+    if any(g > limit for g, limit in zip(grid, MAX_GRID)):
+        raise InputError(f"{step.where}.grid: {grid} exceeds the CUDA grid limits {list(MAX_GRID)}")
+    if int(np.prod(block)) > MAX_BLOCK_THREADS:
+        raise InputError(f"{step.where}.block: {block} has more than {MAX_BLOCK_THREADS} threads")
+    shared = _evaluated(step.shared, names, f"{step.where}.shared", integer=True)
+    for name in step.buffers:
+        if name not in buffers:
+            raise InputError(f"{step.where}.buffers: unknown buffer {name!r} "
+                             f"(family tensors: {', '.join(binding.tensors)}; workspace: "
+                             f"{', '.join(w.name for w in variant.workspace) or 'none'})")
+    arrays = tuple(buffers[name] for name in step.buffers)
+    values = {f: _evaluated(e, names, f"{step.where}.push.{f}") for f, e in step.push.items()}
+    params = abi.parameters([a.data.ptr for a in arrays], values, f"{step.where}.push")
+    record = {"kernel": entry, "grid": grid, "block": block, "shared": shared, "push": values}
+    return PackedLaunch(function, tuple(grid), tuple(block), shared, params, arrays), record, origin
+
+
+def _output(variant: DeclaredVariant, binding: Binding, buffers: dict):
+    """The buffer the family's check reads: the variant's ``output`` (shaped as the family's) or the family's."""
     output_name = variant.output or binding.output
     if output_name not in buffers:
         raise InputError(f"{variant.where}.output: unknown buffer {output_name!r}")
     output = buffers[output_name]
     family_output = binding.tensors[binding.output]
-    if output_name != binding.output:
-        if output.size != family_output.size or output.dtype != family_output.dtype:
-            raise InputError(f"{variant.where}.output: {output_name} is {output.dtype}[{output.size}], the checker reads "
-                             f"{family_output.dtype}[{family_output.size}]")
-        output = output.reshape(family_output.shape)
+    if output_name == binding.output:
+        return output
+    if output.size != family_output.size or output.dtype != family_output.dtype:
+        raise InputError(f"{variant.where}.output: {output_name} is {output.dtype}[{output.size}], the checker reads "
+                         f"{family_output.dtype}[{family_output.size}]")
+    return output.reshape(family_output.shape)
 
-    def run() -> None:
-        for step in runs:
-            step()
 
-    stages = None
-    if any(run_stages):  # consecutive runs of one stage make one timed stage
-        stages = []
-        for stage, fn in zip(run_stages, runs):
-            if stages and stages[-1][0] == (stage or "other"):
-                stages[-1][1].append(fn)
-            else:
-                stages.append((stage or "other", [fn]))
-        stages = [(name, _sequence(fns)) for name, fns in stages]
-
-    def poison() -> None:
-        for _, raw, nbytes, _ in guarded:
-            raw[:nbytes].fill(POISON_BYTE)
-            raw[nbytes:].fill(GUARD_BYTE)
-
-    def guards_intact() -> str | None:
-        for _, raw, nbytes, where in guarded:
-            if bool((raw[nbytes:] != GUARD_BYTE).any()):
-                raise InputError(f"{where}: a launch wrote past its end ({nbytes} bytes): "
-                                 f"the buffer is too small for the grid")
+def _timed_stages(run_stages: list[str | None], runs: list) -> list | None:
+    """Consecutive runs of one ``stage:`` make one timed stage; None when no step names a stage."""
+    if not any(run_stages):
         return None
-
-    model = binding.traffic.bytes_min
-    if variant.bytes_model is not None:
-        model = _evaluated(variant.bytes_model, names, f"{variant.where}.bytes", integer=True)
-    traffic = Traffic(binding.traffic.bytes_min, model, binding.traffic.flops, variant.info.description)
-    kinds = sorted({kind for kind, _ in sources})
-    detail = {"declared_in": str(pack.path), "source": "+".join(kinds) or "host",
-              "files": sorted({f for _, f in sources}), "launches": launches, **compiled_with}
-    return Prepared(run, output, traffic, detail=detail, after_check=guards_intact, before_check=poison,
-                    stages=stages, workspace={name: buffers[name] for name, _, _, _ in guarded})
+    stages: list[tuple[str, list]] = []
+    for stage, fn in zip(run_stages, runs):
+        if stages and stages[-1][0] == (stage or "other"):
+            stages[-1][1].append(fn)
+        else:
+            stages.append((stage or "other", [fn]))
+    return [(name, _sequence(fns)) for name, fns in stages]
 
 
 def _sequence(fns: list[Callable[[], None]]) -> Callable[[], None]:
@@ -531,7 +587,7 @@ class DeclaredSet:
     """The declared variants of one family in one run, and the packs they come from."""
 
     variants: dict[str, tuple[DeclaredVariant, KernelPack]] = field(default_factory=dict)
-    variables: dict = field(default_factory=dict)  # ${VAR} values that override the environment
+    engine_tree_dir: str | None = None  # --engine-src: each pack's engine_tree variable takes it
 
     def add(self, pack: KernelPack, family: str) -> None:
         for name, variant in pack.variants.get(family, {}).items():
@@ -548,13 +604,14 @@ class DeclaredSet:
         an input error now, before any GPU work) without compiling anything."""
         out = {}
         for name, (variant, pack) in self.variants.items():
-            kinds = {pack.sources[step.source].resolve(self.variables)[0] for step in _all_launches(variant, pack)}
+            variables = pack.variables(self.engine_tree_dir)
+            kinds = {pack.sources[step.source].resolve(variables)[0] for step in _all_launches(variant, pack)}
             out[name] = "+".join(sorted(kinds)) or "host"
         return out
 
     def prepare(self, name: str, binding: Binding) -> Prepared:
         variant, pack = self.variants[name]
-        return prepare(variant, pack, binding, self.variables)
+        return prepare(variant, pack, binding, pack.variables(self.engine_tree_dir))
 
 
 def _all_launches(variant: DeclaredVariant, pack: KernelPack, seen=()):
@@ -576,13 +633,13 @@ def pack_path(name: str, relative_to: Path | None) -> Path:
     return path if path.is_absolute() or relative_to is None else relative_to.parent / path
 
 
-def declared_for(family: str, experiment: Path, cfg, extra_packs=(), variables: dict | None = None) -> DeclaredSet:
+def declared_for(family: str, experiment: Path, cfg, extra_packs=(), engine_tree_dir: str | None = None) -> DeclaredSet:
     """Declared variants of ``family``: the experiment's inline ones (``kernel_sources`` and
     ``declared_variants``), its ``kernel_packs`` and ``extra_packs`` (files named on the command line);
-    ``variables`` give ${VAR} values ahead of the environment."""
-    found = DeclaredSet(variables=dict(variables or {}))
+    ``engine_tree_dir`` (--engine-src) is the value of each pack's ``engine_tree`` variable."""
+    found = DeclaredSet(engine_tree_dir=engine_tree_dir)
     if cfg.declared_variants:
-        inline = {"sources": cfg.kernel_sources, "variants": cfg.declared_variants}
+        inline = {"engine_tree": cfg.engine_tree, "sources": cfg.kernel_sources, "variants": cfg.declared_variants}
         found.add(parse_pack(inline, experiment, family=family), family)
     for name in cfg.kernel_packs:
         found.add(load_pack(pack_path(str(name), experiment)), family)

@@ -28,6 +28,7 @@ from zincbench.config import load_config
 from zincbench.errors import InputError
 from zincbench.measure.traffic import Traffic
 from zincbench.quant import check_row_length, get_format
+from zincbench.reference.kernels_ref import rel_frobenius
 
 TOPK_BLOCK = 64  # softmax_topk_batched's block: the tie rule depends on it
 DOWN_TYPES = ("q4_k", "q5_k", "q6_k")
@@ -348,7 +349,7 @@ class LayerFamily(FamilyBase):
         x = inp.x_host[tokens]
         router = inp.weights.host["router"]
         logits_ref = x.astype(np.float64) @ router.astype(np.float64).T
-        rel_logits = _rel(logits, logits_ref)
+        rel_logits = rel_frobenius(logits, logits_ref)
         ids, weights = engine_topk(b.logits.get()[tokens], s.top_k)
         key = (tokens.tobytes(), ids.tobytes(), weights.tobytes())
         if key not in inp.reference_cache:
@@ -358,7 +359,7 @@ class LayerFamily(FamilyBase):
         ref = inp.reference_cache[key]
         got = output[cupy.asarray(tokens)].get().astype(np.float64)
         # The block adds onto the residual: judge the block's contribution, not the residual it carries.
-        contribution = _rel(got - inp.residual_host[tokens], ref - inp.residual_host[tokens])
+        contribution = rel_frobenius(got - inp.residual_host[tokens], ref - inp.residual_host[tokens])
         return max(contribution, rel_logits), written
 
     def _expert_reader(self, inp: LayerInputs):
@@ -376,13 +377,6 @@ class LayerFamily(FamilyBase):
         mats = tuple(get_format(types[name]).dequantize(h[name]).astype(np.float64)
                      for name in ("shared_gate", "shared_up", "shared_down"))
         return (*mats, h["shared_gate_inp"].astype(np.float64))
-
-
-def _rel(got: np.ndarray, ref: np.ndarray) -> float:
-    err2, ref2 = float(np.sum((got - ref) ** 2)), float(np.sum(ref ** 2))
-    if not math.isfinite(err2):
-        return math.inf
-    return math.sqrt(err2 / ref2) if ref2 > 0 else (0.0 if err2 == 0 else math.inf)
 
 
 # ---- a real layer from a GGUF file -------------------------------------------------------------------------

@@ -94,7 +94,8 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     candidate and baseline ran); ``ceilings=False`` skips the copy/cuBLAS ceiling measurement (no
     floor columns), for A/A self-tests that time one variant in many processes. ``kernel_packs`` adds
     declared-variant packs (YAML files) to the experiment's own; ``engine_src`` is the engine's source tree
-    (``${ZINC_SRC}`` in packs), in whose absence packs fall back to their bundled stand-ins.
+    (the variable a pack names as its ``engine_tree``), in whose absence packs fall back to their bundled
+    stand-ins.
     ``candidate`` / ``baseline`` replace the experiment's gate pair (e.g. a kernel declared in a pack).
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -107,17 +108,75 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     family = load_family(family_name)
     path = experiment_path(experiment or family.default_experiment)
     config = family.load(path, gguf=gguf, layer=layer)
+    plan = plan_run(family, config, path, case_filter=case_filter, variant_filter=variant_filter,
+                    kernel_packs=kernel_packs, engine_src=engine_src, candidate=candidate, baseline=baseline)
+    cupy = require_cupy("microbench")
+    timer_cfg = family.timer_config(config)
+    timer = GpuTimer(timer_cfg.quick() if quick else timer_cfg)
+    doc = records.Document(kind="microbench", config={"family": family_name, "experiment": str(path),
+                                                      "settings": records.to_jsonable(config), "quick": quick,
+                                                      "case_filter": case_filter, "seed": seed,
+                                                      "declared_sources": plan.declared_sources},
+                           environment=environment_report(include_tools=False))
+    rng = np.random.default_rng(seed)
+    writer = records.IncrementalWriter(doc, directory=results_dir)
+    tuner = autotune.Autotuner(timer, autotune.device_scope(timer.device.name), retune=retune)
+
+    with writer:
+        ceil = measure_ceilings(timer) if ceilings else None
+        if ceil is not None:
+            doc.config["ceilings"] = asdict(ceil.ceilings)
+            doc.config["ceiling_samples_us"] = {"copy": ceil.copy.gpu_us, "cublas_fp16": ceil.gemm.gpu_us}
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      transient=True, disable=not progress) as bar:
+            task = bar.add_task(f"{family_name} microbench", total=len(plan.cases) * len(plan.variants))
+            for case in plan.cases:
+                inputs = family.build_inputs(config, case, rng)
+                case_rows = {}
+                for info in plan.variants:
+                    bar.update(task, description=f"{case.key} {info.name}")
+                    row = measure_variant(family, config, case, inputs, info, plan.declared, tuner, timer, ceil)
+                    if row.skipped is None:
+                        case_rows[info.name] = row
+                    doc.results.append(row)
+                    bar.advance(task)
+                compare_case(case_rows, plan.rule)
+                del inputs
+                cupy.get_default_memory_pool().free_all_blocks()
+                writer.flush()
+        decision, cells = decide_gate(family, config, plan.cases, doc.results, plan.rule)
+        doc.verdict = {"decision": decision.value, "rule": asdict(plan.rule), "cells": cells,
+                       "exit_code": int(decision.exit_code)}
+    return doc, decision, writer.path
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """What one microbench run measures: its cases, its variants (the family's and the declared ones, after
+    --variant), the declared variants' packs and the gate rule (after --candidate / --baseline)."""
+
+    cases: list
+    variants: list
+    declared: object  # bench.declared.DeclaredSet
+    declared_sources: dict  # declared variant -> engine / stand-in / file
+    rule: object  # bench.base.GateRule
+
+
+def plan_run(family, config, path: Path, *, case_filter=None, variant_filter=None, kernel_packs=(), engine_src=None,
+             candidate=None, baseline=None) -> RunPlan:
+    """Resolve the command line against the experiment: every name it gives must exist (InputError
+    otherwise), before any GPU work."""
+    name = family.name
     cases = [c for c in family.cases(config) if not case_filter or case_filter in c.key]
     if engine_src is not None and not Path(engine_src).is_dir():
         raise InputError(f"--engine-src: not a folder: {engine_src}")
-    engine_tree = {"ZINC_SRC": str(Path(engine_src).resolve())} if engine_src else {}
-    declared = declared_for(family_name, path, config, kernel_packs, engine_tree)
+    declared = declared_for(name, path, config, kernel_packs, str(Path(engine_src).resolve()) if engine_src else None)
     variants = family.variants(config)
     clash = {v.name for v in variants} & set(declared.variants)
     if clash:
-        raise InputError(f"declared variant(s) {', '.join(sorted(clash))} clash with {family_name}'s own variants")
+        raise InputError(f"declared variant(s) {', '.join(sorted(clash))} clash with {name}'s own variants")
     variants += declared.infos()
-    declared_sources = declared.source_kinds()
+    declared_sources = declared.source_kinds()  # an unset ${VAR} or a missing file is an input error now
     rule = family.gate_rule(config)
     rule = dataclasses.replace(rule, candidate=candidate or rule.candidate, baseline=baseline or rule.baseline)
     for role in ("candidate", "baseline"):
@@ -127,80 +186,43 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     if variant_filter:
         unknown = set(variant_filter) - {v.name for v in variants}
         if unknown:
-            raise InputError(f"unknown variant(s) {', '.join(sorted(unknown))} for {family_name} "
+            raise InputError(f"unknown variant(s) {', '.join(sorted(unknown))} for {name} "
                              f"(available: {', '.join(v.name for v in variants)})")
         variants = [v for v in variants if v.name in variant_filter]
     if not cases:
-        raise InputError(f"no {family_name} case matches {case_filter!r}")
-    cupy = require_cupy("microbench")
-    timer_cfg = family.timer_config(config)
-    timer = GpuTimer(timer_cfg.quick() if quick else timer_cfg)
-    env = environment_report(include_tools=False)
-    doc = records.Document(kind="microbench", config={"family": family_name, "experiment": str(path),
-                                                      "settings": records.to_jsonable(config), "quick": quick,
-                                                      "case_filter": case_filter}, environment=env)
-    rng = np.random.default_rng(seed)
-    doc.config["seed"] = seed
-    doc.config["declared_sources"] = declared_sources
-    device_name = timer.device.name
-    writer = records.IncrementalWriter(doc, directory=results_dir)
-    tuner = autotune.Autotuner(timer, autotune.device_scope(device_name), retune=retune)
+        raise InputError(f"no {name} case matches {case_filter!r}")
+    return RunPlan(cases, variants, declared, declared_sources, rule)
 
-    with writer:
-        ceil = measure_ceilings(timer) if ceilings else None
-        if ceil is not None:
-            doc.config["ceilings"] = asdict(ceil.ceilings)
-            doc.config["ceiling_samples_us"] = {"copy": ceil.copy.gpu_us, "cublas_fp16": ceil.gemm.gpu_us}
-        total = len(cases) * len(variants)
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      transient=True, disable=not progress) as bar:
-            task = bar.add_task(f"{family_name} microbench", total=total)
-            for case in cases:
-                inputs = family.build_inputs(config, case, rng)
-                case_rows = {}
-                for info in variants:
-                    bar.update(task, description=f"{case.key} {info.name}")
-                    try:
-                        if info.name in declared.variants:
-                            binding = family.declared_binding(config, case, inputs)
-                            prepared = declared.prepare(info.name, binding)
-                        else:
-                            prepared = family.prepare(config, case, inputs, info.name, tuner)
-                    except NotApplicable as exc:
-                        doc.results.append(MicrobenchRow(family=family_name, case=case.key, params=case.params,
-                                                         variant=info.name, role=info.role, skipped=str(exc)))
-                        bar.advance(task)
-                        continue
-                    check = _check(family, config, case, inputs, prepared, info.tolerance, timer.stream)
-                    floor_us, bound = ceil.ceilings.floor_us(prepared.traffic) if ceil else (None, None)
-                    row = MicrobenchRow(family=family_name, case=case.key, params=case.params, variant=info.name,
-                                        role=info.role, check=check, traffic=asdict(prepared.traffic),
-                                        detail=prepared.detail,
-                                        reference=family.reference_columns(config, case, device_name),
-                                        floor=Floor(us=floor_us, bound=bound))
-                    if check.passed:
-                        with _nvtx_range(f"{family_name}/{info.name}/{case.key}"):
-                            row.measurement = timer.measure(prepared.run, name=f"{family_name}/{info.name}/{case.key}")
-                        row.summary = Summary.of_samples(row.measurement.gpu_us)
-                        autotune.flag_drift(row, cache=tuner.cache)
-                        row.rates = rates(prepared.traffic, row.summary.median_us)
-                        if floor_us is not None:
-                            row.floor.pct_of_floor = 100.0 * floor_us / row.summary.median_us
-                        if prepared.stages:
-                            row.detail["stages_us"] = time_stages(timer, prepared.stages,
-                                                                  f"{family_name}/{info.name}/{case.key}")
-                    case_rows[info.name] = row
-                    doc.results.append(row)
-                    del prepared
-                    bar.advance(task)
-                compare_case(case_rows, rule)
-                del inputs
-                cupy.get_default_memory_pool().free_all_blocks()
-                writer.flush()
-        decision, cells = decide_gate(family, config, cases, doc.results, rule)
-        doc.verdict = {"decision": decision.value, "rule": asdict(rule), "cells": cells,
-                       "exit_code": int(decision.exit_code)}
-    return doc, decision, writer.path
+
+def measure_variant(family, config, case, inputs, info, declared, tuner, timer, ceil) -> MicrobenchRow:
+    """One variant on one case: prepared (or skipped as not applicable), checked, and when correct timed
+    whole and stage by stage."""
+    base = dict(family=family.name, case=case.key, params=case.params, variant=info.name, role=info.role)
+    try:
+        if info.name in declared.variants:
+            prepared = declared.prepare(info.name, family.declared_binding(config, case, inputs))
+        else:
+            prepared = family.prepare(config, case, inputs, info.name, tuner)
+    except NotApplicable as exc:
+        return MicrobenchRow(**base, skipped=str(exc))
+    check = _check(family, config, case, inputs, prepared, info.tolerance, timer.stream)
+    floor_us, bound = ceil.ceilings.floor_us(prepared.traffic) if ceil else (None, None)
+    row = MicrobenchRow(**base, check=check, traffic=asdict(prepared.traffic), detail=prepared.detail,
+                        reference=family.reference_columns(config, case, timer.device.name),
+                        floor=Floor(us=floor_us, bound=bound))
+    if not check.passed:
+        return row
+    label = f"{family.name}/{info.name}/{case.key}"
+    with _nvtx_range(label):
+        row.measurement = timer.measure(prepared.run, name=label)
+    row.summary = Summary.of_samples(row.measurement.gpu_us)
+    autotune.flag_drift(row, cache=tuner.cache)
+    row.rates = rates(prepared.traffic, row.summary.median_us)
+    if floor_us is not None:
+        row.floor.pct_of_floor = 100.0 * floor_us / row.summary.median_us
+    if prepared.stages:
+        row.detail["stages_us"] = time_stages(timer, prepared.stages, label)
+    return row
 
 
 def time_stages(timer, stages, label: str) -> list[dict]:

@@ -37,6 +37,7 @@ from zincbench.errors import InputError
 from zincbench.measure.traffic import Traffic
 from zincbench.ops import ssm
 from zincbench.reference import ssm_ref
+from zincbench.reference.kernels_ref import rel_frobenius
 from zincbench.reference.ssm_ref import SsmDims
 
 SSM_STAGES = ("scan", "conv1d", "norm")
@@ -175,11 +176,6 @@ class ProjectionInputs:
 
 def _case_rng(case: Case) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(case.key.encode()))
-
-
-def _rel(got: np.ndarray, ref: np.ndarray) -> float:
-    denom = np.linalg.norm(ref)
-    return float(np.linalg.norm(got - ref) / denom) if denom > 0 else float(np.linalg.norm(got))
 
 
 class T3Family(FamilyBase):
@@ -371,9 +367,9 @@ class T3Family(FamilyBase):
         if stage == "scan":  # only the sampled heads
             got = got.reshape(inp.t, inp.dims.dt_rank, inp.dims.head_v_dim)[:, inp.heads]
             got_state = got_state[inp.heads]
-        rel = _rel(got.astype(np.float64), want_out)
+        rel = rel_frobenius(got, want_out)
         if want_state is not None:
-            rel = max(rel, _rel(got_state.astype(np.float64), want_state))
+            rel = max(rel, rel_frobenius(got_state, want_state))
         return rel, written
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import click
 
-from zincbench.cli._common import SECONDS, checked_output_file, echo_json, json_option, parse_env_pairs, results_dir_option
 from zincbench.bench import family_names
-from zincbench.cli.ab import ENGINE_KINDS, _models
-from zincbench.runs.ab import ORDERS
+from zincbench.cli._common import (
+    SECONDS, checked_output_file, chosen_models, design_options, echo_json, engine_options, json_option, model_options,
+    parse_env_pairs, results_dir_option,
+)
 
 EXIT_CODES = """\b
 Exit codes, from a test over the independent comparisons (never the point estimate): 0 the
@@ -89,21 +90,10 @@ the comparisons do, 1 below).
 {EXIT_CODES}""")
 @click.option("--a", "bin_a", required=True, type=click.Path(exists=True, dir_okay=False, resolve_path=True),
               help="Engine binary (used as both A and B).")
-@click.option("--engine-kind", type=click.Choice(ENGINE_KINDS), default="zinc-main", show_default=True)
-@click.option("--engine-config", type=click.Path(exists=True, dir_okay=False), help="Engine YAML (generic kind).")
-@click.option("--catalog", "catalog_path", type=click.Path(dir_okay=False), help="Model catalog YAML.")
-@click.option("--models", "model_names", help="Comma-separated catalog names or aliases.")
-@click.option("--model", "model_pairs", multiple=True, metavar="NAME=PATH", help="A model file (repeatable).")
+@engine_options
+@model_options
 @click.option("--repeats", type=int, default=None, help="Independent A/A runs.")
-@click.option("--rounds", type=int, default=None, help="Exactly this many measured rounds per run (default: adaptive).")
-@click.option("--min-rounds", type=int, default=None, help="Rounds before the first look at the verdict.")
-@click.option("--max-rounds", type=int, default=None, help="Budget: most rounds per run and model.")
-@click.option("--max-time", "max_time_s", type=float, default=None, help="Budget: seconds per run and model.")
-@click.option("--order", type=click.Choice(ORDERS), default=None)
-@click.option("--threshold", type=float, default=None, help="Smallest relative change the verdict counts.")
-@click.option("--prompt-tokens", type=int, default=None)
-@click.option("--n-gen", type=int, default=None)
-@click.option("--timeout", "timeout_s", type=SECONDS, default=None, help="Seconds per engine run.")
+@design_options(None)  # unset: the --config file's ab block fills them
 @click.option("--gpu", "gpu_uuid", metavar="UUID", help="Pin runs to this GPU (CUDA_VISIBLE_DEVICES).")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Extra environment of both arms (repeatable).")
 @click.option("--env-b", "planted_pairs", multiple=True, metavar="K=V",
@@ -128,7 +118,7 @@ def ab(bin_a, engine_kind, engine_config, catalog_path, model_names, model_pairs
     if bool(planted_pairs) != bool(expect):
         raise click.UsageError("--env-b and --expect go together (a planted change and the verdict it should get)")
     check_gpu_request(gpu_uuid, require_clean=False)
-    models = _models(catalog_path, model_names, model_pairs)
+    models = chosen_models(catalog_path, model_names, model_pairs)
     engine = make_engine(engine_kind, bin_a, engine_config, prompt_tokens=config.ab.prompt_tokens)
     outcome = run_ab_aa(models, engine, config, env=parse_env_pairs(env_pairs, "--env"), gpu_uuid=gpu_uuid,
                         planted=parse_env_pairs(planted_pairs, "--env-b"), expect=expect, results_dir=results_dir,

@@ -7,24 +7,13 @@ from pathlib import Path
 
 import click
 
-from zincbench.cli._common import SECONDS, checked_output_file, echo_json, json_option, parse_env_pairs, results_dir_option
-from zincbench.engines import THROUGHPUT, engine_kinds
-from zincbench.runs.ab import ORDERS
+from zincbench.cli._common import (
+    checked_output_file, chosen_models, design_options, echo_json, engine_options, json_option, model_options,
+    parse_env_pairs, results_dir_option,
+)
+from zincbench.runs.ab import ABSettings
 
-ENGINE_KINDS = engine_kinds(THROUGHPUT)  # the adapters that measure tokens/s
-
-
-def _models(catalog_path, names, model_pairs):
-    """Catalog selection plus NAME=PATH overrides (a catalog name keeps its shape and env)."""
-    from zincbench.catalog import add_model_files, load_catalog
-
-    catalog = load_catalog(catalog_path)  # the bundled one when no --catalog: it names shapes and aliases
-    chosen = catalog.select([n.strip() for n in names.split(",") if n.strip()] if names else None) \
-        if catalog_path or names else []
-    chosen = add_model_files(catalog, chosen, parse_env_pairs(model_pairs, "--model"))
-    if not chosen:
-        raise click.UsageError("no models: give --model NAME=PATH, or --catalog FILE / --models NAMES")
-    return chosen
+DEFAULTS = ABSettings()  # the options' defaults are the settings'
 
 
 def _arm_label(arm, path) -> str:
@@ -53,30 +42,18 @@ Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model,
 3 inconclusive or too many failed runs, 2 bad input, 4 environment (--require-clean-gpu).""")
 @click.option("--a", "bin_a", required=True, type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Engine binary of arm A (baseline).")
 @click.option("--b", "bin_b", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Engine binary of arm B (candidate).")
-@click.option("--engine-kind", type=click.Choice(ENGINE_KINDS), default="zinc-main", show_default=True)
-@click.option("--engine-config", type=click.Path(exists=True, dir_okay=False), help="Engine YAML (generic kind).")
-@click.option("--catalog", "catalog_path", type=click.Path(dir_okay=False), help="Model catalog YAML (default: experiments/catalog.yaml).")
-@click.option("--models", "model_names", help="Comma-separated catalog names or aliases (default: all).")
-@click.option("--model", "model_pairs", multiple=True, metavar="NAME=PATH", help="A model file, no catalog needed (repeatable).")
-@click.option("--rounds", type=int, default=None, help="Exactly this many measured rounds (default: adaptive).")
-@click.option("--min-rounds", type=int, default=6, show_default=True, help="Rounds before the first look at the verdict.")
-@click.option("--max-rounds", type=int, default=30, show_default=True, help="Budget: most rounds per model.")
-@click.option("--max-time", "max_time_s", type=float, default=1800.0, show_default=True,
-              help="Budget: seconds per model, checked at every look.")
-@click.option("--max-failure-rate", type=float, default=0.25, show_default=True,
+@engine_options
+@model_options
+@design_options(DEFAULTS)
+@click.option("--max-failure-rate", type=float, default=DEFAULTS.max_failure_rate, show_default=True,
               help="Share of failed runs above which a model's verdict is 'error'.")
-@click.option("--order", type=click.Choice(ORDERS), default="abba", show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --order random.")
-@click.option("--prompt-tokens", type=int, default=512, show_default=True, help="Length of the built-in neutral prompt.")
-@click.option("--n-gen", type=int, default=160, show_default=True, help="Tokens to generate (decode rate).")
+@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True, help="Seed of --order random.")
 @click.option("--gpu", "gpu_uuid", metavar="UUID[,UUID...]|all",
               help="Pin runs to this GPU (CUDA_VISIBLE_DEVICES); a list or 'all' runs the whole A/B on each GPU in turn.")
 @click.option("--env-a", multiple=True, metavar="K=V", help="Extra environment for arm A (repeatable).")
 @click.option("--env-b", multiple=True, metavar="K=V", help="Extra environment for arm B (repeatable).")
 @click.option("--llama-bench", "llama_bench_file", type=click.Path(dir_okay=False), help="llama-bench output (md/csv/json/jsonl/sql) to compare with.")
 @click.option("--llama-bench-bin", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Run llama-bench live at the engine's T.")
-@click.option("--threshold", type=float, default=0.02, show_default=True, help="Smallest relative change that counts.")
-@click.option("--timeout", "timeout_s", type=SECONDS, default=600.0, show_default=True, help="Seconds per run.")
 @click.option("--require-clean-gpu", is_flag=True, help="Abort (exit 4) if another process computes on the GPU.")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), callback=checked_output_file,
               help="Also write the scoreboard as markdown.")
@@ -88,12 +65,12 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
             require_clean_gpu, markdown_path, as_json, results_dir):
     from rich.console import Console
 
-    from zincbench import llamabench
     from zincbench.engines import make_engine
     from zincbench.errors import InputError
     from zincbench.gpu.nvml import check_gpu_request
+    from zincbench.measure import llama_bench
     from zincbench.outputs import write_output
-    from zincbench.runs.ab import ABSettings, Arm, run_ab
+    from zincbench.runs.ab import Arm, run_ab
     from zincbench.show import scoreboard
 
     if llama_bench_file and llama_bench_bin:
@@ -112,13 +89,13 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
     except ValueError as exc:
         raise InputError(str(exc)) from None
     check_gpu_request(gpu_uuid, require_clean_gpu)
-    models = _models(catalog_path, model_names, model_pairs)
+    models = chosen_models(catalog_path, model_names, model_pairs)
     arms = [Arm("A", make_engine(engine_kind, bin_a, engine_config, prompt_tokens=prompt_tokens),
                 parse_env_pairs(env_a, "--env-a"))]
     if bin_b:
         arms.append(Arm("B", make_engine(engine_kind, bin_b, engine_config, prompt_tokens=prompt_tokens),
                         parse_env_pairs(env_b, "--env-b")))
-    llama_rows = llamabench.load(llama_bench_file) if llama_bench_file else None
+    llama_rows = llama_bench.load(llama_bench_file) if llama_bench_file else None
 
     outcome = run_ab(models, arms, settings, llama_rows=llama_rows, llama_bench_bin=llama_bench_bin,
                      results_dir=results_dir, console=Console(stderr=True))

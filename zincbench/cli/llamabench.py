@@ -20,7 +20,7 @@ def show(file, fmt, as_json) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from zincbench.llamabench import load
+    from zincbench.measure.llama_bench import load
 
     rows = load(file, fmt)
     if as_json:

@@ -20,7 +20,7 @@ from zincbench.plugins import load_plugins
 
 def _load_all() -> None:
     for mod in pkgutil.iter_modules(__path__):
-        if mod.name not in ("base", "process") and not mod.name.startswith("_"):
+        if mod.name != "base" and not mod.name.startswith("_"):
             importlib.import_module(f"{__name__}.{mod.name}")
     load_plugins()
 

@@ -1,4 +1,4 @@
-"""The small protocol every engine adapter implements (their child processes run through engines.process).
+"""The small protocol every engine adapter implements (their child processes run through measure.process).
 
 Capabilities (each optional; an adapter lists those it has in ``capabilities`` and raises
 ``NotSupported`` for the others):
@@ -27,19 +27,6 @@ def register(kind: str):
 
 class NotSupported(Exception):
     """The adapter cannot do this (e.g. llama-bench cannot generate token ids)."""
-
-
-class EngineFailure(Exception):
-    """A run that produced no usable result: crash, timeout, or output we could not parse.
-
-    ``reason`` is one of "crash", "timeout", "garbage", "missing"; ``stderr_tail`` is the last
-    lines the engine printed, for the ERROR row of a report.
-    """
-
-    def __init__(self, reason: str, message: str, stderr_tail: str = ""):
-        super().__init__(message)
-        self.reason = reason
-        self.stderr_tail = stderr_tail
 
 
 def file_md5(path: str | Path) -> str | None:

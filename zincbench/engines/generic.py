@@ -44,11 +44,11 @@ except ImportError:  # pragma: no cover - python 3.10
 
 from zincbench.config import build, load_yaml
 from zincbench.engines.base import (
-    GENERATE, TEACHER_FORCED, THROUGHPUT, Engine, EngineFailure, GenerationResult, NotSupported, TeacherForcedResult,
-    ThroughputResult, file_md5, register,
+    GENERATE, TEACHER_FORCED, THROUGHPUT, Engine, GenerationResult, NotSupported, TeacherForcedResult, ThroughputResult,
+    file_md5, register,
 )
-from zincbench.engines.process import checked, run_process
 from zincbench.errors import EnvironmentProblem, InputError
+from zincbench.measure.process import EngineFailure, checked, run_process
 
 PLACEHOLDERS = ("bin", "model", "prompt_ids", "n_gen", "ref_ids", "prompt")
 MAX_LINE_CHARS = 32768  # a GEN_IDS line of 4096 ids fits; longer lines are cut before matching

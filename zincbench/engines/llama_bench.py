@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zincbench.engines.base import THROUGHPUT, Engine, EngineFailure, ThroughputResult, file_md5, register
+from zincbench.engines.base import THROUGHPUT, Engine, ThroughputResult, file_md5, register
 from zincbench.errors import InputError
-from zincbench.llamabench import run_llama_bench
+from zincbench.measure.llama_bench import run_llama_bench
+from zincbench.measure.process import EngineFailure
 
 
 @register("llama-bench")

@@ -27,9 +27,9 @@ import numpy as np
 
 from zincbench.engines.base import GENERATE, TEACHER_FORCED, register
 from zincbench.engines.generic import EngineSpec, GenerateSpec, GenericEngine, TeacherForcedSpec, ids_csv
-from zincbench.engines.process import run_process, signal_name
 from zincbench.engines.zinc_dbg import GEN_IDS_RE, PROMPT_IDS_RE, TF_MATCH_RE
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, ZincbenchError
+from zincbench.measure.process import run_process, signal_name
 
 PORTABLE_REBUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall '
                     '--no-binary llama-cpp-python llama-cpp-python')

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from zincbench.engines.base import THROUGHPUT, Engine, EngineFailure, ThroughputResult, file_md5, register
-from zincbench.engines.process import checked, run_process
+from zincbench.engines.base import THROUGHPUT, Engine, ThroughputResult, file_md5, register
+from zincbench.measure.process import EngineFailure, checked, run_process
 from zincbench.errors import InputError
 
 _NUMBER = r"([0-9]+(?:\.[0-9]+)?)"

@@ -9,12 +9,24 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from zincbench.errors import EnvironmentProblem
+
 # What each tool enables, for the environment report's "missing: ... disables ..." lines.
 TOOL_PURPOSE = {
     "nsys": "zincbench profile --tool nsys (per-kernel and NVTX tables)",
     "ncu": "zincbench profile --tool ncu (measured DRAM bytes per kernel)",
     "nvcc": "ahead-of-time kernel compile checks for sm_89/sm_90/sm_120",
     "compute-sanitizer": "pytest -m sanitizer (memcheck/racecheck/initcheck of the bundled kernels)",
+}
+
+# The profilers a command cannot run without: their product name and where to get them, for the line
+# that says one is missing.
+PROFILER_PRODUCT = {"nsys": "NVIDIA Nsight Systems", "ncu": "NVIDIA Nsight Compute"}
+INSTALL_HINTS = {
+    "nsys": ("install NVIDIA Nsight Systems (https://developer.nvidia.com/nsight-systems) and put nsys on PATH; "
+             "Nsight Compute also bundles one under /opt/nvidia/nsight-compute/<version>/host/target-linux-x64/nsys"),
+    "ncu": ("install NVIDIA Nsight Compute (https://developer.nvidia.com/nsight-compute; the CUDA toolkit "
+            "ships it as /usr/local/cuda/bin/ncu) and put ncu on PATH"),
 }
 
 # Nsight Systems often ships only inside Nsight Compute / the CUDA toolkit, off PATH.
@@ -49,6 +61,14 @@ def find_tool(name: str) -> str | None:
         if hits:
             return hits[-1]
     return None
+
+
+def require_profiler(name: str) -> str:
+    """The path of profiler ``name`` (nsys or ncu); an EnvironmentProblem naming what to install when it is missing."""
+    path = find_tool(name)
+    if path is None:
+        raise EnvironmentProblem(f"{name} ({PROFILER_PRODUCT[name]}) not found: {INSTALL_HINTS[name]}")
+    return path
 
 
 def tool_version(path: str) -> str | None:

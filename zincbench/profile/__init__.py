@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zincbench.errors import EnvironmentProblem, InputError
-from zincbench.gpu.tools import find_tool, nsys_importer_problem
+from zincbench.gpu.tools import INSTALL_HINTS, find_tool, nsys_importer_problem, require_profiler
 from zincbench.profile import ncu, nsys
 from zincbench.profile.categories import CategoryRules
 from zincbench.profile.parse import ProfileTables, frame_records, parse_file
@@ -49,9 +49,9 @@ def choose_tools(requested: str, *, prefer_both: bool = False) -> tuple[list[str
     nsys_path, ncu_path = find_tool("nsys"), find_tool("ncu")
     nsys_problem = nsys_importer_problem(nsys_path) if nsys_path else None
     if requested in ("nsys", "both") and nsys_path is None:
-        nsys.find_nsys()  # raises with the install hint
+        require_profiler("nsys")  # raises with the install hint
     if requested in ("ncu", "both") and ncu_path is None:
-        ncu.find_ncu()
+        require_profiler("ncu")
     if requested in ("nsys", "both") and nsys_problem:
         raise EnvironmentProblem(nsys_problem)
     if requested != "auto":
@@ -62,10 +62,10 @@ def choose_tools(requested: str, *, prefer_both: bool = False) -> tuple[list[str
         return ["nsys", "ncu"], f"auto: nsys ({nsys_path}) for times and NVTX ranges, ncu ({ncu_path}) for DRAM bytes"
     if nsys_ok:
         return ["nsys"], f"auto: nsys found at {nsys_path} (whole-run timeline, every kernel and NVTX range)"
-    why_not = nsys_problem or f"nsys not found ({nsys.INSTALL_HINT})"
+    why_not = nsys_problem or f"nsys not found ({INSTALL_HINTS['nsys']})"
     if ncu_path:
         return ["ncu"], f"auto: ncu ({ncu_path}), because {why_not}"
-    raise EnvironmentProblem(f"no profiler found: {why_not}; or {ncu.INSTALL_HINT}")
+    raise EnvironmentProblem(f"no profiler found: {why_not}; or {INSTALL_HINTS['ncu']}")
 
 
 def profile_command(argv: list[str], tools: list[str], out_dir: str | os.PathLike, rules: CategoryRules, *,

@@ -18,15 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from zincbench.engines.base import EngineFailure
-from zincbench.engines.process import run_process
 from zincbench.errors import EnvironmentProblem, InputError
-from zincbench.gpu.tools import find_tool, tool_version
+from zincbench.gpu.tools import require_profiler, tool_version
 from zincbench.inputs import read_lines
+from zincbench.measure.process import EngineFailure, run_process
 from zincbench.profile.nsys import MAX_FIELD_BYTES
 
-INSTALL_HINT = ("install NVIDIA Nsight Compute (https://developer.nvidia.com/nsight-compute; the CUDA toolkit "
-                "ships it as /usr/local/cuda/bin/ncu) and put ncu on PATH")
 METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum")
 LAUNCH_COLUMNS = ["name", "duration_ns", "range", "start_ns", "dram_read_bytes", "dram_write_bytes"]
 
@@ -38,13 +35,6 @@ _UNIT_SCALE = {
 _PUSHPOP_PREFIX = "thread Domain:Push/Pop_Range"
 _STARTEND_PREFIX = "Id:Domain:Start/Stop_Range"
 _DEFAULT_DOMAIN = "<default domain>"
-
-
-def find_ncu() -> str:
-    path = find_tool("ncu")
-    if path is None:
-        raise EnvironmentProblem(f"ncu (NVIDIA Nsight Compute) not found: {INSTALL_HINT}")
-    return path
 
 
 @dataclass
@@ -69,7 +59,7 @@ def command_line(ncu: str, argv: list[str], csv_path: Path, nvtx_include: tuple[
 def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = "ncu",
                     nvtx_include: tuple[str, ...] = (), timeout_s: float = 3600.0,
                     env: dict[str, str] | None = None) -> NcuRun:
-    ncu = find_ncu()
+    ncu = require_profiler("ncu")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / f"{name}.csv"

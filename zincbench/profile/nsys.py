@@ -21,14 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from zincbench.engines.base import EngineFailure
-from zincbench.engines.process import run_process
 from zincbench.errors import EnvironmentProblem, InputError
-from zincbench.gpu.tools import find_tool, nsys_importer_problem, tool_version
+from zincbench.gpu.tools import nsys_importer_problem, require_profiler, tool_version
 from zincbench.inputs import read_lines, regular_file
-
-INSTALL_HINT = ("install NVIDIA Nsight Systems (https://developer.nvidia.com/nsight-systems) and put nsys on PATH; "
-                "Nsight Compute also bundles one under /opt/nvidia/nsight-compute/<version>/host/target-linux-x64/nsys")
+from zincbench.measure.process import EngineFailure, run_process
 
 PROFILE_OPTIONS = ["-t", "cuda,nvtx,cublas", "--sample=none", "--cpuctxsw=none", "--cuda-graph-trace=node", "-f", "true"]
 
@@ -44,13 +40,6 @@ STATS_REPORTS = {
 _EVENT_TYPE_DEFAULTS = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75}
 
 LAUNCH_COLUMNS = ["name", "duration_ns", "range", "start_ns"]
-
-
-def find_nsys() -> str:
-    path = find_tool("nsys")
-    if path is None:
-        raise EnvironmentProblem(f"nsys (NVIDIA Nsight Systems) not found: {INSTALL_HINT}")
-    return path
 
 
 @dataclass
@@ -83,7 +72,7 @@ def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = 
 
     The SQLite export is always forced: a stale ``name.sqlite`` from an earlier run would otherwise be reused.
     """
-    nsys = find_nsys()
+    nsys = require_profiler("nsys")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     base = out / name

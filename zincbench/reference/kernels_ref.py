@@ -63,9 +63,12 @@ def work_tiles(counts: np.ndarray, tile_n: int, max_tiles: int) -> np.ndarray:
 
 
 def rel_frobenius(actual: np.ndarray, reference: np.ndarray) -> float:
-    """||actual - reference||_F / ||reference||_F (float64); against a zero reference 0 when equal, else inf."""
+    """||actual - reference||_F / ||reference||_F (float64); against a zero reference 0 when equal, else inf.
+    A non-finite value anywhere gives inf, never NaN (max() over NaN would depend on argument order)."""
     reference = np.asarray(reference, dtype=np.float64)
     error, norm = np.linalg.norm(np.asarray(actual, dtype=np.float64) - reference), np.linalg.norm(reference)
+    if not (math.isfinite(error) and math.isfinite(norm)):
+        return math.inf
     if norm == 0:
         return 0.0 if error == 0 else math.inf
     return float(error / norm)

@@ -43,9 +43,11 @@ import numpy as np
 from zincbench import records
 from zincbench.bench.rows import rows_of
 from zincbench.config import experiment_path, load_config
-from zincbench.engines.process import run_process, signals_as_interrupts
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
+from zincbench.measure.process import run_process, signals_as_interrupts
 from zincbench.runs.ab import ABSettings
+from zincbench.runs.aa_rows import ComparisonRow, ProcessRow, RepeatRow
+from zincbench.runs.ab_rows import PAIRED_METRICS, PairedRatio
 from zincbench.judge import Verdict, compare_medians
 
 DEFAULT_CONFIG = "aa"
@@ -310,7 +312,7 @@ Launcher = Callable[[list, float], subprocess.CompletedProcess]
 
 
 def launch_process(argv: list, timeout_s: float) -> subprocess.CompletedProcess:
-    """Run one microbench process to completion in its own process group (engines.process: the
+    """Run one microbench process to completion in its own process group (measure.process: the
     whole group is stopped at the timeout); raises subprocess.TimeoutExpired then."""
     result = run_process(argv, timeout_s=timeout_s)
     if result.timed_out:
@@ -340,7 +342,8 @@ def _last_line(text: str | None) -> str:
     return lines[-1].removeprefix("zincbench: error: ") if lines else "(no output)"
 
 
-def _process_row(index: int, completed: subprocess.CompletedProcess, settings: MicrobenchAASettings) -> tuple[dict, dict]:
+def _process_row(index: int, completed: subprocess.CompletedProcess,
+                 settings: MicrobenchAASettings) -> tuple[ProcessRow, dict]:
     """One process's row (its raw samples, or why it has none) and its results document's environment.
 
     A child that finds no GPU (exit 4) or rejects its input (exit 2) would fail the same way every
@@ -352,44 +355,46 @@ def _process_row(index: int, completed: subprocess.CompletedProcess, settings: M
         raise EnvironmentProblem(f"microbench process: {_last_line(completed.stderr)}")
     if rc == ExitCode.USAGE:
         raise InputError(f"microbench process: {_last_line(completed.stderr)}")
-    row = {"type": "process", "index": index, "exit_code": rc}
     if rc not in (ExitCode.OK, ExitCode.FAIL, ExitCode.INCONCLUSIVE):
-        return {**row, "status": "error", "error": f"exit code {rc}", "stderr_tail": _tail(completed.stderr)}, {}
+        return ProcessRow(index=index, exit_code=rc, status="error", error=f"exit code {rc}",
+                          stderr_tail=_tail(completed.stderr)), {}
     try:
         doc = records.read(json.loads(completed.stdout)["results_file"])
         rows = rows_of(doc)
     except (ValueError, KeyError, TypeError, InputError) as exc:
-        return {**row, "status": "error", "error": f"unreadable output: {exc}", "stderr_tail": _tail(completed.stderr)}, {}
+        return ProcessRow(index=index, exit_code=rc, status="error", error=f"unreadable output: {exc}",
+                          stderr_tail=_tail(completed.stderr)), {}
     found = [r for r in rows if r.case == settings.case and r.variant == settings.variant]
     if not found or not found[0].timed:
         why = (found[0].skipped or f"correctness check: {found[0].to_json().get('check')}") if found else "no row"
-        return {**row, "status": "error", "error": f"no timing for {settings.variant} on {settings.case}: {why}"}, {}
+        return ProcessRow(index=index, exit_code=rc, status="error",
+                          error=f"no timing for {settings.variant} on {settings.case}: {why}"), {}
     result = found[0]
     m = result.measurement
-    return {**row, "status": "ok", "gpu_us": m.gpu_us, "summary": dataclasses.asdict(result.summary),
-            "stop_reason": m.stop_reason, "dropped_throttled": m.dropped_throttled, "detail": result.detail}, \
+    return ProcessRow(index=index, exit_code=rc, status="ok", gpu_us=m.gpu_us, summary=result.summary,
+                      stop_reason=m.stop_reason, dropped_throttled=m.dropped_throttled, detail=result.detail), \
         doc.get("environment") or {}
 
 
-def _process_noise(rows: list[dict]) -> dict:
+def _process_noise(rows: list[ProcessRow]) -> dict:
     """Spread of the per-process medians (between-process noise) and the median in-process CI half-width."""
-    medians = np.array([r["summary"]["median_us"] for r in rows], dtype=float)
-    within = [r["summary"]["rel_noise"] for r in rows if r["summary"].get("rel_noise") is not None]
+    medians = np.array([r.summary.median_us for r in rows], dtype=float)
+    within = [r.summary.rel_noise for r in rows if r.summary.rel_noise is not None]
     return {"median_us": float(np.median(medians)),
             "process_cv": float(np.std(medians, ddof=1) / np.mean(medians)),
             "process_range": float((medians.max() - medians.min()) / np.median(medians)),
             "within_process_rel_noise": float(np.median(within)) if within else None}
 
 
-def compare_processes(samples: Sequence[Sequence[float]], threshold: float, confidence: float) -> list[dict]:
+def compare_processes(samples: Sequence[Sequence[float]], threshold: float, confidence: float) -> list[ComparisonRow]:
     """Every pair (i < j) of processes, i as baseline; pairs (0,1), (2,3), ... share no process and
     are marked independent."""
     out = []
     for i, j in itertools.combinations(range(len(samples)), 2):
         cmp = compare_medians(samples[i], samples[j], threshold=threshold, confidence=confidence)
-        out.append({"type": "comparison", "baseline": i, "candidate": j, "independent": i % 2 == 0 and j == i + 1,
-                    "time_ratio": cmp.ratio, "ci": list(cmp.ci), "verdict": cmp.verdict.value,
-                    "change_to_call": change_to_call(cmp.ratio, cmp.ci, threshold, higher_is_better=False)})
+        out.append(ComparisonRow(baseline=i, candidate=j, independent=i % 2 == 0 and j == i + 1, time_ratio=cmp.ratio,
+                                 ci=list(cmp.ci), verdict=cmp.verdict.value,
+                                 change_to_call=list(change_to_call(cmp.ratio, cmp.ci, threshold, higher_is_better=False))))
     return out
 
 
@@ -448,8 +453,7 @@ def run_microbench_aa(config: AAConfig, *, results_dir=None, launch: Launcher = 
                 try:
                     yield _process_row(index, launch(argv, settings.timeout_s), settings)
                 except subprocess.TimeoutExpired:
-                    yield {"type": "process", "index": index, "status": "error",
-                           "error": f"timed out after {settings.timeout_s:g} s"}, {}
+                    yield ProcessRow(index=index, status="error", error=f"timed out after {settings.timeout_s:g} s"), {}
                 bar.advance(task)
 
         processes = measured()
@@ -460,15 +464,15 @@ def run_microbench_aa(config: AAConfig, *, results_dir=None, launch: Launcher = 
                 rows.append(row)
                 doc.results.append(row)
                 writer.flush()
-            ok = [r for r in rows if r["status"] == "ok"]
-            comparisons = compare_processes([r["gpu_us"] for r in ok], rule.threshold, rule.confidence)
+            ok = [r for r in rows if r.status == "ok"]
+            comparisons = compare_processes([r.gpu_us for r in ok], rule.threshold, rule.confidence)
             doc.results.extend(comparisons)
-            summary = judge_aa([c["verdict"] for c in comparisons],
-                               [c["verdict"] for c in comparisons if c["independent"]], len(rows) - len(ok), config)
+            summary = judge_aa([c.verdict for c in comparisons],
+                               [c.verdict for c in comparisons if c.independent], len(rows) - len(ok), config)
             summary.update(mode="microbench", threshold=rule.threshold, confidence=rule.confidence,
                            processes={"requested": settings.processes, "ok": len(ok)},
                            noise=_process_noise(ok) if len(ok) >= 2 else None,
-                           detectable=detectable_change([c["change_to_call"] for c in comparisons],
+                           detectable=detectable_change([c.change_to_call for c in comparisons],
                                                         config.detection_coverage))
             doc.verdict = summary
     return AAOutcome(doc, writer.path, summary, ExitCode(summary["exit_code"]))
@@ -476,34 +480,36 @@ def run_microbench_aa(config: AAConfig, *, results_dir=None, launch: Launcher = 
 
 # --- ab A/A --------------------------------------------------------------------------------------------
 
-AB_METRICS = ("prefill", "decode")
+def _ratios(rows: list[RepeatRow], metric: str) -> list[PairedRatio]:
+    """The repeats' B/A of ``metric``, where they have one."""
+    return [getattr(r, metric) for r in rows if getattr(r, metric) is not None]
 
 
-def _ab_noise(rows: list[dict]) -> dict:
+def _ab_noise(rows: list[RepeatRow]) -> dict:
     """Round-to-round spread of the B/A ratios pooled over repeats (standard deviation of log B/A,
     about the relative spread): the noise the paired verdict sees."""
     out = {}
-    for metric in AB_METRICS:
-        logs = np.log([x for r in rows for x in ((r.get(metric) or {}).get("round_ratios") or [])])
+    for metric in PAIRED_METRICS:
+        logs = np.log([x for ratio in _ratios(rows, metric) for x in ratio.round_ratios])
         out[f"{metric}_round_cv"] = float(np.std(logs, ddof=1)) if logs.size > 1 else None
     return out
 
 
-def _by_model(rows: list[dict]) -> dict[str, list[str]]:
+def _by_model(rows: list[RepeatRow]) -> dict[str, list[str]]:
     """The repeats' verdicts per model: each model is one hypothesis of the A/A's test (Holm over models)."""
     groups: dict[str, list[str]] = {}
     for r in rows:
-        groups.setdefault(r["model"], []).append(r["verdict"])
+        groups.setdefault(r.model, []).append(r.verdict)
     return groups
 
 
-def _rounds_used(rows: list[dict]) -> dict:
+def _rounds_used(rows: list[RepeatRow]) -> dict:
     """How many rounds the adaptive A/Bs took: the budget they used to decide."""
-    rounds = np.array([r["rounds"] for r in rows], dtype=float)
+    rounds = np.array([r.rounds for r in rows], dtype=float)
     if not rounds.size:
         return {"mean": None, "median": None, "max": None, "stops": {}}
     return {"mean": float(rounds.mean()), "median": float(np.median(rounds)), "max": int(rounds.max()),
-            "stops": dict(collections.Counter(r["stop"] for r in rows))}
+            "stops": dict(collections.Counter(r.stop for r in rows))}
 
 
 def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = None, gpu_uuid: str | None = None,
@@ -552,26 +558,23 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
                 doc.environment = doc.environment or outcome.document.environment
                 doc.notes.extend(n for n in outcome.document.notes if n not in doc.notes)
                 for model in outcome.models:
-                    row = {"type": "repeat", "repeat": repeat, "model": model["model"], "verdict": model["verdict"],
-                           "rounds": model["rounds"], "stop": model["stop"], "failed_runs": model["failed_runs"],
-                           "arms": model["arms"], "errors": model["errors"],
-                           **{metric: model[metric] for metric in AB_METRICS}}
+                    row = RepeatRow.of(repeat, model)
                     rows.append(row)
                     doc.results.append(row)
                 writer.flush()
-            judged = [r for r in rows if r["verdict"] != "error"]
-            verdicts = [r["verdict"] for r in judged]
+            judged = [r for r in rows if r.verdict != "error"]
+            verdicts = [r.verdict for r in judged]
             summary = (judge_detection(verdicts, expect, len(rows) - len(judged), config) if planted
                        else judge_aa(verdicts, _by_model(judged), len(rows) - len(judged), config))
-            changes = {metric: [change_to_call(r[metric]["ratio"], r[metric]["ci"], settings.threshold, True)
-                                for r in judged if r.get(metric)] for metric in AB_METRICS}
+            changes = {metric: [change_to_call(ratio.ratio, ratio.ci, settings.threshold, True)
+                                for ratio in _ratios(judged, metric)] for metric in PAIRED_METRICS}
             summary.update(mode="ab", threshold=settings.threshold, alpha=settings.alpha,
                            repeats={"requested": settings.repeats, "models": len(models)},
                            rounds=_rounds_used(judged),
-                           by_metric={metric: VerdictTally.of(r[metric]["verdict"] for r in judged if r.get(metric)).as_dict()
-                                      for metric in AB_METRICS},
+                           by_metric={metric: VerdictTally.of(ratio.verdict for ratio in _ratios(judged, metric)).as_dict()
+                                      for metric in PAIRED_METRICS},
                            noise=_ab_noise(judged),
                            detectable={metric: detectable_change(changes[metric], config.detection_coverage)
-                                       for metric in AB_METRICS})
+                                       for metric in PAIRED_METRICS})
             doc.verdict = summary
     return AAOutcome(doc, writer.path, summary, ExitCode(summary["exit_code"]))

@@ -32,16 +32,17 @@ import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from zincbench.engines.base import Engine, EngineFailure, NotSupported
-from zincbench.engines.process import launch_problem, signals_as_interrupts
+from zincbench.engines.base import Engine, NotSupported
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, worst
 from zincbench.judge import Verdict, compare_paired
-from zincbench.llamabench import LlamaBenchRow, run_llama_bench
+from zincbench.measure.llama_bench import LlamaBenchRow, run_llama_bench
+from zincbench.measure.process import EngineFailure, launch_problem, signals_as_interrupts
 from zincbench.records import Document, IncrementalWriter, Rejudged, drift_details, to_jsonable
+from zincbench.runs.ab_rows import PAIRED_METRICS, ABRun, ArmStats, PairedRatio, ScoreboardRow
 from zincbench.runs.sequential import METRICS, SequentialDesign
 
 # A neutral sentence (no code, no numbers, no chat markers) repeated to the wanted length, as
@@ -148,57 +149,12 @@ class ABSettings:
         return self.rounds if self.rounds is not None else max(self.min_rounds, P90_MIN_SAMPLES)
 
 
-@dataclass(kw_only=True)
-class ABRun:
-    """One run of one arm in one round: a row of an ``ab`` document (schema 1), as ``run_ab`` writes it and
-    the re-judging reads it. The GPU's state is NVML's snapshot before (``gpu``) and right after the run
-    (``gpu_after``). A run that failed has ``error`` ({reason, message, stderr_tail}); one that succeeded has
-    the engine's rates instead (``decode_*`` None where the engine printed none); ``to_json`` writes only the
-    part its status has, in the recorded key order."""
-
-    model: str
-    arm: str
-    round: int
-    warmup: bool  # round 0: run, recorded, left out of every statistic
-    gpu: dict
-    status: Literal["ok", "error"]
-    error: dict | None = None
-    prefill_tokens: int | None = None
-    prefill_tps: float | None = None
-    decode_tokens: int | None = None
-    decode_tps: float | None = None
-    extra: dict | None = None
-    wall_s: float
-    gpu_after: dict
-
-    OUTCOME_KEYS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "ok": ("prefill_tokens", "prefill_tps", "decode_tokens", "decode_tps", "extra"), "error": ("error",)}
-
-    def __post_init__(self):
-        if self.status not in self.OUTCOME_KEYS:
-            raise ValueError(f"ab run status must be ok or error, got {self.status!r}")
-
-    def to_json(self) -> dict:
-        head = {"model": self.model, "arm": self.arm, "round": self.round, "warmup": self.warmup, "gpu": self.gpu,
-                "status": self.status}
-        return {**head, **{k: getattr(self, k) for k in self.OUTCOME_KEYS[self.status]}, "wall_s": self.wall_s,
-                "gpu_after": self.gpu_after}
-
-    @classmethod
-    def from_json(cls, obj: dict) -> ABRun:
-        """A recorded run; an unknown key is a ValueError, a missing one a TypeError, naming it."""
-        unknown = set(obj) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"ab run has unknown key(s) {', '.join(sorted(unknown))}")
-        return cls(**obj)
-
-
 @dataclass
 class ABOutcome:
     document: Document
     path: Path
     csv_path: Path | None
-    models: list[dict]  # one summary per model, the rows of the scoreboard
+    models: list[ScoreboardRow]
     overall: str
     exit_code: ExitCode
 
@@ -265,7 +221,7 @@ def _run_record(model, arm: Arm, round_no: int, prompt: str, settings: ABSetting
 # --- judging -----------------------------------------------------------------------------------------
 
 
-def _arm_stats(records: list[ABRun]) -> dict:
+def _arm_stats(records: list[ABRun]) -> ArmStats:
     prefill = [r.prefill_tps for r in records]
     decode = [r.decode_tps for r in records if r.decode_tps is not None]
     tokens = collections.Counter(r.prefill_tokens for r in records)
@@ -273,15 +229,15 @@ def _arm_stats(records: list[ABRun]) -> dict:
     def p90(values):
         return nearest_rank(values, 0.9) if len(values) >= P90_MIN_SAMPLES else None
 
-    return {
-        "n": len(records),
-        "n_decode": len(decode),
-        "prefill_tokens": tokens.most_common(1)[0][0] if tokens else None,
-        "prefill_p90": p90(prefill),
-        "prefill_median": float(np.median(prefill)) if prefill else None,
-        "decode_p90": p90(decode),
-        "decode_median": float(np.median(decode)) if decode else None,
-    }
+    return ArmStats(
+        n=len(records),
+        n_decode=len(decode),
+        prefill_tokens=tokens.most_common(1)[0][0] if tokens else None,
+        prefill_p90=p90(prefill),
+        prefill_median=float(np.median(prefill)) if prefill else None,
+        decode_p90=p90(decode),
+        decode_median=float(np.median(decode)) if decode else None,
+    )
 
 
 def zero_rates(run: ABRun) -> list[str]:
@@ -312,7 +268,7 @@ def _zero_against_a(measured: list[ABRun], arms: Sequence[str]) -> list[int]:
     return rounds
 
 
-def _paired(records: list[ABRun], metric: str, threshold: float, confidence: float) -> dict | None:
+def _paired(records: list[ABRun], metric: str, threshold: float, confidence: float) -> PairedRatio | None:
     """B/A per round over the rounds where both arms produced the metric."""
     by_round = collections.defaultdict(dict)
     for r in records:
@@ -323,8 +279,8 @@ def _paired(records: list[ABRun], metric: str, threshold: float, confidence: flo
         return None
     a, b = zip(*pairs)
     cmp = compare_paired(a, b, threshold=threshold, confidence=confidence, higher_is_better=True)
-    return {"ratio": cmp.ratio, "ci": list(cmp.ci), "confidence": cmp.confidence, "verdict": cmp.verdict.value,
-            "n_pairs": len(pairs), "method": cmp.method, "round_ratios": [y / x for x, y in pairs]}
+    return PairedRatio(ratio=cmp.ratio, ci=list(cmp.ci), confidence=cmp.confidence, verdict=cmp.verdict.value,
+                       n_pairs=len(pairs), method=cmp.method, round_ratios=[y / x for x, y in pairs])
 
 
 def combine_verdicts(prefill: str | None, decode: str | None) -> str:
@@ -346,17 +302,17 @@ VERDICT_EXIT = {"faster": ExitCode.OK, "same": ExitCode.OK, "measured": ExitCode
                 "slower": ExitCode.FAIL, "inconclusive": ExitCode.INCONCLUSIVE, "error": ExitCode.INCONCLUSIVE}
 
 
-def decided(summary: dict) -> bool:
+def decided(summary: ScoreboardRow) -> bool:
     """Can the A/B of this model stop? When it is slower on some metric, or every measured metric
     is decided (faster/same/slower), or its failures already make it an error."""
-    if summary["verdict"] in ("slower", "error"):
+    if summary.verdict in ("slower", "error"):
         return True
-    verdicts = [(summary[m] or {}).get("verdict") for m in ("prefill", "decode") if summary[m]]
+    verdicts = [ratio.verdict for ratio in summary.paired().values()]
     return bool(verdicts) and Verdict.INCONCLUSIVE.value not in verdicts
 
 
 def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold: float,
-                    confidence: float | None = None, max_failure_rate: float = ABSettings.max_failure_rate) -> dict:
+                    confidence: float | None = None, max_failure_rate: float = ABSettings.max_failure_rate) -> ScoreboardRow:
     """The scoreboard row of one model from its run records (warm-up runs excluded from statistics).
 
     ``confidence``: of the paired intervals; by default that of a fixed-rounds A/B at the default
@@ -377,14 +333,12 @@ def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold:
                for r in zero]
     failed_measured = len(measured) - len(ok)
     stats = {arm: _arm_stats([r for r in ok if r.arm == arm]) for arm in arms}
-    summary = {"model": model.name, "shape": model.shape, "gguf": str(model.gguf), "arms": stats,
-               "prefill": None, "decode": None, "errors": errors, "failed_runs": failed_measured,
-               "rounds": len({r.round for r in measured})}
     notes = []
+    prefill = decode = None
     if len(arms) == 2:
-        summary["prefill"] = _paired(ok, "prefill_tps", threshold, confidence)
-        summary["decode"] = _paired(ok, "decode_tps", threshold, confidence)
-        verdict = combine_verdicts(*((summary[m] or {}).get("verdict") for m in ("prefill", "decode")))
+        prefill = _paired(ok, "prefill_tps", threshold, confidence)
+        decode = _paired(ok, "decode_tps", threshold, confidence)
+        verdict = combine_verdicts(*(ratio.verdict if ratio else None for ratio in (prefill, decode)))
     else:
         verdict = "measured"
     zero_b = _zero_against_a(measured, arms)
@@ -398,26 +352,26 @@ def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold:
         verdict = "error"
         notes.append(f"{failed_measured} of {len(measured)} measured runs failed (more than "
                      f"{max_failure_rate:.0%}): no verdict")
-    elif not ok or (len(arms) == 2 and summary["prefill"] is None):
+    elif not ok or (len(arms) == 2 and prefill is None):
         verdict = "error"
         notes.append("no round where every arm succeeded: no verdict")
     elif failed_measured:
         notes.append(f"{failed_measured} failed run(s) left out; the verdict is judged on the rounds where both arms succeeded")
-    summary["verdict"] = verdict
     for arm in arms:
-        dropped = stats[arm]["n"] - stats[arm]["n_decode"]
-        if stats[arm]["n_decode"] and dropped:
-            notes.append(f"arm {arm}: {dropped} of {stats[arm]['n']} successful runs printed no decode rate "
+        dropped = stats[arm].n - stats[arm].n_decode
+        if stats[arm].n_decode and dropped:
+            notes.append(f"arm {arm}: {dropped} of {stats[arm].n} successful runs printed no decode rate "
                          "(left out of the decode statistics)")
-    tokens = {s["prefill_tokens"] for s in stats.values() if s["prefill_tokens"] is not None}
-    summary["prefill_tokens"] = stats[arms[-1]]["prefill_tokens"] or stats[arms[0]]["prefill_tokens"]
+    tokens = {s.prefill_tokens for s in stats.values() if s.prefill_tokens is not None}
     if len(tokens) > 1:
         notes.append(f"arms report different prompt lengths {sorted(tokens)}: are the tokenizers the same?")
-    summary["notes"] = notes
-    return summary
+    return ScoreboardRow(model=model.name, shape=model.shape, gguf=str(model.gguf), arms=stats, prefill=prefill,
+                         decode=decode, errors=errors, failed_runs=failed_measured,
+                         rounds=len({r.round for r in measured}), verdict=verdict,
+                         prefill_tokens=stats[arms[-1]].prefill_tokens or stats[arms[0]].prefill_tokens, notes=notes)
 
 
-def summarize_recorded(model, records: list[ABRun], arms: Sequence[str], settings: dict) -> dict:
+def summarize_recorded(model, records: list[ABRun], arms: Sequence[str], settings: dict) -> ScoreboardRow:
     """Re-judge one model of a recorded A/B (``config.settings`` of its document) at the confidence
     of the look it stopped at, so a recorded adaptive verdict can be reproduced from its raw runs."""
     known = {f.name for f in dataclasses.fields(ABSettings)}
@@ -443,9 +397,9 @@ def rejudge(doc: dict, where: str) -> Rejudged:
             summaries.append(summarize_recorded(model, by_model[name], arms, config["settings"]))
     if not summaries:
         return Rejudged(ExitCode.INCONCLUSIVE, "no runs recorded")
-    code = worst(VERDICT_EXIT[s["verdict"]] for s in summaries)
+    code = worst(VERDICT_EXIT[s.verdict] for s in summaries)
     details = drift_details("exit code", (doc.get("verdict") or {}).get("exit_code"), int(code))
-    details["verdicts"] = {s["model"]: s["verdict"] for s in summaries}
+    details["verdicts"] = {s.model: s.verdict for s in summaries}
     return Rejudged(code, ", ".join(f"{k}: {v}" for k, v in details["verdicts"].items()), details)
 
 
@@ -475,23 +429,23 @@ def llama_baseline(rows: Sequence[LlamaBenchRow], model, prefill_tokens: int | N
     return {name: (row.summary() if row else None) for name, row in (("pp", pp), ("tg", tg))}
 
 
-def _gap(summary: dict, arms: Sequence[str]) -> float | None:
+def _gap(summary: ScoreboardRow, arms: Sequence[str]) -> float | None:
     """llama ppT over the newest build's prefill p90: how many times faster llama.cpp is."""
-    pp = ((summary.get("llama") or {}).get("pp") or {}).get("avg_ts")
-    p90 = summary["arms"][arms[-1]]["prefill_p90"]
+    pp = ((summary.llama or {}).get("pp") or {}).get("avg_ts")
+    p90 = summary.arms[arms[-1]].prefill_p90
     return pp / p90 if pp and p90 else None
 
 
 # --- the run -----------------------------------------------------------------------------------------
 
 
-def _verdict(summaries: list[dict], arms: Sequence[str]) -> tuple[str, ExitCode]:
+def _verdict(summaries: list[ScoreboardRow], arms: Sequence[str]) -> tuple[str, ExitCode]:
     """The run's verdict and exit code: any slower model fails it, any error or inconclusive one
     leaves it inconclusive."""
-    code = worst(VERDICT_EXIT[s["verdict"]] for s in summaries)
+    code = worst(VERDICT_EXIT[s.verdict] for s in summaries)
     if len(arms) == 1:
         return ("error" if code != ExitCode.OK else "measured"), code
-    verdicts = {s["verdict"] for s in summaries}
+    verdicts = {s.verdict for s in summaries}
     if "slower" in verdicts:
         return "slower", code
     if verdicts & {"error", "inconclusive"}:
@@ -508,7 +462,7 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
     ``models`` are catalog models (``name``, ``gguf``, ``shape``, ``engine_env``, ``matches_file``);
     ``arms`` one (scoreboard) or two (A/B). ``monitor`` defaults to NVML on ``settings.gpu_uuid``.
     With ``write_csv`` the scoreboard CSV lands next to the results document before it is marked
-    complete. SIGTERM and SIGHUP are handled as Ctrl-C (engines.process.signals_as_interrupts).
+    complete. SIGTERM and SIGHUP are handled as Ctrl-C (measure.process.signals_as_interrupts).
     """
     from rich.console import Console
 
@@ -563,20 +517,20 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
             _progress_bar(console, progress) as bar:
         rounds_each = settings.scoreboard_rounds() if len(arms) == 1 else design.max_rounds
         task = bar.add_task("ab", total=len(models) * ((rounds_each + 1) * len(arms) + (1 if llama_bench_bin else 0)))
-        summaries: list[dict] = []
+        summaries: list[ScoreboardRow] = []
         for model in models:
             summary = _measure_model(model, arms, settings, prompts, guard, warn, doc, writer, bar, task)
             if llama_bench_bin:
                 bar.update(task, description=f"{model.name} llama-bench")
-                summary["llama"] = _live_llama(llama_bench_bin, model, summary["prefill_tokens"] or settings.prompt_tokens,
-                                               settings, warn)
+                summary.llama = _live_llama(llama_bench_bin, model, summary.prefill_tokens or settings.prompt_tokens,
+                                            settings, warn)
                 bar.advance(task)
             elif llama_rows:
-                summary["llama"] = llama_baseline(llama_rows, model, summary["prefill_tokens"], settings.n_gen,
-                                                  only_model=len(models) == 1)
-                if summary["llama"] is None:
+                summary.llama = llama_baseline(llama_rows, model, summary.prefill_tokens, settings.n_gen,
+                                               only_model=len(models) == 1)
+                if summary.llama is None:
                     warn(f"{model.name}: no row of the --llama-bench file matches this model (by GGUF file name or alias)")
-            summary["gap"] = _gap(summary, names)
+            summary.gap = _gap(summary, names)
             summaries.append(summary)
             overall, code = _verdict(summaries, names)
             doc.verdict = {"overall": overall, "exit_code": int(code), "threshold": settings.threshold,
@@ -585,36 +539,36 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
         csv_path = None
         if write_csv:  # before the document says complete: an interrupt here leaves complete: false
             csv_path = writer.path.with_suffix(".csv")
-            write_scoreboard_csv(to_jsonable(summaries), names, csv_path)
-    return ABOutcome(doc, writer.path, csv_path, to_jsonable(summaries), overall, code)
+            write_scoreboard_csv(summaries, names, csv_path)
+    return ABOutcome(doc, writer.path, csv_path, summaries, overall, code)
 
 
-def scoreboard_frame(models: Sequence[dict], arms: Sequence[str]):
+def scoreboard_frame(models: Sequence[ScoreboardRow], arms: Sequence[str]):
     """The scoreboard as numbers, not text: one row per model (the CSV beside the results document)."""
     import pandas as pd
 
     records = []
     for s in models:
-        rec = {"model": s["model"], "shape": s.get("shape"), "verdict": s["verdict"],
-               "prefill_tokens": s.get("prefill_tokens"), "rounds": s.get("rounds"),
-               "failed_runs": s.get("failed_runs", len(s["errors"]))}
+        rec = {"model": s.model, "shape": s.shape, "verdict": s.verdict, "prefill_tokens": s.prefill_tokens,
+               "rounds": s.rounds, "failed_runs": s.failed_runs}
         for arm in arms:
             for key in ("prefill_p90", "prefill_median", "decode_p90", "decode_median", "n"):
-                rec[f"{arm}_{key}"] = s["arms"][arm][key]
-        for metric in ("prefill", "decode"):
-            cmp = s.get(metric) or {}
-            ci = cmp.get("ci") or [None, None]
-            rec.update({f"{metric}_ratio": cmp.get("ratio"), f"{metric}_ci_low": ci[0], f"{metric}_ci_high": ci[1],
-                        f"{metric}_confidence": cmp.get("confidence"), f"{metric}_verdict": cmp.get("verdict")})
-        llama = s.get("llama") or {}
+                rec[f"{arm}_{key}"] = getattr(s.arms[arm], key)
+        for metric in PAIRED_METRICS:
+            cmp = getattr(s, metric)
+            low, high = cmp.ci if cmp else (None, None)
+            rec.update({f"{metric}_ratio": cmp.ratio if cmp else None, f"{metric}_ci_low": low, f"{metric}_ci_high": high,
+                        f"{metric}_confidence": cmp.confidence if cmp else None,
+                        f"{metric}_verdict": cmp.verdict if cmp else None})
+        llama = s.llama or {}
         pp, tg = llama.get("pp") or {}, llama.get("tg") or {}
         rec.update(llama_pp_test=pp.get("test"), llama_pp_ts=pp.get("avg_ts"), llama_tg_test=tg.get("test"),
-                   llama_tg_ts=tg.get("avg_ts"), gap=s.get("gap"))
+                   llama_tg_ts=tg.get("avg_ts"), gap=s.gap)
         records.append(rec)
     return pd.DataFrame.from_records(records)
 
 
-def write_scoreboard_csv(models: Sequence[dict], arms: Sequence[str], path: Path) -> None:
+def write_scoreboard_csv(models: Sequence[ScoreboardRow], arms: Sequence[str], path: Path) -> None:
     scoreboard_frame(models, arms).to_csv(path, index=False)
 
 
@@ -626,7 +580,7 @@ def _progress_bar(console, enabled: bool):
 
 
 def _measure_model(model, arms: Sequence[Arm], settings: ABSettings, prompts: dict, guard: _GpuGuard, warn,
-                   doc: Document, writer: IncrementalWriter, bar, task) -> dict:
+                   doc: Document, writer: IncrementalWriter, bar, task) -> ScoreboardRow:
     """Warm-up, then rounds until the verdict is decided or the budget is spent; the model's summary."""
     names = [a.name for a in arms]
     design = settings.design()
@@ -658,11 +612,11 @@ def _measure_model(model, arms: Sequence[Arm], settings: ABSettings, prompts: di
                 break
     if summary is None:  # the scoreboard (one arm) has nothing to decide
         summary = summarize_model(model, records, names, settings.threshold, max_failure_rate=settings.max_failure_rate)
-    summary["stop"] = stop if len(arms) == 2 else "rounds"
-    bar.advance(task, (len(plan) - 1 - summary["rounds"]) * len(arms))  # rounds not needed
+    summary.stop = stop if len(arms) == 2 else "rounds"
+    bar.advance(task, (len(plan) - 1 - summary.rounds) * len(arms))  # rounds not needed
     for name in names:
-        stats = summary["arms"][name]
-        if settings.n_gen > 1 and stats["n"] and not stats["n_decode"]:
+        stats = summary.arms[name]
+        if settings.n_gen > 1 and stats.n and not stats.n_decode:
             warn(f"{model.name} arm {name}: no run printed a decode rate the engine adapter could parse")
     return summary
 

@@ -373,8 +373,8 @@ class ABCheck:
     def run(self, ctx: Context) -> Judged:
         from rich.console import Console
 
-        from zincbench import llamabench
         from zincbench.engines import make_engine
+        from zincbench.measure import llama_bench
         from zincbench.runs.ab import Arm, run_ab
 
         if self.needs_gpu:
@@ -386,12 +386,12 @@ class ABCheck:
         if self.b:
             arms.append(Arm("B", make_engine(self.engine_kind, str(existing(self.b, ctx.base, "binary B")), config,
                                              prompt_tokens=self.settings.prompt_tokens), dict(self.env_b)))
-        rows = llamabench.load(existing(self.llama_bench, ctx.base, "llama-bench file")) if self.llama_bench else None
+        rows = llama_bench.load(existing(self.llama_bench, ctx.base, "llama-bench file")) if self.llama_bench else None
         outcome = run_ab(models, arms, self.settings, llama_rows=rows, results_dir=ctx.results_dir,
                          console=Console(stderr=True), progress=False)
-        per_model = ", ".join(f"{m['model']}: {m['verdict']}" for m in outcome.models)
+        per_model = ", ".join(f"{m.model}: {m.verdict}" for m in outcome.models)
         return Judged(STATUS_OF_CODE[outcome.exit_code], f"{outcome.overall} ({per_model})", str(outcome.path),
-                      {"verdicts": {m["model"]: m["verdict"] for m in outcome.models}})
+                      {"verdicts": {m.model: m.verdict for m in outcome.models}})
 
 
 @dataclass
@@ -469,9 +469,9 @@ class ParseCheck:
 
     def _rows(self, path: Path) -> int:
         if self.parser == "llama-bench":
-            from zincbench import llamabench
+            from zincbench.measure import llama_bench
 
-            return len(llamabench.load(path))
+            return len(llama_bench.load(path))
         from zincbench.profile.parse import parse_file
 
         return len(parse_file(path).kernels)

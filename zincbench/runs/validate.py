@@ -28,11 +28,11 @@ from typing import Literal
 
 from zincbench import reference_store, records
 from zincbench.catalog import CatalogModel
-from zincbench.engines.base import Engine, EngineFailure, NotSupported
+from zincbench.engines.base import Engine, NotSupported
 from zincbench.engines.llama_cpp import LlamaSettings, decode_reference, llama_cpp_version
-from zincbench.engines.process import signals_as_interrupts
 from zincbench.errors import ExitCode, InputError
-from zincbench.reference_store import Reference
+from zincbench.measure.process import EngineFailure, signals_as_interrupts
+from zincbench.reference_store import Reference, TokenRow
 
 Mode = Literal["exact", "tolerant"]
 ReferenceSource = Literal["live", "recorded"]
@@ -166,7 +166,7 @@ def make_reference(gguf: Path, prompt: str, n_gen: int, settings: LlamaSettings 
     identity = reference_store.gguf_identity(gguf, full=full_hash)
     prompt_ids, decoded = decode_reference(gguf, prompt, n_gen, settings, timeout_s)
     return Reference(gguf=str(gguf), identity=identity, prompt=prompt, n_gen=n_gen, prompt_ids=prompt_ids,
-                     generated_ids=decoded.ids, top2=decoded.top2,
+                     generated_ids=decoded.ids, tokens=[TokenRow(*top_two) for top_two in decoded.top2],
                      producer={"llama_cpp_python": llama_cpp_version(), **dataclasses.asdict(settings)})
 
 
@@ -274,7 +274,7 @@ def _judge(outcome: ModelOutcome, ref: Reference, engine: Engine, model: Catalog
     if not outcome.near_tie:
         return False, (f"diverges at {position} where llama.cpp's margin {margin:.3f} "
                        f"is not a near-tie (>= {options.near_tie:g})")
-    token, runner_up = outcome.engine_ids[position], ref.top2[position][2]
+    token, runner_up = outcome.engine_ids[position], ref.tokens[position].top2_token
     if token != runner_up:
         return False, (f"diverges at {position} with token {token}, not llama.cpp's runner-up {runner_up} there "
                        f"(margin {margin:.3f} < {options.near_tie:g}): only the runner-up of a near-tie is forgiven")

@@ -124,9 +124,9 @@ def plot_ab(report, out_dir: Path, plt) -> Path | None:
         return None
     fig, axes = plt.subplots(len(report.ab), 1, figsize=(8, 3.5 * len(report.ab)), squeeze=False)
     for ax, run in zip(axes[:, 0], report.ab):
-        models = [m["model"] for m in run["models"]]
-        bars = {f"{arm} prefill p90": [m["arms"][arm]["prefill_p90"] for m in run["models"]] for arm in run["arms"]}
-        llama = [(((m.get("llama") or {}).get("pp")) or {}).get("avg_ts") for m in run["models"]]
+        models = [m.model for m in run["models"]]
+        bars = {f"{arm} prefill p90": [m.arms[arm].prefill_p90 for m in run["models"]] for arm in run["arms"]}
+        llama = [((m.llama or {}).get("pp") or {}).get("avg_ts") for m in run["models"]]
         if any(v is not None for v in llama):
             bars["llama-bench ppT"] = llama
         width = 0.8 / len(bars)

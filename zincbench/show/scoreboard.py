@@ -1,7 +1,7 @@
 """The A/B scoreboard: one row per model, as a rich table or markdown (PR comments).
 
-Input is the list of model summaries an A/B records (``verdict.models`` of an ``ab`` results
-document), so a saved run can be shown again without re-measuring. Columns:
+Input is the list of scoreboard rows an A/B records (``runs.ab_rows.ScoreboardRow``, ``verdict.models`` of
+an ``ab`` results document), so a saved run can be shown again without re-measuring. Columns:
 model | A prefill p90/median | B prefill p90/median | Δ prefill B/A with its interval (at the confidence of
 the look that decided, see runs.sequential) | verdict | rounds run | failed runs | decode p90 A/B |
 Δ decode | llama ppT | gap× (llama ppT ÷ the newest build's prefill p90) | shape. A p90 from fewer
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 from typing import Sequence
+
+from zincbench.runs.ab_rows import PairedRatio, ScoreboardRow
 
 TEXT_COLUMNS = ("model", "verdict", "shape")
 VERDICT_STYLE = {"faster": "green", "same": "cyan", "slower": "red", "inconclusive": "yellow", "error": "bold red"}
@@ -30,17 +32,17 @@ def _pair(first, second) -> str:
     return f"{_num(first)} / {_num(second)}"
 
 
-def _delta(comparison: dict | None, with_ci: bool = True) -> str:
+def _delta(comparison: PairedRatio | None, with_ci: bool = True) -> str:
     if not comparison:
         return "—"
-    ratio, (lo, hi) = comparison["ratio"], comparison["ci"]
+    ratio, (lo, hi) = comparison.ratio, comparison.ci
     if lo is None or hi is None or not with_ci:
         return f"{(ratio - 1) * 100:+.1f}%"
     return f"{(ratio - 1) * 100:+.1f}% [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]"
 
 
-def _llama(summary: dict) -> str:
-    llama = summary.get("llama")
+def _llama(summary: ScoreboardRow) -> str:
+    llama = summary.llama
     if not llama:
         return "—"
     if "error" in llama:
@@ -49,38 +51,38 @@ def _llama(summary: dict) -> str:
     return f"{_num(pp['avg_ts'])} ({pp['test']})" if pp else "—"
 
 
-def rounds_label(models: Sequence[dict]) -> str:
+def rounds_label(models: Sequence[ScoreboardRow]) -> str:
     """'6 rounds', or '6–14 rounds' when the adaptive A/B stopped at different rounds per model."""
-    counts = sorted({s.get("rounds") for s in models if s.get("rounds") is not None})
+    counts = sorted({s.rounds for s in models if s.rounds is not None})
     if not counts:
         return "no rounds"
     return f"{counts[0]} rounds" if len(counts) == 1 else f"{counts[0]}–{counts[-1]} rounds"
 
 
-def display_rows(models: Sequence[dict], arms: Sequence[str]) -> list[dict[str, str]]:
+def display_rows(models: Sequence[ScoreboardRow], arms: Sequence[str]) -> list[dict[str, str]]:
     """Each model's row as formatted text, keyed by column header (shared by table and markdown)."""
     rows = []
     for s in models:
-        row = {"model": s["model"]}
+        row = {"model": s.model}
         for arm in arms:
-            stats = s["arms"][arm]
-            row[f"{arm} prefill p90/med"] = _pair(stats["prefill_p90"], stats["prefill_median"])
+            stats = s.arms[arm]
+            row[f"{arm} prefill p90/med"] = _pair(stats.prefill_p90, stats.prefill_median)
         if len(arms) == 2:
-            row["Δ prefill B/A [CI]"] = _delta(s.get("prefill"))
-        row["verdict"] = s["verdict"]
-        row["rounds"] = "—" if s.get("rounds") is None else str(s["rounds"])
-        row["failed"] = str(s.get("failed_runs", len(s["errors"])))
-        row["decode p90 " + "/".join(arms)] = " / ".join(_num(s["arms"][a]["decode_p90"]) for a in arms)
+            row["Δ prefill B/A [CI]"] = _delta(s.prefill)
+        row["verdict"] = s.verdict
+        row["rounds"] = "—" if s.rounds is None else str(s.rounds)
+        row["failed"] = str(len(s.errors) if s.failed_runs is None else s.failed_runs)  # a row from before failed_runs
+        row["decode p90 " + "/".join(arms)] = " / ".join(_num(s.arms[a].decode_p90) for a in arms)
         if len(arms) == 2:
-            row["Δ decode"] = _delta(s.get("decode"), with_ci=False)
+            row["Δ decode"] = _delta(s.decode, with_ci=False)
         row["llama ppT"] = _llama(s)
-        row["gap×"] = "—" if s.get("gap") is None else f"{s['gap']:.1f}×"
-        row["shape"] = s.get("shape") or "—"
+        row["gap×"] = "—" if s.gap is None else f"{s.gap:.1f}×"
+        row["shape"] = s.shape or "—"
         rows.append(row)
     return rows
 
 
-def render(models: Sequence[dict], arms: Sequence[str], console=None, title: str | None = None) -> None:
+def render(models: Sequence[ScoreboardRow], arms: Sequence[str], console=None, title: str | None = None) -> None:
     """One row per model; in a narrow terminal the columns come in groups, the model repeated."""
     from rich.console import Console
     from rich.markup import escape
@@ -93,7 +95,7 @@ def render(models: Sequence[dict], arms: Sequence[str], console=None, title: str
     cells = []
     for row, s in zip(rows, models):
         line = {h: escape(v) for h, v in row.items()}
-        style = VERDICT_STYLE.get(s["verdict"])
+        style = VERDICT_STYLE.get(s.verdict)
         if style:
             line["verdict"] = f"[{style}]{line['verdict']}[/]"
         cells.append(list(line.values()))
@@ -101,7 +103,7 @@ def render(models: Sequence[dict], arms: Sequence[str], console=None, title: str
                            right=[i for i, h in enumerate(headers) if h not in TEXT_COLUMNS])
 
 
-def to_markdown(models: Sequence[dict], arms: Sequence[str], title: str | None = None) -> str:
+def to_markdown(models: Sequence[ScoreboardRow], arms: Sequence[str], title: str | None = None) -> str:
     rows = display_rows(models, arms)
     headers = list(rows[0]) if rows else []
     lines = [f"**{title}**", ""] if title else []

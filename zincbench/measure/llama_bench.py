@@ -18,10 +18,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zincbench.engines.base import EngineFailure
-from zincbench.engines.process import checked, run_process
 from zincbench.errors import InputError
 from zincbench.inputs import read_text
+from zincbench.measure.process import EngineFailure, checked, run_process
 
 FORMATS = ("md", "csv", "json", "jsonl", "sql")
 

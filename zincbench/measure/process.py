@@ -9,6 +9,8 @@
 - SIGTERM and SIGHUP to zincbench (``signals_as_interrupts``) raise ``Terminated``, a
   KeyboardInterrupt, so they take the same path as Ctrl-C: the running child's group is killed, the
   results document is closed with ``complete: false`` and the reason, the command exits 130.
+- A run with no usable result (missing program, crash, timeout; or output its caller cannot parse)
+  is one ``EngineFailure``, whoever started it.
 """
 
 from __future__ import annotations
@@ -24,12 +26,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from zincbench.engines.base import EngineFailure
-
 TERM_GRACE_S = 3.0  # SIGTERM to SIGKILL
 CAPTURE_LIMIT_BYTES = 16 << 20  # per stream; the tail is kept (engines print their results last)
 POLL_MIN_S, POLL_MAX_S = 0.001, 0.05
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class EngineFailure(Exception):
+    """A run of an external program (engine, llama-bench, profiler) that produced no usable result:
+    crash, timeout, or output we could not parse.
+
+    ``reason`` is one of "crash", "timeout", "garbage", "missing"; ``stderr_tail`` is the last
+    lines the program printed, for the ERROR row of a report.
+    """
+
+    def __init__(self, reason: str, message: str, stderr_tail: str = ""):
+        super().__init__(message)
+        self.reason = reason
+        self.stderr_tail = stderr_tail
 
 
 class Terminated(KeyboardInterrupt):
