@@ -33,13 +33,30 @@ SAMPLES = 40
 def row(case: str, variant: str, samples: np.ndarray) -> MicrobenchRow:
     gpu_us = [float(x) for x in samples]
     return MicrobenchRow(
-        family="t2", case=case, params={}, variant=variant, role="baseline" if variant == "baseline" else "candidate",
-        check=CheckResult(rel_error=1e-6, fully_written=True, tolerance=1e-3), traffic={}, detail={}, reference={},
+        family="t2",
+        case=case,
+        params={},
+        variant=variant,
+        role="baseline" if variant == "baseline" else "candidate",
+        check=CheckResult(rel_error=1e-6, fully_written=True, tolerance=1e-3),
+        traffic={},
+        detail={},
+        reference={},
         floor=Floor(us=None, bound=None),
-        measurement=Measurement(name=f"t2/{variant}/{case}", mode="cold", gpu_us=gpu_us, cpu_launch_us=[],
-                                sm_clock_mhz=[], throttled=[], dropped_throttled=0, stop_reason="count", warmup=3,
-                                launch_hiding=True),
-        summary=Summary.of_samples(gpu_us))
+        measurement=Measurement(
+            name=f"t2/{variant}/{case}",
+            mode="cold",
+            gpu_us=gpu_us,
+            cpu_launch_us=[],
+            sm_clock_mhz=[],
+            throttled=[],
+            dropped_throttled=0,
+            stop_reason="count",
+            warmup=3,
+            launch_hiding=True,
+        ),
+        summary=Summary.of_samples(gpu_us),
+    )
 
 
 def write_documents(folder: Path, documents: int, seed: int = 0) -> None:
@@ -54,9 +71,14 @@ def write_documents(folder: Path, documents: int, seed: int = 0) -> None:
                     level *= 1.10
                 level *= 1 + 0.01 * rng.standard_normal()
                 rows.append(row(case, variant, level * (1 + 0.01 * rng.standard_normal(SAMPLES))))
-        doc = records.Document(kind="microbench", config={"family": "t2"}, environment={"gpu": {"name": "NVIDIA H200"}},
-                               results=rows, git_commit=f"{int(rng.integers(1 << 48)):012x}",
-                               timestamp=(start + dt.timedelta(hours=i)).isoformat(timespec="seconds"))
+        doc = records.Document(
+            kind="microbench",
+            config={"family": "t2"},
+            environment={"gpu": {"name": "NVIDIA H200"}},
+            results=rows,
+            git_commit=f"{int(rng.integers(1 << 48)):012x}",
+            timestamp=(start + dt.timedelta(hours=i)).isoformat(timespec="seconds"),
+        )
         records.write(doc, folder / f"microbench-{i:05d}.json")
 
 
@@ -75,10 +97,13 @@ def main() -> None:
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - began
     size = sum(p.stat().st_size for p in docs.iterdir())
-    print(f"| documents | {args.documents} ({len(CASES) * len(VARIANTS)} rows x {SAMPLES} samples each, "
-          f"{size / 2**20:.1f} MiB) |\n| command | `zincbench history DIR --html FILE` (whole process, table included) |\n"
-          f"| wall time | {seconds:.2f} s |\n| page size | {page.stat().st_size / 2**10:.0f} KiB |\n"
-          f"| machine | {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()} |")
+    print(
+        f"| documents | {args.documents} ({len(CASES) * len(VARIANTS)} rows x {SAMPLES} samples each, "
+        f"{size / 2**20:.1f} MiB) |\n"
+        "| command | `zincbench history DIR --html FILE` (whole process, table included) |\n"
+        f"| wall time | {seconds:.2f} s |\n| page size | {page.stat().st_size / 2**10:.0f} KiB |\n"
+        f"| machine | {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()} |"
+    )
 
 
 if __name__ == "__main__":

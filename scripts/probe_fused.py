@@ -38,16 +38,22 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 64)):
         y = cupy.empty((t, top_k, m), dtype=cupy.float32)
         flops = 2 * t * top_k * m * k
         ws16 = RoutingWorkspace(t, top_k, e, 16)
-        print(f"T2 E{e} M{m} Ne{n_e}: route {timed(timer, lambda: build_routing(ids_d, ws16)):.1f} us, "
-              f"permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us", flush=True)
+        print(
+            f"T2 E{e} M{m} Ne{n_e}: route {timed(timer, lambda: build_routing(ids_d, ws16)):.1f} us, "
+            f"permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us",
+            flush=True,
+        )
         for spec in T2_TILES:
             tile = MmaTile.parse(spec)
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
             build_routing(ids_d, ws)
             gemm = FusedKQuantGemm(tile, grouped=True, weights="q4_k")
             us = timed(timer, lambda: gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k))
-            print(f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  "
-                  f"{w.nbytes / us / 1e3:6.0f} GB/s(w)", flush=True)
+            print(
+                f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  "
+                f"{w.nbytes / us / 1e3:6.0f} GB/s(w)",
+                flush=True,
+            )
 
 
 def probe_t1(timer, cupy, rng, shapes=((4096, 4096, 512), (4096, 4096, 2048), (21504, 5376, 1024))):
@@ -61,7 +67,9 @@ def probe_t1(timer, cupy, rng, shapes=((4096, 4096, 512), (4096, 4096, 2048), (2
             tile = MmaTile.parse(spec)
             gemm = FusedKQuantGemm(tile, grouped=False, weights="q4_k")
             us = timed(timer, lambda: gemm.dense(w, xp, y, m, k, t))
-            print(f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {2 * m * k * t / us / 1e6:6.1f} TFLOP/s", flush=True)
+            print(
+                f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {2 * m * k * t / us / 1e6:6.1f} TFLOP/s", flush=True
+            )
 
 
 if __name__ == "__main__":

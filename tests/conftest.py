@@ -38,8 +38,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])
 
 # Variables CI does not set that change what a run prints or does; a test that needs one sets it itself.
-_NOT_IN_CI = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "GITHUB_STEP_SUMMARY", "ZINCBENCH_RESULTS",
-              "ZINCBENCH_PLUGINS", "ZINCBENCH_LAUNCH_HIDING")
+_NOT_IN_CI = (
+    "FORCE_COLOR",
+    "TTY_COMPATIBLE",
+    "TTY_INTERACTIVE",
+    "GITHUB_STEP_SUMMARY",
+    "ZINCBENCH_RESULTS",
+    "ZINCBENCH_PLUGINS",
+    "ZINCBENCH_LAUNCH_HIDING",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +56,7 @@ def _ci_environment(monkeypatch):
     for name in _NOT_IN_CI:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("COLUMNS", "80")
+
 
 _HYPOTHESIS_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "print_blob": True}
 settings.register_profile("ci", derandomize=True, database=None, **_HYPOTHESIS_COMMON)
@@ -103,6 +111,7 @@ def sample_rng(request):
 def ab_document(tmp_path_factory):
     """A real two-arm A/B of the fake engine (B 5% slower), as `zincbench ab` records it."""
     from fake_engine import write_launcher
+
     from zincbench.catalog import load_catalog
     from zincbench.engines import make_engine
     from zincbench.runs.ab import ABSettings, Arm, run_ab
@@ -112,6 +121,9 @@ def ab_document(tmp_path_factory):
     gguf.touch()
     fake = write_launcher(root)
     model = load_catalog().for_file(gguf)
-    arms = [Arm("A", make_engine("zinc-main", bin=fake)), Arm("B", make_engine("zinc-main", bin=fake), {"FAKE_SPEED": "0.95"})]
+    arms = [
+        Arm("A", make_engine("zinc-main", bin=fake)),
+        Arm("B", make_engine("zinc-main", bin=fake), {"FAKE_SPEED": "0.95"}),
+    ]
     outcome = run_ab([model], arms, ABSettings(rounds=2), results_dir=root, progress=False)
     return outcome.path

@@ -90,10 +90,15 @@ def main_binary(argv: list[str], prefill_tps: float, decode_tps: float) -> None:
     print(f"info(forward): Prompt tokens ({tokens}): {list(range(1, min(tokens, 30) + 1))}", file=log)
     # A rate of 0 (FAKE_*_TPS=0) prints "0.00 tok/s" after a long time, as an engine that rounds would.
     prefill_ms, ms_per_tok = tokens / max(prefill_tps, 1e-6) * 1e3, 1e3 / max(decode_tps, 1e-6)
-    print(f"info(forward): Prefill complete: {tokens} tokens in {prefill_ms:.1f} ms ({prefill_tps:.2f} tok/s)", file=log)
+    print(
+        f"info(forward): Prefill complete: {tokens} tokens in {prefill_ms:.1f} ms ({prefill_tps:.2f} tok/s)", file=log
+    )
     decode_ms = (n_gen - 1) * ms_per_tok
-    print(f"info(forward): Generated {n_gen} tokens in {decode_ms:.1f} ms \u2014 {decode_tps:.2f} tok/s "
-          f"({ms_per_tok:.2f} ms/tok)", file=log)
+    print(
+        f"info(forward): Generated {n_gen} tokens in {decode_ms:.1f} ms \u2014 {decode_tps:.2f} tok/s "
+        f"({ms_per_tok:.2f} ms/tok)",
+        file=log,
+    )
     print(f"Output ({n_gen} tokens): the garden opens early")
 
 
@@ -102,12 +107,18 @@ def cuda_dbg(argv: list[str], prefill_tps: float, decode_tps: float) -> None:
     log = sys.stderr
     print(f"PROMPT_IDS:{','.join(ids)}", file=log)
     if len(ids) > 1:
-        print(f"PREFILL: {len(ids)} tokens in {len(ids) / prefill_tps:.3f}s = {prefill_tps:.2f} tok/s "
-              f"(skip=false batched=true)", file=log)
+        print(
+            f"PREFILL: {len(ids)} tokens in {len(ids) / prefill_tps:.3f}s = {prefill_tps:.2f} tok/s "
+            f"(skip=false batched=true)",
+            file=log,
+        )
     print(f"GEN_IDS:{','.join(str(7 + i) for i in range(n_gen))}", file=log)
     if n_gen > 1:
-        print(f"DECODE: {n_gen - 1} tokens in {(n_gen - 1) / decode_tps:.3f}s = {decode_tps:.2f} tok/s "
-              f"(correctness-first, sync-per-layer)", file=log)
+        print(
+            f"DECODE: {n_gen - 1} tokens in {(n_gen - 1) / decode_tps:.3f}s = {decode_tps:.2f} tok/s "
+            f"(correctness-first, sync-per-layer)",
+            file=log,
+        )
 
 
 def llama_bench(argv: list[str], prefill_tps: float, decode_tps: float) -> None:
@@ -117,8 +128,19 @@ def llama_bench(argv: list[str], prefill_tps: float, decode_tps: float) -> None:
         if p + g == 0:
             continue
         ns = int((p + g) / rate * 1e9)
-        row = dict(template, model_filename=_arg(argv, "-m"), n_prompt=p, n_gen=g, n_depth=0, avg_ns=ns,
-                   stddev_ns=0, avg_ts=round(rate, 6), stddev_ts=0.0, samples_ns=[ns], samples_ts=[round(rate, 2)])
+        row = dict(
+            template,
+            model_filename=_arg(argv, "-m"),
+            n_prompt=p,
+            n_gen=g,
+            n_depth=0,
+            avg_ns=ns,
+            stddev_ns=0,
+            avg_ts=round(rate, 6),
+            stddev_ts=0.0,
+            samples_ns=[ns],
+            samples_ts=[round(rate, 2)],
+        )
         print(json.dumps(row))
 
 

@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 
 QK_K = 256
-C_QUANTIZERS = {"q4_k": ("quantize_row_q4_K_ref", 144), "q5_k": ("quantize_row_q5_K_ref", 176),
-                "q6_k": ("quantize_row_q6_K_ref", 210)}
+C_QUANTIZERS = {
+    "q4_k": ("quantize_row_q4_K_ref", 144),
+    "q5_k": ("quantize_row_q5_K_ref", 176),
+    "q6_k": ("quantize_row_q6_K_ref", 210),
+}
 
 
 @lru_cache(maxsize=1)
@@ -68,7 +71,7 @@ def varied_blocks(rng: np.random.Generator, n_blocks: int) -> np.ndarray:
     holes = holes.reshape(shape)
     constant = np.repeat(rng.uniform(-2, 2, (per_kind, 1)) * scale, QK_K, axis=1)
     constant[: per_kind // 4] = 0.0  # all-zero blocks
-    constant[per_kind // 4 : per_kind // 2] = -constant[per_kind // 4 : per_kind // 2] ** 2  # negative
+    constant[per_kind // 4 : per_kind // 2] = -(constant[per_kind // 4 : per_kind // 2] ** 2)  # negative
     tiny = rng.standard_normal(shape) * np.exp(rng.uniform(np.log(1e-17), np.log(1e-12), (per_kind, 1)))
     mixed = np.concatenate([gaussian, offset, quarter_steps, heavy, holes, constant, tiny])
     return mixed[rng.permutation(len(mixed))[:n_blocks]].astype(np.float32)

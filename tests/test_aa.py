@@ -17,6 +17,10 @@ from fake_engine import write_launcher
 from test_ab import FakeMonitor, tiny_model
 
 from zincbench import records
+from zincbench.cli import main
+from zincbench.engines import make_engine
+from zincbench.errors import ConfigError, EnvironmentProblem, ExitCode, InputError
+from zincbench.judge import Verdict, compare_medians, compare_paired
 from zincbench.runs.aa import (
     AAConfig,
     VerdictTally,
@@ -30,10 +34,6 @@ from zincbench.runs.aa import (
     run_microbench_aa,
     trials_to_bound,
 )
-from zincbench.cli import main
-from zincbench.engines import make_engine
-from zincbench.errors import ConfigError, EnvironmentProblem, ExitCode, InputError
-from zincbench.judge import Verdict, compare_medians, compare_paired
 from zincbench.runs.aa_rows import aa_row
 
 CASE, VARIANT = "E256-M512-K2048-Ne16", "fused_grouped"
@@ -71,15 +71,18 @@ def test_tally_counts_faster_and_slower_as_false_positives():
     assert rate["rate"] == 0.5 and rate["n"] == 6 and rate["ci"][0] < 0.5 < rate["ci"][1]
 
 
-@pytest.mark.parametrize("independent, failures, outcome, code", [
-    (["same"] * 400, 0, "pass", ExitCode.OK),  # 0/400: the upper bound (0.9%) is below the 1% target
-    (["same"] * 100, 0, "inconclusive", ExitCode.INCONCLUSIVE),  # 0/100: the rate may still be up to 3.6%
-    (["same"] * 99 + ["faster"], 0, "inconclusive", ExitCode.INCONCLUSIVE),  # 1/100 is no evidence of more than 1%
-    (["same"] * 17 + ["faster", "slower", "slower"], 0, "fail", ExitCode.FAIL),  # 3/20: P = 0.001 at a 1% rate
-    (["same"] * 400, 1, "inconclusive", ExitCode.INCONCLUSIVE),  # a run without a verdict
-    (["same"] * 17 + ["slower"] * 3, 1, "fail", ExitCode.FAIL),  # a shown excess decides anyway
-    ([], 2, "no comparisons", ExitCode.INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "independent, failures, outcome, code",
+    [
+        (["same"] * 400, 0, "pass", ExitCode.OK),  # 0/400: the upper bound (0.9%) is below the 1% target
+        (["same"] * 100, 0, "inconclusive", ExitCode.INCONCLUSIVE),  # 0/100: the rate may still be up to 3.6%
+        (["same"] * 99 + ["faster"], 0, "inconclusive", ExitCode.INCONCLUSIVE),  # 1/100 is no evidence of more than 1%
+        (["same"] * 17 + ["faster", "slower", "slower"], 0, "fail", ExitCode.FAIL),  # 3/20: P = 0.001 at a 1% rate
+        (["same"] * 400, 1, "inconclusive", ExitCode.INCONCLUSIVE),  # a run without a verdict
+        (["same"] * 17 + ["slower"] * 3, 1, "fail", ExitCode.FAIL),  # a shown excess decides anyway
+        ([], 2, "no comparisons", ExitCode.INCONCLUSIVE),
+    ],
+)
 def test_judge_aa_exit_codes(independent, failures, outcome, code):
     summary = judge_aa(independent, independent, failures, AAConfig())
     assert summary["outcome"] == outcome and summary["exit_code"] == code
@@ -146,14 +149,27 @@ def test_change_to_call_is_exactly_where_the_verdict_flips(sample_rng, higher_is
     """Scale the candidate just beyond (and just short of) the computed change: the verdict flips there."""
     if higher_is_better:
         base, cand = timings(sample_rng, 6, 2000, 0.005), timings(sample_rng, 6, 2000, 0.005)
-        compare = lambda scale: compare_paired(base, [scale * v for v in cand], threshold=0.02)
-        faster_scale = lambda gain: 1 + gain  # rates scale with speed
-        slower_scale = lambda loss: 1 - loss
+
+        def compare(scale):
+            return compare_paired(base, [scale * v for v in cand], threshold=0.02)
+
+        def faster_scale(gain):
+            return 1 + gain  # rates scale with speed
+
+        def slower_scale(loss):
+            return 1 - loss
     else:
         base, cand = timings(sample_rng), timings(sample_rng)
-        compare = lambda scale: compare_medians(base, [scale * v for v in cand], threshold=0.03)
-        faster_scale = lambda gain: 1 / (1 + gain)  # times scale with 1/speed
-        slower_scale = lambda loss: 1 / (1 - loss)
+
+        def compare(scale):
+            return compare_medians(base, [scale * v for v in cand], threshold=0.03)
+
+        def faster_scale(gain):
+            return 1 / (1 + gain)  # times scale with 1/speed
+
+        def slower_scale(loss):
+            return 1 / (1 - loss)
+
     c = compare(1.0)
     gain, loss = change_to_call(c.ratio, c.ci, c.threshold, higher_is_better)
     assert 0 < gain < 0.1 and 0 < loss < 0.1
@@ -209,11 +225,14 @@ class StubMicrobench:
         if rc not in (0, 1, 3):
             return subprocess.CompletedProcess(argv, rc, "", self.stderr)
         gpu_us = timings(self.rng, scale=self.scales.get(index, 1.0))
-        row = timed_row(argv[argv.index("--case") + 1], argv[argv.index("--variant") + 1], gpu_us,
-                        detail={"tile": "64x32"})
+        row = timed_row(
+            argv[argv.index("--case") + 1], argv[argv.index("--variant") + 1], gpu_us, detail={"tile": "64x32"}
+        )
         doc = records.Document(kind="microbench", config={}, environment={"gpu": {"name": "Stub H200"}}, results=[row])
         path = records.write(doc, directory=argv[argv.index("--results-dir") + 1])
-        return subprocess.CompletedProcess(argv, rc, json.dumps({"results_file": str(path), "rows": [row.to_json()]}), "")
+        return subprocess.CompletedProcess(
+            argv, rc, json.dumps({"results_file": str(path), "rows": [row.to_json()]}), ""
+        )
 
 
 def microbench_aa(tmp_path, stub, processes=6):
@@ -231,7 +250,11 @@ def test_microbench_aa_launches_separate_processes_and_judges_every_pair(tmp_pat
     assert argv[argv.index("--variant") + 1] == VARIANT
     # 3 independent pairs cannot bound a 1% rate: inconclusive, never a pass on the point estimate
     assert out.exit_code == ExitCode.INCONCLUSIVE and out.summary["outcome"] == "inconclusive"
-    assert out.summary["comparisons"]["false_positive"] == {**out.summary["comparisons"]["false_positive"], "events": 0, "n": 15}
+    assert out.summary["comparisons"]["false_positive"] == {
+        **out.summary["comparisons"]["false_positive"],
+        "events": 0,
+        "n": 15,
+    }
     assert out.summary["independent"]["false_positive"]["n"] == 3
     assert (out.summary["threshold"], out.summary["confidence"]) == (0.03, 0.99)  # the T2 gate's rule
     assert out.summary["noise"]["median_us"] == pytest.approx(450, rel=0.01)
@@ -281,8 +304,10 @@ def test_microbench_aa_rejects_unknown_case_and_variant_before_launching(tmp_pat
     assert stub.calls == []
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cupy") is not None,
-                    reason="with CuPy installed the real microbench processes would run (see the gpu test)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("cupy") is not None,
+    reason="with CuPy installed the real microbench processes would run (see the gpu test)",
+)
 def test_cli_microbench_aa_without_a_gpu_exits_4_with_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["aa", "microbench", "--processes", "2", "--results-dir", str(tmp_path / "results")])
@@ -320,8 +345,14 @@ def fake(tmp_path, monkeypatch):
 
 def ab_aa(tmp_path, fake, **settings):
     config = load_aa_config().with_overrides("ab", **settings)
-    return run_ab_aa([tiny_model(tmp_path)], make_engine("zinc-main", bin=fake), config,
-                     results_dir=tmp_path / "results", monitor=FakeMonitor(), progress=False)
+    return run_ab_aa(
+        [tiny_model(tmp_path)],
+        make_engine("zinc-main", bin=fake),
+        config,
+        results_dir=tmp_path / "results",
+        monitor=FakeMonitor(),
+        progress=False,
+    )
 
 
 def test_same_binary_as_a_and_b_gives_no_false_positives(tmp_path, fake):
@@ -344,7 +375,9 @@ def test_ab_order_under_drift_is_caught_as_false_positives_and_abba_is_not(tmp_p
     monkeypatch.setenv("FAKE_DRIFT", "0.03")
     biased = ab_aa(tmp_path, fake, repeats=2, rounds=8, order="ab")
     assert biased.exit_code == ExitCode.FAIL
-    assert biased.summary["comparisons"]["tally"]["faster"] == 2 and biased.summary["by_metric"]["prefill"]["faster"] == 2
+    assert (
+        biased.summary["comparisons"]["tally"]["faster"] == 2 and biased.summary["by_metric"]["prefill"]["faster"] == 2
+    )
     balanced = ab_aa(tmp_path, fake, repeats=2, rounds=8, order="abba")
     assert balanced.summary["comparisons"]["false_positive"]["events"] == 0
 
@@ -359,8 +392,16 @@ def test_engine_failures_above_the_cap_make_the_ab_aa_inconclusive(tmp_path, fak
 
 def test_planted_slowdown_measures_the_detection_rate(tmp_path, fake):
     config = load_aa_config().with_overrides("ab", repeats=3)
-    out = run_ab_aa([tiny_model(tmp_path)], make_engine("zinc-main", bin=fake), config, planted={"FAKE_SPEED": "0.95"},
-                    expect="slower", results_dir=tmp_path / "results", monitor=FakeMonitor(), progress=False)
+    out = run_ab_aa(
+        [tiny_model(tmp_path)],
+        make_engine("zinc-main", bin=fake),
+        config,
+        planted={"FAKE_SPEED": "0.95"},
+        expect="slower",
+        results_dir=tmp_path / "results",
+        monitor=FakeMonitor(),
+        progress=False,
+    )
     detected = out.summary["comparisons"]["detected"]
     assert detected["events"] == 3 and detected["n"] == 3 and out.summary["outcome"] == "pass"
     assert out.exit_code == ExitCode.OK and out.document.config["planted"]["env_b"] == {"FAKE_SPEED": "0.95"}
@@ -369,8 +410,16 @@ def test_planted_slowdown_measures_the_detection_rate(tmp_path, fake):
 
 def test_planted_change_the_verdict_misses_fails_the_detection_test(tmp_path, fake):
     config = load_aa_config().with_overrides("ab", repeats=2)
-    out = run_ab_aa([tiny_model(tmp_path)], make_engine("zinc-main", bin=fake), config, planted={"FAKE_SPEED": "1.0"},
-                    expect="slower", results_dir=tmp_path / "results", monitor=FakeMonitor(), progress=False)
+    out = run_ab_aa(
+        [tiny_model(tmp_path)],
+        make_engine("zinc-main", bin=fake),
+        config,
+        planted={"FAKE_SPEED": "1.0"},
+        expect="slower",
+        results_dir=tmp_path / "results",
+        monitor=FakeMonitor(),
+        progress=False,
+    )
     assert out.summary["comparisons"]["detected"]["events"] == 0 and out.exit_code == ExitCode.FAIL
 
 
@@ -383,8 +432,19 @@ def run_cli(tmp_path, capsys, *args):
 
 def test_cli_ab_aa_table_markdown_and_json(tmp_path, capsys, fake):
     (tmp_path / "tiny.gguf").touch()
-    common = ["ab", "--a", str(fake), "--model", f"tiny={tmp_path / 'tiny.gguf'}", "--repeats", "2", "--rounds", "3",
-              "--results-dir", str(tmp_path / "results")]
+    common = [
+        "ab",
+        "--a",
+        str(fake),
+        "--model",
+        f"tiny={tmp_path / 'tiny.gguf'}",
+        "--repeats",
+        "2",
+        "--rounds",
+        "3",
+        "--results-dir",
+        str(tmp_path / "results"),
+    ]
     code, out, _ = run_cli(tmp_path, capsys, *common, "--markdown", str(tmp_path / "aa.md"))
     assert code == 3 and "false-positive rate" in out and "A/A INCONCLUSIVE" in out
     assert "| false-positive rate | 0.0% (0/2) |" in (tmp_path / "aa.md").read_text()
@@ -395,22 +455,40 @@ def test_cli_ab_aa_table_markdown_and_json(tmp_path, capsys, fake):
 
 def test_cli_detection_table(tmp_path, capsys, fake):
     (tmp_path / "tiny.gguf").touch()
-    code, out, _ = run_cli(tmp_path, capsys, "ab", "--a", str(fake), "--model", f"tiny={tmp_path / 'tiny.gguf'}",
-                           "--repeats", "2", "--env-b", "FAKE_SPEED=0.9", "--expect", "slower",
-                           "--results-dir", str(tmp_path / "results"))
+    code, out, _ = run_cli(
+        tmp_path,
+        capsys,
+        "ab",
+        "--a",
+        str(fake),
+        "--model",
+        f"tiny={tmp_path / 'tiny.gguf'}",
+        "--repeats",
+        "2",
+        "--env-b",
+        "FAKE_SPEED=0.9",
+        "--expect",
+        "slower",
+        "--results-dir",
+        str(tmp_path / "results"),
+    )
     assert code == 0 and "DETECTION PASS" in out and "detection rate (slower)" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--env-b", "FAKE_SPEED=0.9"], "--env-b and --expect go together"),
-    (["--rounds", "1"], "--rounds must be at least 2"),
-    (["--repeats", "0"], "repeats must be at least 1"),
-    (["--model", "tiny=/nonexistent.gguf"], "GGUF file not found"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--env-b", "FAKE_SPEED=0.9"], "--env-b and --expect go together"),
+        (["--rounds", "1"], "--rounds must be at least 2"),
+        (["--repeats", "0"], "repeats must be at least 1"),
+        (["--model", "tiny=/nonexistent.gguf"], "GGUF file not found"),
+    ],
+)
 def test_cli_ab_aa_bad_input_is_one_line_exit_2_and_no_results_file(tmp_path, capsys, fake, args, message):
     (tmp_path / "tiny.gguf").touch()
     model = [] if any(a.startswith("tiny=") for a in args) else ["--model", f"tiny={tmp_path / 'tiny.gguf'}"]
-    code, out, err = run_cli(tmp_path, capsys, "ab", "--a", str(fake), *model, *args,
-                             "--results-dir", str(tmp_path / "results"))
+    code, out, err = run_cli(
+        tmp_path, capsys, "ab", "--a", str(fake), *model, *args, "--results-dir", str(tmp_path / "results")
+    )
     assert code == ExitCode.USAGE and message in err and err.strip().count("\n") == 0 and not out
     assert not (tmp_path / "results").exists()

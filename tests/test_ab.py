@@ -6,17 +6,24 @@ import json
 from pathlib import Path
 
 import pytest
+from fake_engine import write_launcher
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fake_engine import write_launcher
 from zincbench.catalog import CatalogModel
 from zincbench.engines import make_engine
 from zincbench.engines.base import Engine, ThroughputResult
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.measure.llama_bench import load as load_llama_bench
 from zincbench.runs.ab import (
-    P90_MIN_SAMPLES, ABSettings, Arm, combine_verdicts, nearest_rank, neutral_prompt, round_orders, run_ab,
+    P90_MIN_SAMPLES,
+    ABSettings,
+    Arm,
+    combine_verdicts,
+    nearest_rank,
+    neutral_prompt,
+    round_orders,
+    run_ab,
     summarize_recorded,
 )
 from zincbench.runs.ab_rows import ABRun, ScoreboardRow
@@ -35,15 +42,22 @@ class FakeMonitor:
     def snapshot(self):
         if not self.available:
             return {"available": False, "error": self.error}
-        return {"available": True, "uuid": "GPU-fake", "sm_clock_mhz": 1980, "temperature_c": 41, "power_w": 88.5,
-                "other_compute_processes": self.others}
+        return {
+            "available": True,
+            "uuid": "GPU-fake",
+            "sm_clock_mhz": 1980,
+            "temperature_c": 41,
+            "power_w": 88.5,
+            "other_compute_processes": self.others,
+        }
 
 
 def tiny_model(path: Path, name="tiny", gguf_name="tiny.gguf", shape="dense") -> CatalogModel:
     gguf = path / gguf_name
     gguf.touch()
-    return CatalogModel(name=name, gguf_template=str(gguf), arch="llama", shape=shape, prompt="x", n_gen=12,
-                        min_match=8)
+    return CatalogModel(
+        name=name, gguf_template=str(gguf), arch="llama", shape=shape, prompt="x", n_gen=12, min_match=8
+    )
 
 
 @pytest.fixture
@@ -60,8 +74,14 @@ def ab(tmp_path, fake_bin, env_a=None, env_b=None, kind="zinc-main", models=None
     if env_b is not None:
         arms.append(Arm("B", make_engine(kind, bin=fake_bin), env_b))
     settings.setdefault("timeout_s", 60)
-    return run_ab(models or [tiny_model(tmp_path)], arms, ABSettings(**settings), results_dir=tmp_path / "results",
-                  monitor=monitor or FakeMonitor(), progress=False)
+    return run_ab(
+        models or [tiny_model(tmp_path)],
+        arms,
+        ABSettings(**settings),
+        results_dir=tmp_path / "results",
+        monitor=monitor or FakeMonitor(),
+        progress=False,
+    )
 
 
 # --- plan and statistics ------------------------------------------------------------------------------
@@ -89,10 +109,17 @@ def test_nearest_rank_p90_is_the_scoreboard_scripts_rule():
     assert nearest_rank([3, 1, 2], 0.5) == 2
 
 
-@pytest.mark.parametrize("prefill, decode, expected", [
-    ("slower", "same", "slower"), ("faster", "inconclusive", "faster"), ("same", "same", "same"),
-    ("same", "inconclusive", "inconclusive"), ("faster", "slower", "slower"), ("same", None, "same"),
-])
+@pytest.mark.parametrize(
+    "prefill, decode, expected",
+    [
+        ("slower", "same", "slower"),
+        ("faster", "inconclusive", "faster"),
+        ("same", "same", "same"),
+        ("same", "inconclusive", "inconclusive"),
+        ("faster", "slower", "slower"),
+        ("same", None, "same"),
+    ],
+)
 def test_combine_verdicts(prefill, decode, expected):
     assert combine_verdicts(prefill, decode) == expected
 
@@ -178,7 +205,14 @@ def test_abba_order_keeps_drift_from_posing_as_a_regression(tmp_path, fake, monk
 def test_warmup_is_run_and_discarded(tmp_path, fake):
     out = ab(tmp_path, fake, env_b={}, rounds=2)
     rounds = [(r.arm, r.round, r.warmup) for r in out.document.results]
-    assert rounds == [("A", 0, True), ("B", 0, True), ("A", 1, False), ("B", 1, False), ("B", 2, False), ("A", 2, False)]
+    assert rounds == [
+        ("A", 0, True),
+        ("B", 0, True),
+        ("A", 1, False),
+        ("B", 1, False),
+        ("B", 2, False),
+        ("A", 2, False),
+    ]
     assert out.models[0].arms["A"].n == 2
 
 
@@ -207,12 +241,18 @@ def test_scoreboard_rows_round_trip_through_json(tmp_path, fake):
     assert "llama" not in recorded  # no llama-bench source: the key is left out, as before
 
 
-@pytest.mark.parametrize("row, problem", [
-    ({"model": "m", "verdict": "same", "errors": [], "arms": {}, "speedup": 2}, "unknown key"),
-    ({"model": "m", "verdict": "same", "errors": []}, "arms must be an object"),
-    ({"model": "m", "verdict": "same", "errors": [], "arms": {"A": {"n": 1}}}, "n_decode"),
-    ({"model": "m", "verdict": "same", "errors": [], "arms": {}, "prefill": [1.0]}, "paired ratio must be an object"),
-])
+@pytest.mark.parametrize(
+    "row, problem",
+    [
+        ({"model": "m", "verdict": "same", "errors": [], "arms": {}, "speedup": 2}, "unknown key"),
+        ({"model": "m", "verdict": "same", "errors": []}, "arms must be an object"),
+        ({"model": "m", "verdict": "same", "errors": [], "arms": {"A": {"n": 1}}}, "n_decode"),
+        (
+            {"model": "m", "verdict": "same", "errors": [], "arms": {}, "prefill": [1.0]},
+            "paired ratio must be an object",
+        ),
+    ],
+)
 def test_a_misshapen_scoreboard_row_names_what_is_wrong(row, problem):
     with pytest.raises((TypeError, ValueError), match=problem):
         ScoreboardRow.from_json(row)
@@ -228,8 +268,14 @@ def test_gpu_pinned_by_uuid(tmp_path):
             seen.append(env["CUDA_VISIBLE_DEVICES"])
             return ThroughputResult(100, 1000.0, n_gen, 50.0)
 
-    run_ab([tiny_model(tmp_path)], [Arm("A", Recorder())], ABSettings(rounds=2, gpu_uuid="GPU-1234"),
-           results_dir=tmp_path, monitor=FakeMonitor(), progress=False)
+    run_ab(
+        [tiny_model(tmp_path)],
+        [Arm("A", Recorder())],
+        ABSettings(rounds=2, gpu_uuid="GPU-1234"),
+        results_dir=tmp_path,
+        monitor=FakeMonitor(),
+        progress=False,
+    )
     assert seen == ["GPU-1234"] * 3
 
 
@@ -274,8 +320,14 @@ def test_interrupted_run_keeps_what_it_measured(tmp_path):
             return ThroughputResult(100, 1000.0, n_gen, 50.0)
 
     with pytest.raises(KeyboardInterrupt):
-        run_ab([tiny_model(tmp_path)], [Arm("A", Interrupted()), Arm("B", Interrupted())], ABSettings(rounds=2),
-               results_dir=tmp_path / "r", monitor=FakeMonitor(), progress=False)
+        run_ab(
+            [tiny_model(tmp_path)],
+            [Arm("A", Interrupted()), Arm("B", Interrupted())],
+            ABSettings(rounds=2),
+            results_dir=tmp_path / "r",
+            monitor=FakeMonitor(),
+            progress=False,
+        )
     (saved,) = [json.loads(p.read_text()) for p in (tmp_path / "r").glob("ab-*.json")]
     assert saved["complete"] is False and len(saved["results"]) == 2
     assert any("interrupted" in note for note in saved["notes"])
@@ -356,8 +408,14 @@ def test_decode_line_that_never_parses_is_a_warning(tmp_path):
         def throughput(self, model, prompt_text, n_gen, *, env=None, timeout_s=600.0):
             return ThroughputResult(100, 1000.0)
 
-    out = run_ab([tiny_model(tmp_path)], [Arm("A", PrefillOnly())], ABSettings(rounds=2), results_dir=tmp_path,
-                 monitor=FakeMonitor(), progress=False)
+    out = run_ab(
+        [tiny_model(tmp_path)],
+        [Arm("A", PrefillOnly())],
+        ABSettings(rounds=2),
+        results_dir=tmp_path,
+        monitor=FakeMonitor(),
+        progress=False,
+    )
     assert any("no run printed a decode rate" in note for note in out.document.notes)
 
 
@@ -370,18 +428,34 @@ def test_garbage_output_of_one_arm(tmp_path, fake):
 
 
 def test_missing_model_file_is_bad_input(tmp_path, fake):
-    model = CatalogModel(name="ghost", gguf_template=str(tmp_path / "ghost.gguf"), arch=None, shape=None,
-                         prompt="x", n_gen=1, min_match=1)
+    model = CatalogModel(
+        name="ghost",
+        gguf_template=str(tmp_path / "ghost.gguf"),
+        arch=None,
+        shape=None,
+        prompt="x",
+        n_gen=1,
+        min_match=1,
+    )
     with pytest.raises(InputError, match="GGUF file not found"):
         ab(tmp_path, fake, models=[model])
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"rounds": 1}, "--rounds"), ({"threshold": 2.0}, "--threshold"), ({"order": "zz"}, "--order"),
-    ({"timeout_s": 0}, "--timeout"), ({"timeout_s": float("nan")}, "--timeout"), ({"max_time_s": -1}, "--max-time"),
-    ({"min_rounds": 8, "max_rounds": 6}, "--max-rounds"), ({"alpha": 0}, "--alpha"), ({"look_every": 0}, "--look-every"),
-    ({"max_failure_rate": 1}, "--max-failure-rate"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"rounds": 1}, "--rounds"),
+        ({"threshold": 2.0}, "--threshold"),
+        ({"order": "zz"}, "--order"),
+        ({"timeout_s": 0}, "--timeout"),
+        ({"timeout_s": float("nan")}, "--timeout"),
+        ({"max_time_s": -1}, "--max-time"),
+        ({"min_rounds": 8, "max_rounds": 6}, "--max-rounds"),
+        ({"alpha": 0}, "--alpha"),
+        ({"look_every": 0}, "--look-every"),
+        ({"max_failure_rate": 1}, "--max-failure-rate"),
+    ],
+)
 def test_bad_settings(tmp_path, fake, settings, message):
     with pytest.raises(ValueError, match=message):
         ab(tmp_path, fake, **settings)
@@ -399,10 +473,18 @@ def test_zinc_dbg_engine_gets_token_ids(tmp_path, fake):
 
 
 def test_two_llama_bench_builds(tmp_path, fake):
-    arms = [Arm("A", make_engine("llama-bench", bin=fake, prompt_tokens=64), {}),
-            Arm("B", make_engine("llama-bench", bin=fake, prompt_tokens=64), {"FAKE_SPEED": "0.9"})]
-    out = run_ab([tiny_model(tmp_path)], arms, ABSettings(rounds=2, n_gen=16), results_dir=tmp_path,
-                 monitor=FakeMonitor(), progress=False)
+    arms = [
+        Arm("A", make_engine("llama-bench", bin=fake, prompt_tokens=64), {}),
+        Arm("B", make_engine("llama-bench", bin=fake, prompt_tokens=64), {"FAKE_SPEED": "0.9"}),
+    ]
+    out = run_ab(
+        [tiny_model(tmp_path)],
+        arms,
+        ABSettings(rounds=2, n_gen=16),
+        results_dir=tmp_path,
+        monitor=FakeMonitor(),
+        progress=False,
+    )
     model = out.models[0]
     assert model.prefill_tokens == 64 and model.verdict == "slower"
     assert model.prefill.ratio == pytest.approx(0.9, rel=1e-3)
@@ -411,8 +493,15 @@ def test_two_llama_bench_builds(tmp_path, fake):
 def test_scoreboard_against_a_llama_bench_file(tmp_path, fake):
     rows = load_llama_bench(FIXTURES / "tiny.jsonl")
     model = tiny_model(tmp_path, name="tiny", gguf_name=Path(rows[0].model_filename).name)
-    out = run_ab([model], [Arm("A", make_engine("zinc-main", bin=fake), {})], ABSettings(),
-                 llama_rows=rows, results_dir=tmp_path, monitor=FakeMonitor(), progress=False)
+    out = run_ab(
+        [model],
+        [Arm("A", make_engine("zinc-main", bin=fake), {})],
+        ABSettings(),
+        llama_rows=rows,
+        results_dir=tmp_path,
+        monitor=FakeMonitor(),
+        progress=False,
+    )
     summary = out.models[0]
     pp = min((r for r in rows if r.is_prefill), key=lambda r: abs(r.n_prompt - summary.prefill_tokens))
     assert summary.llama["pp"]["test"] == pp.test
@@ -422,16 +511,29 @@ def test_scoreboard_against_a_llama_bench_file(tmp_path, fake):
 
 def test_llama_rows_of_another_model_are_not_used(tmp_path, fake):
     rows = load_llama_bench(FIXTURES / "tiny.jsonl")
-    out = run_ab([tiny_model(tmp_path, name="other", gguf_name="other.gguf")], [Arm("A", make_engine("zinc-main", bin=fake), {})],
-                 ABSettings(rounds=2), llama_rows=rows, results_dir=tmp_path, monitor=FakeMonitor(), progress=False)
+    out = run_ab(
+        [tiny_model(tmp_path, name="other", gguf_name="other.gguf")],
+        [Arm("A", make_engine("zinc-main", bin=fake), {})],
+        ABSettings(rounds=2),
+        llama_rows=rows,
+        results_dir=tmp_path,
+        monitor=FakeMonitor(),
+        progress=False,
+    )
     assert out.models[0].llama is None and out.models[0].gap is None
     assert any("no row of the --llama-bench file matches" in note for note in out.document.notes)
 
 
 def test_live_llama_bench(tmp_path, fake):
-    out = run_ab([tiny_model(tmp_path)], [Arm("A", make_engine("zinc-main", bin=fake), {})],
-                 ABSettings(n_gen=32), llama_bench_bin=fake, results_dir=tmp_path, monitor=FakeMonitor(),
-                 progress=False)
+    out = run_ab(
+        [tiny_model(tmp_path)],
+        [Arm("A", make_engine("zinc-main", bin=fake), {})],
+        ABSettings(n_gen=32),
+        llama_bench_bin=fake,
+        results_dir=tmp_path,
+        monitor=FakeMonitor(),
+        progress=False,
+    )
     summary = out.models[0]
     assert summary.llama["pp"]["n_prompt"] == summary.prefill_tokens
     assert summary.llama["tg"]["test"] == "tg32"
@@ -447,9 +549,12 @@ def test_a_build_that_reports_zero_tok_s_is_slower_not_a_crash(tmp_path, fake):
     assert model.verdict == "slower" and out.exit_code == ExitCode.FAIL
     assert any("zero rate" in note for note in model.notes)
     assert {e["reason"] for e in model.errors} == {"zero-rate"} and model.failed_runs == 3
-    rejudged = summarize_recorded(out.models and tiny_model(tmp_path), [ABRun.from_json(r) for r in
-                                  json.loads(out.path.read_text())["results"]], ["A", "B"],
-                                  json.loads(out.path.read_text())["config"]["settings"])
+    rejudged = summarize_recorded(
+        out.models and tiny_model(tmp_path),
+        [ABRun.from_json(r) for r in json.loads(out.path.read_text())["results"]],
+        ["A", "B"],
+        json.loads(out.path.read_text())["config"]["settings"],
+    )
     assert rejudged.verdict == "slower"
 
 
@@ -469,8 +574,14 @@ def test_a_dropped_decode_sample_is_reported(tmp_path):
             SometimesNoDecode.calls += 1
             return ThroughputResult(100, 1000.0, *((None, None) if SometimesNoDecode.calls == 4 else (n_gen, 50.0)))
 
-    out = run_ab([tiny_model(tmp_path)], [Arm("A", SometimesNoDecode()), Arm("B", SometimesNoDecode())],
-                 ABSettings(rounds=3), results_dir=tmp_path, monitor=FakeMonitor(), progress=False)
+    out = run_ab(
+        [tiny_model(tmp_path)],
+        [Arm("A", SometimesNoDecode()), Arm("B", SometimesNoDecode())],
+        ABSettings(rounds=3),
+        results_dir=tmp_path,
+        monitor=FakeMonitor(),
+        progress=False,
+    )
     model = out.models[0]
     assert model.decode.n_pairs == 2
     assert any("1 of 3 successful runs printed no decode rate" in note for note in model.notes)
@@ -479,8 +590,9 @@ def test_a_dropped_decode_sample_is_reported(tmp_path):
 rates = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.just(0.0), st.floats(1.0, 5000.0))
 
 
-@given(st.lists(st.tuples(rates, st.one_of(st.none(), rates), rates, st.one_of(st.none(), rates)),
-                min_size=1, max_size=8))
+@given(
+    st.lists(st.tuples(rates, st.one_of(st.none(), rates), rates, st.one_of(st.none(), rates)), min_size=1, max_size=8)
+)
 @settings(deadline=None, max_examples=200)
 def test_any_recorded_rates_judge_without_an_exception(rounds):
     """Whatever rates a results file holds (zero, negative, NaN, inf), the judge gives a verdict."""
@@ -489,9 +601,22 @@ def test_any_recorded_rates_judge_without_an_exception(rounds):
     runs = []
     for i, (pa, da, pb, db) in enumerate(rounds, start=1):
         for arm, (p, d) in (("A", (pa, da)), ("B", (pb, db))):
-            runs.append(ABRun(model="m", arm=arm, round=i, warmup=False, gpu={}, status="ok", prefill_tokens=100,
-                              prefill_tps=p, decode_tokens=None if d is None else 10, decode_tps=d, wall_s=1.0,
-                              gpu_after={}))
+            runs.append(
+                ABRun(
+                    model="m",
+                    arm=arm,
+                    round=i,
+                    warmup=False,
+                    gpu={},
+                    status="ok",
+                    prefill_tokens=100,
+                    prefill_tps=p,
+                    decode_tokens=None if d is None else 10,
+                    decode_tps=d,
+                    wall_s=1.0,
+                    gpu_after={},
+                )
+            )
     model = type("M", (), {"name": "m", "shape": None, "gguf": "m.gguf"})()
     summary = summarize_model(model, runs, ["A", "B"], 0.02)
     assert summary.verdict in VERDICT_EXIT

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from fake_engine import write_launcher
+
 from zincbench.engines import make_engine
 from zincbench.engines.zinc_main import parse_throughput
 from zincbench.errors import InputError
@@ -33,10 +33,15 @@ def test_last_prefill_line_wins_and_decode_is_optional():
     assert result.prefill_tokens == 1041 and result.decode_tps is None
 
 
-@pytest.mark.parametrize("text", [
-    "", "Prefill complete: soon", "Prefill complete: 12 tokens in nan ms (inf tok/s)",
-    "info(forward): Generated 160 tokens in 4968.9 ms \u2014 32.00 tok/s (31.25 ms/tok)",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "Prefill complete: soon",
+        "Prefill complete: 12 tokens in nan ms (inf tok/s)",
+        "info(forward): Generated 160 tokens in 4968.9 ms \u2014 32.00 tok/s (31.25 ms/tok)",
+    ],
+)
 def test_garbage_is_an_engine_failure(text):
     with pytest.raises(EngineFailure) as exc:
         parse_throughput(text)
@@ -69,8 +74,9 @@ def test_adapters_need_a_binary():
 
 def test_llama_bench_adapter_one_repetition_per_round(tmp_path):
     engine = make_engine("llama-bench", bin=write_launcher(tmp_path), prompt_tokens=96)
-    result = engine.throughput(tmp_path / "m.gguf", "ignored", 24, env={"FAKE_PREFILL_TPS": "5000",
-                                                                       "FAKE_DECODE_TPS": "250"})
+    result = engine.throughput(
+        tmp_path / "m.gguf", "ignored", 24, env={"FAKE_PREFILL_TPS": "5000", "FAKE_DECODE_TPS": "250"}
+    )
     assert (result.prefill_tokens, result.prefill_tps) == (96, 5000.0)
     assert (result.decode_tokens, result.decode_tps) == (24, 250.0)
 

@@ -8,10 +8,10 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from documents import timed_row
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from documents import timed_row
 from zincbench.bench import autotune
 from zincbench.errors import InputError
 
@@ -39,13 +39,15 @@ def make_run(cand):
 
     def run():
         pass
+
     run.cand = cand
     return run
 
 
 def tuner(tmp_path, timer, **kw):
-    return autotune.Autotuner(timer, "H200|driver 1|runtime 1|nvrtc 1|kernels x",
-                              cache=autotune.TuneCache(tmp_path / "autotune.json"), **kw)
+    return autotune.Autotuner(
+        timer, "H200|driver 1|runtime 1|nvrtc 1|kernels x", cache=autotune.TuneCache(tmp_path / "autotune.json"), **kw
+    )
 
 
 def test_a_clock_ramp_during_the_first_candidate_does_not_win_the_slower_tile(tmp_path):
@@ -58,7 +60,7 @@ def test_a_clock_ramp_during_the_first_candidate_does_not_win_the_slower_tile(tm
     assert tuning.recheck["pair"] == ["64x32", "128x64"]
     assert tuning.recheck["runner_up_vs_best"]["verdict"] == "slower"
     # interleaved: the re-measure alternates between the two
-    recheck_calls = timer.calls[autotune.SCAN_ROUNDS * 3:]
+    recheck_calls = timer.calls[autotune.SCAN_ROUNDS * 3 :]
     assert recheck_calls == ["64x32", "128x64"] * autotune.RECHECK_ROUNDS
     assert autotune.record(tuning)["tuned_median_us"] == pytest.approx(TRUE_US["64x32"], rel=0.01)
 
@@ -85,16 +87,26 @@ def test_cached_picks_are_reused_per_scope_and_retune_ignores_them(tmp_path):
     tuner(tmp_path, retuned, retune=True)("k", ["64x32", "128x64"], make_run)
     assert retuned.calls
     other_driver = FakeTimer()
-    autotune.Autotuner(other_driver, "H200|driver 2|runtime 1|nvrtc 1|kernels x",
-                       cache=autotune.TuneCache(tmp_path / "autotune.json"))("k", ["64x32", "128x64"], make_run)
+    autotune.Autotuner(
+        other_driver, "H200|driver 2|runtime 1|nvrtc 1|kernels x", cache=autotune.TuneCache(tmp_path / "autotune.json")
+    )("k", ["64x32", "128x64"], make_run)
     assert other_driver.calls
 
 
-@pytest.mark.parametrize("content", ['[1, 2, 3]', '{"a|b": {"choice": "x", "medians_us": {"x": 1}}}', '"text"',
-                                     '{"version": 2, "entries": []}', 'not json', '{"version": 2, "entries": {"k": 5}}',
-                                     '{"version": 2, "entries": {"k": {"choice": "a", "medians_us": {"a": 1}, "recheck": 5}}}',
-                                     '{"version": 2, "entries": {"k": {"choice": "a", "medians_us": {"a": -1}}}}',
-                                     '[' * 100000])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[1, 2, 3]",
+        '{"a|b": {"choice": "x", "medians_us": {"x": 1}}}',
+        '"text"',
+        '{"version": 2, "entries": []}',
+        "not json",
+        '{"version": 2, "entries": {"k": 5}}',
+        '{"version": 2, "entries": {"k": {"choice": "a", "medians_us": {"a": 1}, "recheck": 5}}}',
+        '{"version": 2, "entries": {"k": {"choice": "a", "medians_us": {"a": -1}}}}',
+        "[" * 100000,
+    ],
+)
 def test_a_cache_of_another_shape_is_ignored_with_a_warning_and_rebuilt(tmp_path, capsys, content):
     path = tmp_path / "autotune.json"
     path.write_text(content)
@@ -193,7 +205,8 @@ def test_a_pick_that_drifted_is_dropped_from_the_cache(tmp_path):
     cache = autotune.TuneCache(tmp_path / "autotune.json")
     tuning = autotune.Autotuner(FakeTimer(), "scope", cache=cache)("t2/fused/E256", ["64x32", "128x64"], make_run)
     assert cache.get(tuning.key) is not None
-    row = timed_row("E256", "fused_grouped", [tuning.tuned_median_us / 600],
-                    detail={"autotune": autotune.record(tuning)})
+    row = timed_row(
+        "E256", "fused_grouped", [tuning.tuned_median_us / 600], detail={"autotune": autotune.record(tuning)}
+    )
     assert autotune.flag_drift(row, cache=cache)
     assert cache.get(tuning.key) is None

@@ -33,14 +33,17 @@ def test_build_converts_and_checks():
     assert obj.ratio == 2.0 and isinstance(obj.ratio, float) and obj.items == [Inner(3)]
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"name": "x", "bogus": 1}, "f.yaml: unknown key 'bogus'"),
-    ({}, "f.yaml: missing required key 'name'"),
-    ({"name": "x", "mode": "warm"}, "f.yaml.mode: must be one of 'cold', 'hot'"),
-    ({"name": "x", "ratio": "fast"}, "f.yaml.ratio: expected a number"),
-    ({"name": "x", "items": [{"n": True}]}, "f.yaml.items[0].n: expected an integer"),
-    ([1, 2], "f.yaml: expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"name": "x", "bogus": 1}, "f.yaml: unknown key 'bogus'"),
+        ({}, "f.yaml: missing required key 'name'"),
+        ({"name": "x", "mode": "warm"}, "f.yaml.mode: must be one of 'cold', 'hot'"),
+        ({"name": "x", "ratio": "fast"}, "f.yaml.ratio: expected a number"),
+        ({"name": "x", "items": [{"n": True}]}, "f.yaml.items[0].n: expected an integer"),
+        ([1, 2], "f.yaml: expected a mapping"),
+    ],
+)
 def test_build_names_the_offending_key(data, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         build(Outer, data, "f.yaml")
@@ -69,11 +72,14 @@ def test_a_flat_field_takes_its_keys_beside_its_owners():
     assert build(Holder, {"name": "x"}, "f.yaml").limits.name == "inner"
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"name": "x", "ratio": 0}, "f.yaml: ratio must be positive"),
-    ({"name": "x", "ratio": "fast"}, "f.yaml.ratio: expected a number"),
-    ({"name": "x", "limits": {"ratio": 1}}, "f.yaml: unknown key 'limits'"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"name": "x", "ratio": 0}, "f.yaml: ratio must be positive"),
+        ({"name": "x", "ratio": "fast"}, "f.yaml.ratio: expected a number"),
+        ({"name": "x", "limits": {"ratio": 1}}, "f.yaml: unknown key 'limits'"),
+    ],
+)
 def test_a_flat_fields_keys_are_checked_by_name(data, message):
     with pytest.raises(ConfigError, match=message):
         build(Holder, data, "f.yaml")

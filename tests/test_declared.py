@@ -29,11 +29,20 @@ def test_expressions_over_case_parameters():
     assert evaluate("tiles(64)", names) == 192
 
 
-@pytest.mark.parametrize("text, why", [
-    ("T +", "parse"), ("__import__('os')", "unknown function"), ("T.real", "Attribute"), ("missing", "unknown name"),
-    ("1 // 0", "division by zero"), ("2 ** 1000", "exponent"), ("[x for x in T]", "ListComp"),
-    ("1e308 * 10", "finite"), ("1 << 70", "shift"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("T +", "parse"),
+        ("__import__('os')", "unknown function"),
+        ("T.real", "Attribute"),
+        ("missing", "unknown name"),
+        ("1 // 0", "division by zero"),
+        ("2 ** 1000", "exponent"),
+        ("[x for x in T]", "ListComp"),
+        ("1e308 * 10", "finite"),
+        ("1 << 70", "shift"),
+    ],
+)
 def test_expressions_refuse(text, why):
     with pytest.raises(ExpressionError, match=why):
         evaluate(text, {"T": 1})
@@ -102,10 +111,13 @@ def test_steps_follow_the_declared_threshold():
     assert plan.steps[0][1]["max_pos"] == 64 * 8 + 64 * 256
 
 
-
-@pytest.mark.parametrize("weights, kernels", [
-    ("q4_k", ["dmmv_{qtype}_experts_batched"]),
-    ("q6_k", ["build_expert_order_padded", "gemm_{qtype}_experts_grouped_tc"])])
+@pytest.mark.parametrize(
+    "weights, kernels",
+    [
+        ("q4_k", ["dmmv_{qtype}_experts_batched"]),
+        ("q6_k", ["build_expert_order_padded", "gemm_{qtype}_experts_grouped_tc"]),
+    ],
+)
 def test_the_engines_down_form_at_the_tc_threshold(weights, kernels):
     """Per-slot activations (the down projection) from moe_tc_min_t: Q6_K takes the down-form grouped TC
     kernel; Q4_K has none (gemm_q4k_experts_grouped_tc takes the gate/up push, so the down push there would
@@ -128,14 +140,30 @@ def test_test_pack_parses():
 def test_abi_test_kernels_compile(arch, tmp_path):
     import subprocess
 
-    proc = subprocess.run([find_nvcc(), "-std=c++17", f"-arch={arch}", "-cubin", "-o", str(tmp_path / "k.cubin"),
-                           str(FIXTURES / "abi_kernels.cu")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            find_nvcc(),
+            "-std=c++17",
+            f"-arch={arch}",
+            "-cubin",
+            "-o",
+            str(tmp_path / "k.cubin"),
+            str(FIXTURES / "abi_kernels.cu"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 # ---- bad specs: one line naming the file and the key, exit 2 ------------------------------------------
-GOOD_STEP = {"kernel": "abi_routed_dot", "grid": [1], "block": [64], "buffers": ["weights", "x", "routing", "y"],
-             "push": {"M": "M"}}
+GOOD_STEP = {
+    "kernel": "abi_routed_dot",
+    "grid": [1],
+    "block": [64],
+    "buffers": ["weights", "x", "routing", "y"],
+    "push": {"M": "M"},
+}
 BAD_SPECS = {
     "push-typed": ({"push": {"M": "u32 M"}}, "steps[0].push.M: write only the expression ('M')"),
     "push-form": ({"push": {"M": "M +"}}, "steps[0].push.M: 'M +': does not parse"),
@@ -153,8 +181,10 @@ def _write_pack(tmp_path, step=None, variant=None, source=None) -> Path:
     step = {k: v for k, v in {**GOOD_STEP, **(step or {})}.items() if v is not None}
     if "host" in step:
         step = {"host": step["host"]}
-    pack = {"sources": {"abi": source or {"path": str(FIXTURES / "abi_kernels.cu")}},
-            "variants": [{"name": "mine", "family": "t2", "steps": [step], **(variant or {})}]}
+    pack = {
+        "sources": {"abi": source or {"path": str(FIXTURES / "abi_kernels.cu")}},
+        "variants": [{"name": "mine", "family": "t2", "steps": [step], **(variant or {})}],
+    }
     path = tmp_path / "pack.yaml"
     path.write_text(yaml.safe_dump(pack))
     return path
@@ -184,12 +214,15 @@ def test_unset_variable_without_stand_in(tmp_path, capsys, monkeypatch):
     assert "sources.abi.path: ${MY_KERNELS} is not set" in err
 
 
-@pytest.mark.parametrize("variant, message", [
-    ({"role": "judge"}, "role: must be one of"),
-    ({"tolerance": 5}, "tolerance: must be a number in (0, 1)"),
-    ({"name": "matvec"}, "clash with t2's own variants"),
-    ({"steps": [{"use": "other"}]}, "use: no t2 variant 'other'"),
-])
+@pytest.mark.parametrize(
+    "variant, message",
+    [
+        ({"role": "judge"}, "role: must be one of"),
+        ({"tolerance": 5}, "tolerance: must be a number in (0, 1)"),
+        ({"name": "matvec"}, "clash with t2's own variants"),
+        ({"steps": [{"use": "other"}]}, "use: no t2 variant 'other'"),
+    ],
+)
 def test_bad_variants(variant, message, tmp_path, capsys):
     path = _write_pack(tmp_path, variant=variant)
     err = _one_line_exit_2(capsys, ["microbench", "t2", "--kernels", str(path), "--no-progress"])
@@ -208,8 +241,18 @@ def test_engine_tree_without_kernels_file(tmp_path, capsys, monkeypatch):
 
 
 def test_candidate_override_must_name_a_variant(capsys):
-    err = _one_line_exit_2(capsys, ["microbench", "t2", "--kernels", str(FIXTURES / "pack.yaml"),
-                                    "--candidate", "abi_routed_dott", "--no-progress"])
+    err = _one_line_exit_2(
+        capsys,
+        [
+            "microbench",
+            "t2",
+            "--kernels",
+            str(FIXTURES / "pack.yaml"),
+            "--candidate",
+            "abi_routed_dott",
+            "--no-progress",
+        ],
+    )
     assert "gate.candidate: no variant named 'abi_routed_dott'" in err and "abi_routed_dot" in err
 
 
@@ -218,8 +261,9 @@ def test_readme_example_pack_parses_and_needs_the_engine_tree(monkeypatch, tmp_p
     pack = declared.load_pack(path)
     assert set(pack.variants["t2"]) == {"grouped_matvec"}
     monkeypatch.delenv("ZINC_SRC", raising=False)
-    err = _one_line_exit_2(capsys, ["microbench", "t2", "--kernels", str(path), "--candidate", "grouped_matvec",
-                                    "--no-progress"])
+    err = _one_line_exit_2(
+        capsys, ["microbench", "t2", "--kernels", str(path), "--candidate", "grouped_matvec", "--no-progress"]
+    )
     assert "sources.zinc.path: ${ZINC_SRC} is not set" in err
 
 
@@ -267,9 +311,13 @@ def test_every_dynamic_shared_request_fits_the_kernels_limit_afterwards(monkeypa
 def test_engine_src_sets_the_variable_each_pack_names(tmp_path):
     """--engine-src gives its folder to the ${VAR} a pack declares as its engine_tree, and to no other."""
     (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y) {}\n')
-    named = {"engine_tree": "MY_TREE", "sources": {"s": "${MY_TREE}/k.cu"},
-             "variants": [{"name": "v", "family": "t2", "steps": [{"kernel": "k", "grid": [1], "block": [1],
-                                                                    "buffers": ["y"]}]}]}
+    named = {
+        "engine_tree": "MY_TREE",
+        "sources": {"s": "${MY_TREE}/k.cu"},
+        "variants": [
+            {"name": "v", "family": "t2", "steps": [{"kernel": "k", "grid": [1], "block": [1], "buffers": ["y"]}]}
+        ],
+    }
     pack = declared.parse_pack(named, tmp_path / "pack.yaml")
     assert pack.variables(str(tmp_path)) == {"MY_TREE": str(tmp_path)}
     assert pack.sources["s"].resolve(pack.variables(str(tmp_path))) == ("file", [tmp_path / "k.cu"])

@@ -24,17 +24,26 @@ def zincbench(*args, plugins: bool = True, cwd: Path = ROOT) -> subprocess.Compl
     env.pop("ZINCBENCH_PLUGINS", None)
     if plugins:
         env["ZINCBENCH_PLUGINS"] = "toy_family,toy_engine"
-    return subprocess.run([sys.executable, "-m", "zincbench", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "zincbench", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
-@pytest.mark.parametrize("args, choice", [
-    (["microbench", "--help"], "|toy]"),  # the bundled families come first, whichever they are
-    (["aa", "microbench", "--help"], "|toy]"),
-    (["ab", "--help"], "toy-engine"),
-    (["aa", "ab", "--help"], "toy-engine"),
-    (["validate", "--help"], "toy-engine"),
-])
+@pytest.mark.parametrize(
+    "args, choice",
+    [
+        (["microbench", "--help"], "|toy]"),  # the bundled families come first, whichever they are
+        (["aa", "microbench", "--help"], "|toy]"),
+        (["ab", "--help"], "toy-engine"),
+        (["aa", "ab", "--help"], "toy-engine"),
+        (["validate", "--help"], "toy-engine"),
+    ],
+)
 def test_the_toys_are_choices_of_the_cli(args, choice):
     with_toys = zincbench(*args)
     assert with_toys.returncode == 0, with_toys.stderr
@@ -45,16 +54,24 @@ def test_the_toys_are_choices_of_the_cli(args, choice):
 
 def test_a_broken_plugin_is_one_line_of_bad_input():
     env = {**os.environ, "ZINCBENCH_PLUGINS": "no_such_plugin_module"}
-    out = subprocess.run([sys.executable, "-m", "zincbench", "microbench", "--help"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "zincbench", "microbench", "--help"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "ZINCBENCH_PLUGINS" in out.stderr and "no_such_plugin_module" in out.stderr
 
 
 def _toy_document(path: Path) -> Path:
     """A recorded toy microbench document, shaped like the runner's (tests/documents.py)."""
-    script = ("import sys; from documents import microbench_document; from zincbench import records; "
-              "records.write(microbench_document('toy', candidate_factor=1.0, decision='GO'), sys.argv[1])")
+    script = (
+        "import sys; from documents import microbench_document; from zincbench import records; "
+        "records.write(microbench_document('toy', candidate_factor=1.0, decision='GO'), sys.argv[1])"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)]), "ZINCBENCH_PLUGINS": "toy_family"}
     subprocess.run([sys.executable, "-c", script, str(path)], cwd=ROOT, env=env, check=True, timeout=600)
     return path
@@ -68,8 +85,16 @@ def toy_gates(tmp_path) -> Path:
     checks = [
         {"name": "toy-gate", "kind": "microbench", "family": "toy", "quick": True, "ceilings": False},
         {"name": "toy-recorded", "kind": "recorded", "path": "toy.json", "family": "toy"},
-        {"name": "toy-ab", "kind": "ab", "engine_kind": "toy-engine", "a": "engine.bin", "b": "engine.bin",
-         "model": {"tiny": "tiny.gguf"}, "rounds": 10, "needs_gpu": False},
+        {
+            "name": "toy-ab",
+            "kind": "ab",
+            "engine_kind": "toy-engine",
+            "a": "engine.bin",
+            "b": "engine.bin",
+            "model": {"tiny": "tiny.gguf"},
+            "rounds": 10,
+            "needs_gpu": False,
+        },
         {"name": "toy-validate", "kind": "validate", "engine_kind": "toy-engine", "models": ["qwen35-9b"]},
     ]
     path = tmp_path / "gates.yaml"

@@ -23,9 +23,9 @@ import pytest
 import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
 from test_bad_input import _ROWS
 from test_fuzz_parsers import EXAMPLES, YAML_TEXTS, _loaders
+
 from zincbench import records
 from zincbench.errors import InputError
 from zincbench.measure import llama_bench
@@ -36,11 +36,20 @@ FUZZ = settings(max_examples=max(1, EXAMPLES // 3))
 
 # Values a field may be given instead of its own: every JSON/YAML type, empty and absurd magnitudes.
 ABSURD_NUMBERS = [0, -1, -1e300, 1e300, 10**400, 2**63, -(2**63), 1e-300, float("nan"), float("inf")]
-scalars = (st.none() | st.booleans() | st.sampled_from(ABSURD_NUMBERS) | st.integers(-10**6, 10**6)
-           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=10)
-           | st.sampled_from(["", "nan", "inf", "-5", "1e999", "9" * 400, "0.00", "t2", "faster"]))
-values = st.recursive(scalars, lambda children: st.lists(children, max_size=3)
-                      | st.dictionaries(st.text(max_size=8), children, max_size=3), max_leaves=6)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.sampled_from(ABSURD_NUMBERS)
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=10)
+    | st.sampled_from(["", "nan", "inf", "-5", "1e999", "9" * 400, "0.00", "t2", "faster"])
+)
+values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=6,
+)
 
 
 DELETE = "<delete>"
@@ -105,12 +114,15 @@ def assert_clean_answer(code: int, stderr: str, allowed=(0, 2)) -> None:
 
 # --- results documents ---------------------------------------------------------------------------------
 
-DOCUMENTS = {p.name: json.loads(p.read_text()) for p in [
-    *sorted((ROOT / "results" / "h200").glob("microbench-20261129T134040-*.json")),
-    *sorted((ROOT / "results" / "h200").glob("gate-*.json")),
-    *sorted((ROOT / "results" / "cpu").glob("validate-*.json")),
-    *sorted((ROOT / "results" / "references").glob("*.json")),
-]}
+DOCUMENTS = {
+    p.name: json.loads(p.read_text())
+    for p in [
+        *sorted((ROOT / "results" / "h200").glob("microbench-20261129T134040-*.json")),
+        *sorted((ROOT / "results" / "h200").glob("gate-*.json")),
+        *sorted((ROOT / "results" / "cpu").glob("validate-*.json")),
+        *sorted((ROOT / "results" / "references").glob("*.json")),
+    ]
+}
 
 
 MICROBENCH = next(name for name in DOCUMENTS if name.startswith("microbench"))
@@ -251,9 +263,16 @@ def render(rows: list[dict], fmt: str) -> str:
         writer.writerows([[r[k] for k in scalars_only] for r in rows])
         return out.getvalue()
     if fmt == "sql":
-        return ("CREATE TABLE IF NOT EXISTS llama_bench (\n" + ",\n".join(f"  {k}" for k in scalars_only) + "\n);\n"
-                + "".join(f"INSERT INTO llama_bench ({', '.join(scalars_only)}) VALUES "
-                          f"({', '.join(_sql_literal(r[k]) for k in scalars_only)});\n" for r in rows))
+        return (
+            "CREATE TABLE IF NOT EXISTS llama_bench (\n"
+            + ",\n".join(f"  {k}" for k in scalars_only)
+            + "\n);\n"
+            + "".join(
+                f"INSERT INTO llama_bench ({', '.join(scalars_only)}) VALUES "
+                f"({', '.join(_sql_literal(r[k]) for k in scalars_only)});\n"
+                for r in rows
+            )
+        )
     lines = ["| model | backend | test | t/s |", "| --- | --- | --: | --: |"]
     for r in rows:
         test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
@@ -309,8 +328,9 @@ def profiler_csvs(draw) -> tuple[str, str]:
             value = draw(scalars)
             rows[r][c] = "" if value is None else str(value)
     out = io.StringIO()
-    csv.writer(out, quoting=csv.QUOTE_ALL if "ncu" in source.name else csv.QUOTE_MINIMAL,
-               lineterminator="\n").writerows(rows)
+    csv.writer(
+        out, quoting=csv.QUOTE_ALL if "ncu" in source.name else csv.QUOTE_MINIMAL, lineterminator="\n"
+    ).writerows(rows)
     return source.name, "".join(preamble) + out.getvalue()
 
 
@@ -338,8 +358,15 @@ def test_profiler_csvs(scratch, case):
     _assert_tables_sane(tables)
 
 
-SQLITE_TABLES = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                 "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS", "StringIds", "ENUM_NSYS_EVENT_TYPE"]
+SQLITE_TABLES = [
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "NVTX_EVENTS",
+    "StringIds",
+    "ENUM_NSYS_EVENT_TYPE",
+]
 
 
 @st.composite
@@ -348,8 +375,12 @@ def sqlite_edits(draw) -> list[tuple[str, str, object, int]]:
     edits = []
     for _ in range(draw(st.integers(1, 3))):
         table = draw(st.sampled_from(SQLITE_TABLES))
-        value = draw(st.none() | st.text(max_size=6) | st.sampled_from([2**63 - 1, -(2**63), -1, 0, 1.5, b"\x00\xff"])
-                     | st.integers(-10**12, 10**12))
+        value = draw(
+            st.none()
+            | st.text(max_size=6)
+            | st.sampled_from([2**63 - 1, -(2**63), -1, 0, 1.5, b"\x00\xff"])
+            | st.integers(-(10**12), 10**12)
+        )
         edits.append((table, draw(st.integers(0, 30)), value, draw(st.integers(0, 4))))
     return edits
 

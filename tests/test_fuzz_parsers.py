@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
-
 from test_bad_input import LLAMA_BENCH_SAMPLES
+
 from zincbench.config import EXPERIMENTS_DIR
 from zincbench.engines import generic, zinc_dbg, zinc_main
 from zincbench.errors import InputError
@@ -34,9 +34,44 @@ FUZZ = settings(max_examples=EXAMPLES)
 FUZZ_FILES = settings(max_examples=max(1, EXAMPLES // 3))
 
 # Fragments that break parsers in interesting ways: separators, quotes, numbers out of range, markers.
-SPECIALS = ["\n", ",", "|", '"', "'", ";", "{", "}", "[", "]", ":", " ± ", "nan", "inf", "-1", "1e999", "0",
-            "\x00", "\ufeff", "±", "—", "tok/s", "ms", "==PROF==", "ID", "Kernel Name", "INSERT INTO llama_bench",
-            "PREFILL:", "GEN_IDS:", "TF_MATCH:", "${", "!!python/object", "&a", "*a", "- ", "? "]
+SPECIALS = [
+    "\n",
+    ",",
+    "|",
+    '"',
+    "'",
+    ";",
+    "{",
+    "}",
+    "[",
+    "]",
+    ":",
+    " ± ",
+    "nan",
+    "inf",
+    "-1",
+    "1e999",
+    "0",
+    "\x00",
+    "\ufeff",
+    "±",
+    "—",
+    "tok/s",
+    "ms",
+    "==PROF==",
+    "ID",
+    "Kernel Name",
+    "INSERT INTO llama_bench",
+    "PREFILL:",
+    "GEN_IDS:",
+    "TF_MATCH:",
+    "${",
+    "!!python/object",
+    "&a",
+    "*a",
+    "- ",
+    "? ",
+]
 
 
 @st.composite
@@ -49,14 +84,14 @@ def garbled(draw, originals: list[str]) -> str:
         if op == "cut":
             text = text[:i]
         elif op == "delete":
-            text = text[:i] + text[draw(st.integers(i, min(len(text), i + 60))):]
+            text = text[:i] + text[draw(st.integers(i, min(len(text), i + 60))) :]
         elif op == "insert":
             text = text[:i] + draw(st.sampled_from(SPECIALS) | st.text(max_size=12)) + text[i:]
         else:
             lines = text.splitlines(keepends=True)
             if lines:
                 j = draw(st.integers(0, len(lines) - 1))
-                lines[j:j + 1] = [lines[j]] * 2 if op == "duplicate_line" else []
+                lines[j : j + 1] = [lines[j]] * 2 if op == "duplicate_line" else []
                 text = "".join(lines)
     return text
 
@@ -128,8 +163,11 @@ def test_zinc_main_throughput_line(text):
 @FUZZ
 @given(text=any_text(ENGINE_LOGS), parser=st.sampled_from(["gen_ids", "tf_match", "throughput"]))
 def test_cuda_dbg_lines(text, parser):
-    fn = {"gen_ids": zinc_dbg.parse_gen_ids, "tf_match": zinc_dbg.parse_tf_match,
-          "throughput": zinc_dbg.parse_throughput}[parser]
+    fn = {
+        "gen_ids": zinc_dbg.parse_gen_ids,
+        "tf_match": zinc_dbg.parse_tf_match,
+        "throughput": zinc_dbg.parse_throughput,
+    }[parser]
     result = _parsed_or_engine_failure(fn, text)
     if parser == "tf_match" and result is not None:
         assert 0 <= result.match <= result.total
@@ -145,8 +183,9 @@ def test_generic_regex_parsers(text):
 
 # --- profiler outputs ------------------------------------------------------------------------------------
 
-PROFILE_TEXT_FIXTURES = sorted(p for p in (FIXTURES / "profile").glob("*.csv")) + \
-    sorted((FIXTURES / "profile").glob("edge_*stats.txt"))
+PROFILE_TEXT_FIXTURES = sorted(p for p in (FIXTURES / "profile").glob("*.csv")) + sorted(
+    (FIXTURES / "profile").glob("edge_*stats.txt")
+)
 
 
 @st.composite
@@ -163,25 +202,60 @@ _KERN_SUM_ROW = "23.5,10080,3,3360.0,3360.0,3328,3392,32.0,nvjet_sm90_hsh_64x8_6
 @FUZZ_FILES
 @given(case=profile_texts())
 # A draw CI once passed by luck: a newline inside a quoted header name hid the Total Time column (KeyError).
-@example(case=(_KERN_SUM, 'Time (%),"T\notal Time (ns)",Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n'
-                          + _KERN_SUM_ROW))
-@example(case=(_KERN_SUM, "Time (%),Tot,Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n" + _KERN_SUM_ROW))
-@example(case=(_KERN_SUM, "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
-                          + _KERN_SUM_ROW.replace(",3,", ",1e999,")))
-@example(case=(_KERN_SUM, "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
-                          + _KERN_SUM_ROW.replace("10080", "9" * 400)))
-@example(case=(_KERN_SUM, "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
-                          + _KERN_SUM_ROW.replace("nvjet", '"' + "x" * (2 << 20) + '"')))
+@example(
+    case=(
+        _KERN_SUM,
+        'Time (%),"T\notal Time (ns)",Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n' + _KERN_SUM_ROW,
+    )
+)
+@example(
+    case=(_KERN_SUM, "Time (%),Tot,Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n" + _KERN_SUM_ROW)
+)
+@example(
+    case=(
+        _KERN_SUM,
+        "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+        + _KERN_SUM_ROW.replace(",3,", ",1e999,"),
+    )
+)
+@example(
+    case=(
+        _KERN_SUM,
+        "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+        + _KERN_SUM_ROW.replace("10080", "9" * 400),
+    )
+)
+@example(
+    case=(
+        _KERN_SUM,
+        "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+        + _KERN_SUM_ROW.replace("nvjet", '"' + "x" * (2 << 20) + '"'),
+    )
+)
 # A details page whose header was cut after "C": no Metric Value column, metrics left as text (TypeError).
-@example(case=("edge_ncu_details.csv", '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
-               '"Block Size","Grid Size","Device","C\n"0","7001","python3.12","127.0.0.1","dequant_q4k_to_f16","1","7",'
-               '"(256, 1, 1)","(512, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","us",'
-               '"4.58"\n'))
+@example(
+    case=(
+        "edge_ncu_details.csv",
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+        '"Block Size","Grid Size","Device","C\n"0","7001","python3.12","127.0.0.1","dequant_q4k_to_f16","1","7",'
+        '"(256, 1, 1)","(512, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","us",'
+        '"4.58"\n',
+    )
+)
 # Details pages found by a differential run of the streaming reader against the old one: no Metric Unit
 # column (KeyError), and a metric named like a key column (pandas: "cannot insert ID, already exists").
-@example(case=("edge_ncu_details.csv", '"ID","Kernel Name","Metric Name","Metric Value"\n"0","k","gpu__time_duration.sum",'
-               '"4.58"\n'))
-@example(case=("edge_ncu_details.csv", '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n"0","k","ID","","1"\n'))
+@example(
+    case=(
+        "edge_ncu_details.csv",
+        '"ID","Kernel Name","Metric Name","Metric Value"\n"0","k","gpu__time_duration.sum","4.58"\n',
+    )
+)
+@example(
+    case=(
+        "edge_ncu_details.csv",
+        '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n"0","k","ID","","1"\n',
+    )
+)
 def test_profile_text_parsers(scratch, case):
     """parse_file detects nsys stats CSV / ncu CSV from content; the file keeps its fixture's name so
     name-based report detection is exercised too. Parsed tables hold finite, non-negative numbers."""
@@ -220,16 +294,17 @@ def test_nsys_sqlite_reader(scratch, data, source):
 # --- YAML loaders ----------------------------------------------------------------------------------------
 
 yaml_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True) | st.text(max_size=12),
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=True) | st.text(max_size=12),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 
 
 def _loaders():
     from zincbench.bench import load_family
     from zincbench.catalog import load_catalog
-    from zincbench.runs.gate import load_gates
     from zincbench.profile.categories import load_rules
+    from zincbench.runs.gate import load_gates
 
     return {
         "t2_moe_expert.yaml": load_family("t2").load,
@@ -242,10 +317,15 @@ def _loaders():
     }
 
 
-ENGINE_SPEC = generic.__doc__.split("Example (every section optional; an absent one means the engine cannot do that)::")[1] \
-    .split("Placeholders:")[0]
-YAML_TEXTS = {name: (EXPERIMENTS_DIR / name).read_text() if name != "engine.yaml" else
-              "\n".join(line[4:] for line in ENGINE_SPEC.splitlines()) for name in _loaders()}
+ENGINE_SPEC = generic.__doc__.split(
+    "Example (every section optional; an absent one means the engine cannot do that)::"
+)[1].split("Placeholders:")[0]
+YAML_TEXTS = {
+    name: (EXPERIMENTS_DIR / name).read_text()
+    if name != "engine.yaml"
+    else "\n".join(line[4:] for line in ENGINE_SPEC.splitlines())
+    for name in _loaders()
+}
 
 
 @FUZZ_FILES
@@ -285,8 +365,11 @@ def test_the_yaml_seeds_load_unchanged(scratch):
 def test_nsys_stats_csv_with_a_damaged_header_is_an_input_error(scratch, damage):
     from zincbench.profile.parse import parse_file
 
-    source = FIXTURES / "profile" / ("nsys_run_nvtx_kern_sum.csv" if damage == "column renamed"
-                                     else "nsys_run_cuda_gpu_kern_sum.csv")
+    source = (
+        FIXTURES
+        / "profile"
+        / ("nsys_run_nvtx_kern_sum.csv" if damage == "column renamed" else "nsys_run_cuda_gpu_kern_sum.csv")
+    )
     text = source.read_text()
     lines = text.splitlines(keepends=True)
     if damage == "header row repeated":  # two console reports pasted without the blank line between them

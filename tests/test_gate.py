@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from documents import microbench_document, reference_document, validate_document
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,9 +23,6 @@ from zincbench.errors import ConfigError, ExitCode, InputError
 from zincbench.runs.gate import Status, load_gates, rejudge_document, run_gates
 from zincbench.show.gate_summary import append_step_summary, to_markdown
 from zincbench.show.junit import junit_xml, xml_text
-
-from documents import microbench_document, reference_document, validate_document
-
 
 
 def write_gates(directory: Path, checks: list[dict], name: str = "gates.yaml") -> Path:
@@ -74,11 +72,14 @@ def test_incomplete_document_is_inconclusive():
     assert judged.status is Status.INCONCLUSIVE and "interrupted (SIGINT)" in judged.reason
 
 
-@pytest.mark.parametrize("statuses, code, status", [
-    ({"a": "OK", "b": "OK"}, 0, Status.PASS),
-    ({"a": "OK", "b": "FAIL"}, 1, Status.FAIL),
-    ({"a": "OK", "b": "MISSING"}, 1, Status.FAIL),
-])
+@pytest.mark.parametrize(
+    "statuses, code, status",
+    [
+        ({"a": "OK", "b": "OK"}, 0, Status.PASS),
+        ({"a": "OK", "b": "FAIL"}, 1, Status.FAIL),
+        ({"a": "OK", "b": "MISSING"}, 1, Status.FAIL),
+    ],
+)
 def test_validate_document_rejudged_from_its_outcomes(statuses, code, status):
     judged = rejudge_document(records.to_jsonable(validate_document(statuses, code)), "v.json")
     assert judged.status is status and "drift" not in judged.details
@@ -123,24 +124,27 @@ def test_unjudgeable_kind_is_bad_input():
 # --- loading -----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"name": "x", "kind": "nope"}, "kind: must be one of"),
-    ({"name": "x", "kind": "recorded"}, "missing required key 'path'"),
-    ({"name": "x", "kind": "recorded", "path": "a.json", "expect": "MAYBE"}, "expect: must be one of"),
-    ({"name": "x", "kind": "microbench", "family": "no-such-family"}, "family: must be one of"),
-    ({"name": "x", "kind": "microbench", "experiment": "missing.yaml"}, "file not found"),
-    ({"name": "x", "kind": "validate", "models": ["no-such-model"]}, "unknown catalog model 'no-such-model'"),
-    ({"name": "x", "kind": "ab", "a": "bin"}, "give models"),
-    ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "rounds": 1}, "--rounds must be at least 2"),
-    ({"name": "x", "kind": "parse", "parser": "llama-bench", "path": "${BROKEN"}, "bad ${VAR} placeholder"),
-    ({"name": "x", "kind": "parse", "parser": "llama-bench", "path": "a", "colour": 1}, "unknown key 'colour'"),
-    # ab and validate checks hold their run's settings, under the settings' own keys and checks
-    ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "alpha": 2.0}, "--alpha is a probability"),
-    ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "settings": {}}, "unknown key 'settings'"),
-    ({"name": "x", "kind": "validate", "near_tie": -1.0}, "--near-tie must be a finite non-negative"),
-    ({"name": "x", "kind": "validate", "n_batch": "big"}, "checks[0].n_batch: expected an integer"),
-    ({"name": "x", "kind": "validate", "gpu_layers": 1}, "unknown key 'gpu_layers'"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"name": "x", "kind": "nope"}, "kind: must be one of"),
+        ({"name": "x", "kind": "recorded"}, "missing required key 'path'"),
+        ({"name": "x", "kind": "recorded", "path": "a.json", "expect": "MAYBE"}, "expect: must be one of"),
+        ({"name": "x", "kind": "microbench", "family": "no-such-family"}, "family: must be one of"),
+        ({"name": "x", "kind": "microbench", "experiment": "missing.yaml"}, "file not found"),
+        ({"name": "x", "kind": "validate", "models": ["no-such-model"]}, "unknown catalog model 'no-such-model'"),
+        ({"name": "x", "kind": "ab", "a": "bin"}, "give models"),
+        ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "rounds": 1}, "--rounds must be at least 2"),
+        ({"name": "x", "kind": "parse", "parser": "llama-bench", "path": "${BROKEN"}, "bad ${VAR} placeholder"),
+        ({"name": "x", "kind": "parse", "parser": "llama-bench", "path": "a", "colour": 1}, "unknown key 'colour'"),
+        # ab and validate checks hold their run's settings, under the settings' own keys and checks
+        ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "alpha": 2.0}, "--alpha is a probability"),
+        ({"name": "x", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "settings": {}}, "unknown key 'settings'"),
+        ({"name": "x", "kind": "validate", "near_tie": -1.0}, "--near-tie must be a finite non-negative"),
+        ({"name": "x", "kind": "validate", "n_batch": "big"}, "checks[0].n_batch: expected an integer"),
+        ({"name": "x", "kind": "validate", "gpu_layers": 1}, "unknown key 'gpu_layers'"),
+    ],
+)
 def test_bad_check_is_rejected_at_load_time(tmp_path, entry, message):
     with pytest.raises(InputError, match=None) as exc:
         load_gates(write_gates(tmp_path, [entry]))
@@ -151,11 +155,24 @@ def test_ab_and_validate_checks_hold_their_run_settings(tmp_path):
     from zincbench.engines.llama_cpp import LlamaSettings
     from zincbench.runs.ab import ABSettings
 
-    ab, fixed, validate = load_gates(write_gates(tmp_path, [
-        {"name": "ab", "kind": "ab", "a": "bin", "models": ["qwen35-9b"], "threshold": 0.05, "min_rounds": 4,
-         "rounds": None},
-        {"name": "fixed", "kind": "ab", "a": "bin", "models": ["qwen35-9b"]},
-        {"name": "v", "kind": "validate", "mode": "exact", "n_gpu_layers": -1, "references_dir": "${REFS}"}])).checks
+    ab, fixed, validate = load_gates(
+        write_gates(
+            tmp_path,
+            [
+                {
+                    "name": "ab",
+                    "kind": "ab",
+                    "a": "bin",
+                    "models": ["qwen35-9b"],
+                    "threshold": 0.05,
+                    "min_rounds": 4,
+                    "rounds": None,
+                },
+                {"name": "fixed", "kind": "ab", "a": "bin", "models": ["qwen35-9b"]},
+                {"name": "v", "kind": "validate", "mode": "exact", "n_gpu_layers": -1, "references_dir": "${REFS}"},
+            ],
+        )
+    ).checks
     assert ab.settings == ABSettings(threshold=0.05, min_rounds=4)  # adaptive, as `zincbench ab` without --rounds
     assert fixed.settings == ABSettings(rounds=6)  # a gate's A/B runs 6 fixed rounds unless told otherwise
     assert validate.llama == LlamaSettings(n_gpu_layers=-1) and validate.options.mode == "exact"
@@ -190,12 +207,17 @@ def test_statuses_exit_codes_and_gate_document(tmp_path, monkeypatch):
     records.write(microbench_document(), tmp_path / "go.json")
     records.write(microbench_document(candidate_factor=1.2, decision="NO-GO"), tmp_path / "nogo.json")
     monkeypatch.delenv("ZINC_DBG_BIN", raising=False)
-    gates = load_gates(write_gates(tmp_path, [
-        {"name": "go", "kind": "recorded", "path": "go.json"},
-        {"name": "expected-no-go", "kind": "recorded", "path": "nogo.json", "expect": "FAIL"},
-        {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"},
-        {"name": "no-engine", "kind": "validate", "engine_bin": "${ZINC_DBG_BIN}", "needs_gpu": False},
-    ]))
+    gates = load_gates(
+        write_gates(
+            tmp_path,
+            [
+                {"name": "go", "kind": "recorded", "path": "go.json"},
+                {"name": "expected-no-go", "kind": "recorded", "path": "nogo.json", "expect": "FAIL"},
+                {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"},
+                {"name": "no-engine", "kind": "validate", "engine_bin": "${ZINC_DBG_BIN}", "needs_gpu": False},
+            ],
+        )
+    )
     result = run_gates(gates, results_dir=tmp_path / "results")
     by_name = {o.name: o for o in result.outcomes}
     assert by_name["go"].status is Status.PASS
@@ -217,18 +239,35 @@ def test_statuses_exit_codes_and_gate_document(tmp_path, monkeypatch):
 
 def test_recorded_family_picks_its_documents_among_the_matches(tmp_path):
     records.write(microbench_document("t2"), tmp_path / "microbench-a.json")
-    records.write(microbench_document("t1", n_cases=6, candidate_factor=1.2, decision="NO-GO"),
-                  tmp_path / "microbench-b.json")
-    result = run_gates(load_gates(write_gates(tmp_path, [
-        {"name": "t2", "kind": "recorded", "path": "microbench-*.json", "family": "t2"},
-        {"name": "t1", "kind": "recorded", "path": "microbench-*.json", "family": "t1"},
-        {"name": "t1-known-no-go", "kind": "recorded", "path": "microbench-*.json", "family": "t1", "expect": "FAIL"},
-        {"name": "both", "kind": "recorded", "path": "microbench-*.json"},
-    ])), results_dir=tmp_path / "r")
+    records.write(
+        microbench_document("t1", n_cases=6, candidate_factor=1.2, decision="NO-GO"), tmp_path / "microbench-b.json"
+    )
+    result = run_gates(
+        load_gates(
+            write_gates(
+                tmp_path,
+                [
+                    {"name": "t2", "kind": "recorded", "path": "microbench-*.json", "family": "t2"},
+                    {"name": "t1", "kind": "recorded", "path": "microbench-*.json", "family": "t1"},
+                    {
+                        "name": "t1-known-no-go",
+                        "kind": "recorded",
+                        "path": "microbench-*.json",
+                        "family": "t1",
+                        "expect": "FAIL",
+                    },
+                    {"name": "both", "kind": "recorded", "path": "microbench-*.json"},
+                ],
+            )
+        ),
+        results_dir=tmp_path / "r",
+    )
     assert [o.status for o in result.outcomes] == [Status.PASS, Status.FAIL, Status.PASS, Status.FAIL]
     assert "microbench-a.json" in result.outcomes[0].reason and "microbench-b.json" in result.outcomes[1].reason
-    assert result.outcomes[3].details["documents"].keys() == {str(tmp_path / "microbench-a.json"),
-                                                               str(tmp_path / "microbench-b.json")}
+    assert result.outcomes[3].details["documents"].keys() == {
+        str(tmp_path / "microbench-a.json"),
+        str(tmp_path / "microbench-b.json"),
+    }
 
 
 def test_worst_check_decides_the_exit_code(tmp_path):
@@ -236,8 +275,10 @@ def test_worst_check_decides_the_exit_code(tmp_path):
     incomplete = microbench_document(complete=False)
     records.write(incomplete, tmp_path / "partial.json")
     (tmp_path / "broken.json").write_text("{not json")
-    checks = [{"name": "nogo", "kind": "recorded", "path": "nogo.json"},
-              {"name": "partial", "kind": "recorded", "path": "partial.json"}]
+    checks = [
+        {"name": "nogo", "kind": "recorded", "path": "nogo.json"},
+        {"name": "partial", "kind": "recorded", "path": "partial.json"},
+    ]
     result = run_gates(load_gates(write_gates(tmp_path, checks)), results_dir=tmp_path / "r")
     assert [o.status for o in result.outcomes] == [Status.FAIL, Status.INCONCLUSIVE]
     assert result.exit_code == ExitCode.FAIL  # a failure outranks an inconclusive check
@@ -258,8 +299,10 @@ def test_microbench_check_is_skipped_without_a_gpu(tmp_path):
         reason = str(exc)
     else:
         pytest.skip("this machine has a GPU: the microbench check would run")
-    result = run_gates(load_gates(write_gates(tmp_path, [{"name": "t2", "kind": "microbench", "quick": True}])),
-                       results_dir=tmp_path / "r")
+    result = run_gates(
+        load_gates(write_gates(tmp_path, [{"name": "t2", "kind": "microbench", "quick": True}])),
+        results_dir=tmp_path / "r",
+    )
     (outcome,) = result.outcomes
     assert outcome.status is Status.SKIPPED and reason in outcome.reason and outcome.reason.startswith("needs a GPU")
     assert not list((tmp_path / "r").glob("microbench-*"))
@@ -283,14 +326,36 @@ def test_validate_check_end_to_end(tmp_path, fake_engine, monkeypatch):
     from zincbench.testing.tiny_gguf import write_tiny_llama
 
     gguf = write_tiny_llama(tmp_path / "models" / "tiny.gguf", quant="q4_k")
-    reference_store.save(reference_store.Reference(
-        gguf=str(gguf), identity=reference_store.gguf_identity(gguf), prompt=DEFAULT_PROMPT, n_gen=12,
-        prompt_ids=[1, 2, 3], generated_ids=list(range(7, 19)), tokens=[reference_store.TokenRow(7 + i, 10.0, 3, 9.0) for i in range(12)],
-        producer={}), tmp_path / "refs")
+    reference_store.save(
+        reference_store.Reference(
+            gguf=str(gguf),
+            identity=reference_store.gguf_identity(gguf),
+            prompt=DEFAULT_PROMPT,
+            n_gen=12,
+            prompt_ids=[1, 2, 3],
+            generated_ids=list(range(7, 19)),
+            tokens=[reference_store.TokenRow(7 + i, 10.0, 3, 9.0) for i in range(12)],
+            producer={},
+        ),
+        tmp_path / "refs",
+    )
     (tmp_path / "catalog.yaml").write_text(f"models:\n  tiny: {{gguf: {gguf}, arch: llama, shape: dense}}\n")
-    gates = load_gates(write_gates(tmp_path, [{
-        "name": "tokens", "kind": "validate", "catalog": "catalog.yaml", "engine_bin": fake_engine.name,
-        "references_dir": "refs", "mode": "exact", "needs_gpu": False}]))
+    gates = load_gates(
+        write_gates(
+            tmp_path,
+            [
+                {
+                    "name": "tokens",
+                    "kind": "validate",
+                    "catalog": "catalog.yaml",
+                    "engine_bin": fake_engine.name,
+                    "references_dir": "refs",
+                    "mode": "exact",
+                    "needs_gpu": False,
+                }
+            ],
+        )
+    )
     ok = run_gates(gates, results_dir=tmp_path / "results")
     assert ok.outcomes[0].status is Status.PASS and ok.outcomes[0].reason == "1/1 catalog models token-correct"
     assert records.read(ok.outcomes[0].results_file)["kind"] == "validate"
@@ -304,17 +369,35 @@ def test_validate_check_end_to_end(tmp_path, fake_engine, monkeypatch):
 @pytest.mark.parametrize("speed_b, status", [("1", Status.PASS), ("0.95", Status.FAIL)])
 def test_ab_check_end_to_end(tmp_path, fake_engine, speed_b, status):
     (tmp_path / "tiny.gguf").touch()
-    gates = load_gates(write_gates(tmp_path, [{
-        "name": "ab", "kind": "ab", "a": fake_engine.name, "b": fake_engine.name, "model": {"tiny": "tiny.gguf"},
-        "env_b": {"FAKE_SPEED": speed_b}, "rounds": 2, "needs_gpu": False}]))
+    gates = load_gates(
+        write_gates(
+            tmp_path,
+            [
+                {
+                    "name": "ab",
+                    "kind": "ab",
+                    "a": fake_engine.name,
+                    "b": fake_engine.name,
+                    "model": {"tiny": "tiny.gguf"},
+                    "env_b": {"FAKE_SPEED": speed_b},
+                    "rounds": 2,
+                    "needs_gpu": False,
+                }
+            ],
+        )
+    )
     (outcome,) = run_gates(gates, results_dir=tmp_path / "results").outcomes
     assert outcome.status is status and outcome.details["verdicts"] == {"tiny": "same" if speed_b == "1" else "slower"}
     assert records.read(outcome.results_file)["kind"] == "ab"
 
 
 def test_engine_check_skipped_when_its_model_is_absent(tmp_path, fake_engine):
-    gates = load_gates(write_gates(tmp_path, [{
-        "name": "ab", "kind": "ab", "a": fake_engine.name, "model": {"tiny": "absent.gguf"}, "needs_gpu": False}]))
+    gates = load_gates(
+        write_gates(
+            tmp_path,
+            [{"name": "ab", "kind": "ab", "a": fake_engine.name, "model": {"tiny": "absent.gguf"}, "needs_gpu": False}],
+        )
+    )
     (outcome,) = run_gates(gates, results_dir=tmp_path / "results").outcomes
     assert outcome.status is Status.SKIPPED
     assert outcome.reason.startswith("model GGUF absent: tiny (") and outcome.reason.endswith("absent.gguf)")
@@ -324,11 +407,17 @@ def test_engine_check_skipped_when_its_model_is_absent(tmp_path, fake_engine):
 def test_parse_check_fails_on_a_recorded_output_that_no_longer_parses(tmp_path):
     (tmp_path / "good.jsonl").write_text(json.dumps({"n_prompt": 512, "n_gen": 0, "avg_ts": 1000.0}) + "\n")
     (tmp_path / "bad.jsonl").write_text('{"n_prompt": 512, "n_gen": 0, "avg_ts": 10')
-    ok = run_gates(load_gates(write_gates(tmp_path, [
-        {"name": "p", "kind": "parse", "parser": "llama-bench", "path": "good.jsonl"}])), results_dir=tmp_path / "r")
+    ok = run_gates(
+        load_gates(
+            write_gates(tmp_path, [{"name": "p", "kind": "parse", "parser": "llama-bench", "path": "good.jsonl"}])
+        ),
+        results_dir=tmp_path / "r",
+    )
     assert ok.outcomes[0].status is Status.PASS and "1 rows" in ok.outcomes[0].reason
-    bad = run_gates(load_gates(write_gates(tmp_path, [
-        {"name": "p", "kind": "parse", "parser": "llama-bench", "path": "*.jsonl"}])), results_dir=tmp_path / "r")
+    bad = run_gates(
+        load_gates(write_gates(tmp_path, [{"name": "p", "kind": "parse", "parser": "llama-bench", "path": "*.jsonl"}])),
+        results_dir=tmp_path / "r",
+    )
     assert bad.outcomes[0].status is Status.FAIL and "1 of 2 file(s) failed" in bad.outcomes[0].reason
     assert "bad.jsonl:1" in bad.outcomes[0].reason
 
@@ -337,13 +426,39 @@ def test_parse_check_fails_on_a_recorded_output_that_no_longer_parses(tmp_path):
 
 
 def _mixed_gate_document() -> dict:
-    rows = [{"name": n, "kind": "recorded", "status": s, "exit_code": c, "reason": f"why {n}", "wall_s": 0.25,
-             "results_file": f"/r/{n}.json" if s != "SKIPPED" else None, "skipped": s == "SKIPPED", "details": {}}
-            for n, s, c in (("p", "PASS", 0), ("f", "FAIL", 1), ("i", "INCONCLUSIVE", 3), ("s", "SKIPPED", 0),
-                            ("e", "ERROR", 2))]
-    return {"kind": "gate", "config": {"gates_file": "g.yaml"}, "results": rows, "timestamp": "t", "complete": True,
-            "verdict": {"status": "ERROR", "exit_code": 2, "strict": False,
-                        "counts": {"PASS": 1, "FAIL": 1, "INCONCLUSIVE": 1, "SKIPPED": 1, "ERROR": 1}}}
+    rows = [
+        {
+            "name": n,
+            "kind": "recorded",
+            "status": s,
+            "exit_code": c,
+            "reason": f"why {n}",
+            "wall_s": 0.25,
+            "results_file": f"/r/{n}.json" if s != "SKIPPED" else None,
+            "skipped": s == "SKIPPED",
+            "details": {},
+        }
+        for n, s, c in (
+            ("p", "PASS", 0),
+            ("f", "FAIL", 1),
+            ("i", "INCONCLUSIVE", 3),
+            ("s", "SKIPPED", 0),
+            ("e", "ERROR", 2),
+        )
+    ]
+    return {
+        "kind": "gate",
+        "config": {"gates_file": "g.yaml"},
+        "results": rows,
+        "timestamp": "t",
+        "complete": True,
+        "verdict": {
+            "status": "ERROR",
+            "exit_code": 2,
+            "strict": False,
+            "counts": {"PASS": 1, "FAIL": 1, "INCONCLUSIVE": 1, "SKIPPED": 1, "ERROR": 1},
+        },
+    }
 
 
 def test_junit_xml_has_one_testcase_per_check():
@@ -385,12 +500,28 @@ def test_markdown_summary_and_github_step_summary(tmp_path):
 def test_cli_writes_junit_markdown_json_and_step_summary(tmp_path, capsys, monkeypatch):
     records.write(microbench_document(), tmp_path / "go.json")
     records.write(microbench_document(candidate_factor=1.2, decision="NO-GO"), tmp_path / "nogo.json")
-    gates = write_gates(tmp_path, [{"name": "go", "kind": "recorded", "path": "go.json"},
-                                   {"name": "nogo", "kind": "recorded", "path": "nogo.json"}])
+    gates = write_gates(
+        tmp_path,
+        [
+            {"name": "go", "kind": "recorded", "path": "go.json"},
+            {"name": "nogo", "kind": "recorded", "path": "nogo.json"},
+        ],
+    )
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "step.md"))
     with pytest.raises(SystemExit) as exc:
-        main(["gate", str(gates), "--junit", str(tmp_path / "j.xml"), "--markdown", str(tmp_path / "g.md"),
-              "--json", "--results-dir", str(tmp_path / "results")])
+        main(
+            [
+                "gate",
+                str(gates),
+                "--junit",
+                str(tmp_path / "j.xml"),
+                "--markdown",
+                str(tmp_path / "g.md"),
+                "--json",
+                "--results-dir",
+                str(tmp_path / "results"),
+            ]
+        )
     out = json.loads(capsys.readouterr().out)
     assert exc.value.code == 1 and out["status"] == "FAIL" and out["exit_code"] == 1
     assert [c["status"] for c in out["checks"]] == ["PASS", "FAIL"]
@@ -409,8 +540,11 @@ def test_cli_refuses_an_output_folder_that_does_not_exist_before_running(tmp_pat
 
 
 def test_recorded_results_in_the_repository_rejudge_as_recorded():
-    paths = [p for p in sorted((EXPERIMENTS_DIR.parent / "results").glob("**/microbench-*.json"))
-             if records.read(p)["complete"]]
+    paths = [
+        p
+        for p in sorted((EXPERIMENTS_DIR.parent / "results").glob("**/microbench-*.json"))
+        if records.read(p)["complete"]
+    ]
     if not paths:
         pytest.skip("no complete microbench document recorded under results/ yet")
     for path in paths:
@@ -434,10 +568,13 @@ def test_ci_gate_passes_on_this_machine(tmp_path, capsys):
 def test_a_gate_whose_every_check_was_skipped_exits_6_and_says_so(tmp_path, capsys, monkeypatch):
     """All skipped (what the bundled CI gate gives outside a checkout): neither 0 (pass) nor 1 (regression)."""
     monkeypatch.delenv("ZINC_DBG_BIN", raising=False)
-    gates = write_gates(tmp_path, [
-        {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"},
-        {"name": "no-engine", "kind": "validate", "engine_bin": "${ZINC_DBG_BIN}", "needs_gpu": False},
-    ])
+    gates = write_gates(
+        tmp_path,
+        [
+            {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"},
+            {"name": "no-engine", "kind": "validate", "engine_bin": "${ZINC_DBG_BIN}", "needs_gpu": False},
+        ],
+    )
     result = run_gates(load_gates(gates), results_dir=tmp_path / "r")
     assert result.exit_code == ExitCode.NOTHING_CHECKED == 6
     assert records.read(result.path)["verdict"]["status"] == "NOTHING CHECKED"
@@ -452,9 +589,18 @@ def test_a_gate_whose_every_check_was_skipped_exits_6_and_says_so(tmp_path, caps
 
 def test_one_check_that_ran_is_enough_for_a_pass(tmp_path):
     records.write(microbench_document(), tmp_path / "go.json")
-    result = run_gates(load_gates(write_gates(tmp_path, [
-        {"name": "go", "kind": "recorded", "path": "go.json"},
-        {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"}])), results_dir=tmp_path / "r")
+    result = run_gates(
+        load_gates(
+            write_gates(
+                tmp_path,
+                [
+                    {"name": "go", "kind": "recorded", "path": "go.json"},
+                    {"name": "absent", "kind": "recorded", "path": "recorded/none-*.json"},
+                ],
+            )
+        ),
+        results_dir=tmp_path / "r",
+    )
     assert result.exit_code == ExitCode.OK
 
 
@@ -462,8 +608,12 @@ def test_one_check_that_ran_is_enough_for_a_pass(tmp_path):
 def test_the_gate_code_is_6_exactly_when_every_check_was_skipped(statuses):
     from zincbench.runs.gate import CODE_OF_STATUS, CheckOutcome, gate_code
 
-    outcomes = [CheckOutcome(f"c{i}", "recorded", s, int(CODE_OF_STATUS.get(s, ExitCode.USAGE)), "why",
-                             skipped=s is Status.SKIPPED) for i, s in enumerate(statuses)]
+    outcomes = [
+        CheckOutcome(
+            f"c{i}", "recorded", s, int(CODE_OF_STATUS.get(s, ExitCode.USAGE)), "why", skipped=s is Status.SKIPPED
+        )
+        for i, s in enumerate(statuses)
+    ]
     code = gate_code(outcomes)
     assert (code == ExitCode.NOTHING_CHECKED) == all(s is Status.SKIPPED for s in statuses)
     assert code != ExitCode.OK or Status.PASS in statuses

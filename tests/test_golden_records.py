@@ -21,8 +21,9 @@ from rich.console import Console
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
-DOCUMENTS = sorted(p for p in (ROOT / "results").rglob("*.json")
-                   if json.loads(p.read_text()).get("kind") == "microbench")
+DOCUMENTS = sorted(
+    p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") == "microbench"
+)
 WIDTHS = (80, 200)
 TYPED_KINDS = ("microbench", "validate", "ab", "profile")
 TYPED = sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") in TYPED_KINDS)
@@ -80,8 +81,12 @@ def rejudged(path: Path) -> dict:
     from zincbench.runs.gate import rejudge_document
 
     judged = rejudge_document(json.loads(path.read_text()), str(path.relative_to(ROOT)), base=ROOT)
-    return {"status": judged.status.value, "reason": judged.reason, "cells": judged.details["cells"],
-            "rule": judged.details["rule"]}
+    return {
+        "status": judged.status.value,
+        "reason": judged.reason,
+        "cells": judged.details["cells"],
+        "rule": judged.details["rule"],
+    }
 
 
 def test_every_recorded_microbench_document_is_covered():
@@ -116,8 +121,11 @@ def test_ab_scoreboard_rows_load_and_write_back_byte_for_byte(path):
     assert json.dumps([ScoreboardRow.from_json(model).to_json() for model in models]) == json.dumps(models)
 
 
-@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "results").rglob("*.json")
-                                         if json.loads(p.read_text()).get("kind") == "aa"), ids=_stem)
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") == "aa"),
+    ids=_stem,
+)
 def test_aa_rows_load_and_write_back_byte_for_byte(path):
     from zincbench.runs.aa_rows import aa_row
 
@@ -125,8 +133,11 @@ def test_aa_rows_load_and_write_back_byte_for_byte(path):
     assert json.dumps([aa_row(row).to_json() for row in rows]) == json.dumps(rows)
 
 
-@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "results").rglob("*.json")
-                                         if json.loads(p.read_text()).get("kind") == "reference"), ids=_stem)
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") == "reference"),
+    ids=_stem,
+)
 def test_references_load_and_write_back_byte_for_byte(path):
     from zincbench.records import to_jsonable
     from zincbench.reference_store import Reference

@@ -9,8 +9,13 @@ from zincbench.gpu import selection
 
 
 def test_argv_for_gpu_replaces_both_forms():
-    assert selection.argv_for_gpu(["microbench", "t2", "--gpu", "all", "--quick"], "GPU-1") == \
-        ["microbench", "t2", "--gpu", "GPU-1", "--quick"]
+    assert selection.argv_for_gpu(["microbench", "t2", "--gpu", "all", "--quick"], "GPU-1") == [
+        "microbench",
+        "t2",
+        "--gpu",
+        "GPU-1",
+        "--quick",
+    ]
     assert selection.argv_for_gpu(["ab", "--gpu=0,1"], "GPU-2") == ["ab", "--gpu=GPU-2"]
 
 
@@ -47,8 +52,9 @@ def test_a_run_that_dies_on_one_gpu_is_an_internal_error_not_a_verdict(monkeypat
         def __init__(self, code):
             self.returncode = code
 
-    monkeypatch.setattr(selection.subprocess, "run",
-                        lambda argv: Done({"GPU-a": 0, "GPU-b": died}[argv[argv.index("--gpu") + 1]]))
+    monkeypatch.setattr(
+        selection.subprocess, "run", lambda argv: Done({"GPU-a": 0, "GPU-b": died}[argv[argv.index("--gpu") + 1]])
+    )
     assert selection.run_per_gpu(["GPU-a", "GPU-b"], ["microbench", "--gpu", "all"]) == 5
     (line,) = capsys.readouterr().err.splitlines()[-1:]
     assert line.startswith("zincbench: error: the run on GPU-b ") and says in line

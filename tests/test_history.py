@@ -15,11 +15,11 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-
 from documents import timed_row
+from hypothesis import given, settings
 from test_fuzz_documents import DOCUMENTS, MICROBENCH, assert_clean_answer, edited, edits_of
 from test_fuzz_parsers import EXAMPLES
+
 from zincbench import history, records
 from zincbench.change_points import find_steps
 from zincbench.errors import InputError
@@ -33,10 +33,16 @@ def run_cli(*args) -> tuple[int, str, str]:
     from zincbench.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exc, \
-            mock.patch.dict(os.environ, {"COLUMNS": "80"}):
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        pytest.raises(SystemExit) as exc,
+        mock.patch.dict(os.environ, {"COLUMNS": "80"}),
+    ):
         main([str(a) for a in args])
     return exc.value.code, out.getvalue(), err.getvalue()
+
+
 RULES = history.load_rules()
 SAMPLES = 40  # per run, as a microbench run records
 # The median's 95% interval as the runner records it: two order statistics of the sorted samples.
@@ -58,14 +64,19 @@ def step_indices(levels, seed: int = 0, **noise) -> list[int]:
 
 # --- the rule on synthetic series -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("levels, expected", [
-    ([100] * 30 + [110] * 20, [30]),  # one 10% slowdown
-    ([100] * 25 + [80] * 25, [25]),  # one 20% speedup
-    ([100] * 15 + [120] * 15 + [100] * 20, [15, 30]),  # there and back: both found
-    ([100] * 10 + [90] * 10 + [81] * 10, [10, 20]),  # two speedups in a row
-    ([100] * 49 + [115], [49]),  # a regression at the newest commit shows at once
-    ([100] * 50, []),
-], ids=["slowdown", "speedup", "up-and-down", "two-speedups", "newest-commit", "flat"])
+
+@pytest.mark.parametrize(
+    "levels, expected",
+    [
+        ([100] * 30 + [110] * 20, [30]),  # one 10% slowdown
+        ([100] * 25 + [80] * 25, [25]),  # one 20% speedup
+        ([100] * 15 + [120] * 15 + [100] * 20, [15, 30]),  # there and back: both found
+        ([100] * 10 + [90] * 10 + [81] * 10, [10, 20]),  # two speedups in a row
+        ([100] * 49 + [115], [49]),  # a regression at the newest commit shows at once
+        ([100] * 50, []),
+    ],
+    ids=["slowdown", "speedup", "up-and-down", "two-speedups", "newest-commit", "flat"],
+)
 def test_known_steps_are_found_at_their_index(levels, expected):
     for seed in range(5):
         assert step_indices(levels, seed) == expected, seed
@@ -106,8 +117,9 @@ def test_false_step_rate_on_pure_noise():
     history.yaml) when this was written: 5 of these 1,000 show a step; 19 of 10,000 (0.19%) with another
     seed, 17 of them at the newest run alone (README "History"). The bound: 10 in 1,000."""
     rng = np.random.default_rng(2026)
-    flagged = sum(bool(find_steps(*noisy_runs(rng, [100.0] * 50), RULES.min_change, RULES.min_runs))
-                  for _ in range(1000))
+    flagged = sum(
+        bool(find_steps(*noisy_runs(rng, [100.0] * 50), RULES.min_change, RULES.min_runs)) for _ in range(1000)
+    )
     assert flagged <= 10, f"{flagged} of 1,000 noise series show a step"
 
 
@@ -121,12 +133,23 @@ def write_history(folder: Path, levels: dict[str, list[float]], *, gpu: str = "N
     rng = np.random.default_rng(seed)
     commits = len(next(iter(levels.values())))
     for i in range(commits):
-        rows = [timed_row("Ne16", variant, values[i] * (1 + 0.005 * rng.standard_normal(SAMPLES)),
-                          role="baseline" if variant == "base" else "candidate")
-                for variant, values in levels.items()]
-        doc = records.Document(kind="microbench", config={"family": "t2"}, environment={"gpu": {"name": gpu}},
-                               results=rows, git_commit=f"{i:04x}" + "ab" * 4,
-                               timestamp=(START + dt.timedelta(hours=i)).isoformat(timespec="seconds"))
+        rows = [
+            timed_row(
+                "Ne16",
+                variant,
+                values[i] * (1 + 0.005 * rng.standard_normal(SAMPLES)),
+                role="baseline" if variant == "base" else "candidate",
+            )
+            for variant, values in levels.items()
+        ]
+        doc = records.Document(
+            kind="microbench",
+            config={"family": "t2"},
+            environment={"gpu": {"name": gpu}},
+            results=rows,
+            git_commit=f"{i:04x}" + "ab" * 4,
+            timestamp=(START + dt.timedelta(hours=i)).isoformat(timespec="seconds"),
+        )
         records.write(doc, folder / f"run-{commits - i:03d}.json")  # names sort against time: time orders
 
 
@@ -172,13 +195,20 @@ def test_the_results_folder_is_the_default(tmp_path, monkeypatch):
     assert code == 0 and "t2 on NVIDIA H200" in out
 
 
-@pytest.mark.parametrize("content, message", [
-    ("{", "not a zincbench results document (invalid JSON"),
-    (json.dumps({"schema_version": 1, "kind": "microbench", "results": [], "timestamp": "yesterday"}),
-     "timestamp 'yesterday' is not an ISO 8601 time"),
-    (json.dumps({"schema_version": 1, "kind": "microbench", "results": [{"case": "x"}]}),
-     "results[0] has no 'variant' field"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{", "not a zincbench results document (invalid JSON"),
+        (
+            json.dumps({"schema_version": 1, "kind": "microbench", "results": [], "timestamp": "yesterday"}),
+            "timestamp 'yesterday' is not an ISO 8601 time",
+        ),
+        (
+            json.dumps({"schema_version": 1, "kind": "microbench", "results": [{"case": "x"}]}),
+            "results[0] has no 'variant' field",
+        ),
+    ],
+)
 def test_a_damaged_document_is_one_line_and_exit_2(tmp_path, content, message):
     write_history(tmp_path, {"fused": [50.0] * 2})
     (tmp_path / "damaged.json").write_text(content)
@@ -187,11 +217,14 @@ def test_a_damaged_document_is_one_line_and_exit_2(tmp_path, content, message):
     assert message in err
 
 
-@pytest.mark.parametrize("args, message", [
-    (["nowhere"], "nowhere: no such file or folder"),
-    ([ROOT / "results" / "cpu"], "no microbench documents among the"),
-    ([ROOT / "experiments"], "no results documents (*.json) under"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nowhere"], "nowhere: no such file or folder"),
+        ([ROOT / "results" / "cpu"], "no microbench documents among the"),
+        ([ROOT / "experiments"], "no results documents (*.json) under"),
+    ],
+)
 def test_nothing_to_read_is_one_line_and_exit_2(args, message):
     code, _, err = run_cli("history", *args)
     assert_clean_answer(code, err, allowed=(2,))

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-
 from test_fuzz_documents import DOCUMENTS, MICROBENCH, edited, edits_of
 from test_fuzz_parsers import EXAMPLES
 from test_history import ROOT, RULES, run_cli, write_history
+
 from zincbench import history
 from zincbench.errors import EnvironmentProblem, InputError
 from zincbench.outputs import write_output_atomically

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from test_history import ROOT, RULES, run_cli, write_history
+
 from zincbench import history
 from zincbench.show import history_html
 
@@ -40,7 +40,7 @@ def test_the_page_is_self_contained(page):
 def test_regressions_come_first(page):
     text = page.read_text()
     assert text.index("Current regressions") < text.index("<svg")
-    table = text[text.index("Current regressions"):text.index("<svg")]
+    table = text[text.index("Current regressions") : text.index("<svg")]
     assert "t2/Ne16/fused on NVIDIA H200" in table and "0008abab" in table
     assert re.search(r"<td class=n>\+(19\.\d|20\.\d)%</td>", table)  # 50 -> 60 µs
 
@@ -54,11 +54,13 @@ def test_the_committed_results_render(tmp_path):
     out = tmp_path / "page.html"
     code, _, err = run_cli("history", ROOT / "results", "--html", out)
     assert code == 0, err
-    assert out.read_text().count("<svg") == len({(s.key.family, s.key.case) for s in
-                                                 history.build_history([ROOT / "results"], RULES).series})
+    assert out.read_text().count("<svg") == len(
+        {(s.key.family, s.key.case) for s in history.build_history([ROOT / "results"], RULES).series}
+    )
 
 
 # --- in a real browser -----------------------------------------------------------------------------------------
+
 
 def _chromium() -> str | None:
     """The distribution's Chromium; None lets Playwright look for its own download."""
@@ -69,8 +71,9 @@ def _chromium() -> str | None:
 
 
 def test_the_page_renders_in_a_headless_browser(page):
-    playwright = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed "
-                                     "(pip install -e '.[browser]')")
+    playwright = pytest.importorskip(
+        "playwright.sync_api", reason="Playwright is not installed (pip install -e '.[browser]')"
+    )
     executable = _chromium()
     with playwright.sync_playwright() as p:
         try:

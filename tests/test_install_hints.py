@@ -26,19 +26,28 @@ def test_microbench_without_cupy_says_so_in_one_line(monkeypatch, capsys, tmp_pa
     assert "microbench needs CuPy and a CUDA GPU; CuPy is not installed" in err and "cuda12" in err
 
 
-@pytest.mark.parametrize("failure", [
-    RuntimeError("CUDA environment is not correctly set up\n(see https://docs.cupy.dev/en/stable/install.html)\n"
-                 "libcuda.so: cannot open shared object file: No such file or directory"),
-    OSError("libcudart.so.12: cannot open shared object file"),
-])
-def test_microbench_where_cupy_reaches_no_gpu_says_what_is_missing_not_cupys_internals(monkeypatch, capsys, tmp_path,
-                                                                                    failure):
+@pytest.mark.parametrize(
+    "failure",
+    [
+        RuntimeError(
+            "CUDA environment is not correctly set up\n(see https://docs.cupy.dev/en/stable/install.html)\n"
+            "libcuda.so: cannot open shared object file: No such file or directory"
+        ),
+        OSError("libcudart.so.12: cannot open shared object file"),
+    ],
+)
+def test_microbench_where_cupy_reaches_no_gpu_says_what_is_missing_not_cupys_internals(
+    monkeypatch, capsys, tmp_path, failure
+):
     def no_device():
         raise failure
 
     fake = types.ModuleType("cupy")
-    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(
-        getDeviceCount=no_device, CUDARuntimeError=type("CUDARuntimeError", (Exception,), {})))
+    fake.cuda = types.SimpleNamespace(
+        runtime=types.SimpleNamespace(
+            getDeviceCount=no_device, CUDARuntimeError=type("CUDARuntimeError", (Exception,), {})
+        )
+    )
     monkeypatch.setitem(sys.modules, "cupy", fake)
     code, err = _microbench(capsys, tmp_path)
     assert code == 4 and err.count("\n") == 1, err

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fake_engine import write_launcher
+
 from zincbench import records
 
 POLL_S = 0.05
@@ -37,8 +37,11 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-NOTE_OF_SIGNAL = {signal.SIGINT: "interrupted (SIGINT)", signal.SIGTERM: "interrupted by SIGTERM",
-                  signal.SIGHUP: "interrupted by SIGHUP"}
+NOTE_OF_SIGNAL = {
+    signal.SIGINT: "interrupted (SIGINT)",
+    signal.SIGTERM: "interrupted by SIGTERM",
+    signal.SIGHUP: "interrupted by SIGHUP",
+}
 
 
 @pytest.mark.parametrize("signum", list(NOTE_OF_SIGNAL), ids=lambda s: signal.Signals(s).name)
@@ -46,13 +49,39 @@ def test_signal_leaves_a_valid_incomplete_results_file(tmp_path, signum):
     fake = write_launcher(tmp_path)
     (tmp_path / "tiny.gguf").touch()
     marker = tmp_path / "hanging"
-    env = {**os.environ, "FAKE_COUNTER": str(tmp_path / "counter"), "FAKE_FAIL": "hang", "FAKE_FAIL_RUNS": "1",
-           "FAKE_HANG_MARKER": str(marker), "COLUMNS": "250"}
+    env = {
+        **os.environ,
+        "FAKE_COUNTER": str(tmp_path / "counter"),
+        "FAKE_FAIL": "hang",
+        "FAKE_FAIL_RUNS": "1",
+        "FAKE_HANG_MARKER": str(marker),
+        "COLUMNS": "250",
+    }
     for var in ("FAKE_SPEED", "FAKE_DRIFT", "FAKE_NOISE"):
         env.pop(var, None)
-    proc = subprocess.Popen([sys.executable, "-m", "zincbench", "ab", "--a", str(fake), "--b", str(fake), "--model",
-                             "tiny=tiny.gguf", "--rounds", "2", "--results-dir", str(tmp_path / "results")],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zincbench",
+            "ab",
+            "--a",
+            str(fake),
+            "--b",
+            str(fake),
+            "--model",
+            "tiny=tiny.gguf",
+            "--rounds",
+            "2",
+            "--results-dir",
+            str(tmp_path / "results"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         engine = _hanging_engine(marker, proc)  # run 0 recorded, run 1 hangs
         proc.send_signal(signum)

@@ -8,15 +8,25 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from zincbench.judge import (GateDecision, Verdict, compare_medians, compare_paired, decide, quantile_ci,
-                             require_all, summarize)
+from zincbench.judge import (
+    GateDecision,
+    Verdict,
+    compare_medians,
+    compare_paired,
+    decide,
+    quantile_ci,
+    require_all,
+    summarize,
+)
 
 
 def test_quantile_ci_covers_the_true_median_at_its_confidence(sample_rng):
     """Coverage of the binomial order-statistic CI, checked by simulation on an exponential law."""
     true_median = math.log(2)
-    hits = sum(lo <= true_median <= hi for lo, hi in
-               (quantile_ci(sample_rng.exponential(size=60), 0.5, 0.95) for _ in range(400)))
+    hits = sum(
+        lo <= true_median <= hi
+        for lo, hi in (quantile_ci(sample_rng.exponential(size=60), 0.5, 0.95) for _ in range(400))
+    )
     # 95% nominal (order statistics make it conservative); 400 trials: allow binomial scatter.
     assert hits / 400 >= 0.92
 
@@ -34,14 +44,17 @@ def test_summary_fields(rng):
     assert s.median_ci[0] <= s.median <= s.median_ci[1] and 0 < s.rel_noise < 0.01
 
 
-@pytest.mark.parametrize("ratio, ci, want", [
-    (0.90, (0.88, 0.92), Verdict.FASTER),      # significant and beyond 3%
-    (0.99, (0.985, 0.995), Verdict.SAME),      # significant but inside the band: same
-    (1.10, (1.08, 1.12), Verdict.SLOWER),
-    (0.95, (0.80, 1.10), Verdict.INCONCLUSIVE),  # practical but not significant
-    (1.00, (0.96, 1.04), Verdict.INCONCLUSIVE),  # CI wider than the band
-    (float("nan"), (0.9, 1.1), Verdict.INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "ratio, ci, want",
+    [
+        (0.90, (0.88, 0.92), Verdict.FASTER),  # significant and beyond 3%
+        (0.99, (0.985, 0.995), Verdict.SAME),  # significant but inside the band: same
+        (1.10, (1.08, 1.12), Verdict.SLOWER),
+        (0.95, (0.80, 1.10), Verdict.INCONCLUSIVE),  # practical but not significant
+        (1.00, (0.96, 1.04), Verdict.INCONCLUSIVE),  # CI wider than the band
+        (float("nan"), (0.9, 1.1), Verdict.INCONCLUSIVE),
+    ],
+)
 def test_decide_needs_threshold_and_evidence(ratio, ci, want):
     assert decide(ratio, ci, threshold=0.03, higher_is_better=False) is want
 

@@ -24,8 +24,13 @@ from zincbench.gpu.runtime import KERNELS_DIR
 FIXTURES = Path(__file__).parent / "fixtures" / "engine_abi"
 SOURCES = sorted(KERNELS_DIR.glob("*.cu")) + [FIXTURES / "abi_kernels.cu"]
 C_SPELLING = {"u32": "unsigned", "i32": "int", "u64": "unsigned long long", "i64": "long long", "f32": "float"}
-CTYPES = {"u32": ctypes.c_uint32, "i32": ctypes.c_int32, "u64": ctypes.c_uint64, "i64": ctypes.c_int64,
-          "f32": ctypes.c_float}
+CTYPES = {
+    "u32": ctypes.c_uint32,
+    "i32": ctypes.c_int32,
+    "u64": ctypes.c_uint64,
+    "i64": ctypes.c_int64,
+    "f32": ctypes.c_float,
+}
 SAMPLE = {"u32": 7, "i32": -3, "u64": 2**40 + 5, "i64": -(2**40), "f32": 0.5}
 
 
@@ -77,8 +82,11 @@ def _layout_program(text: str) -> tuple[str, dict]:
 def test_every_layout_matches_the_c_compiler(source, tmp_path):
     program, want = _layout_program(source.read_text(encoding="utf-8"))
     (tmp_path / "layout.cpp").write_text(program)
-    build = subprocess.run(["g++", "-std=c++17", "-o", str(tmp_path / "layout"), str(tmp_path / "layout.cpp")],
-                           capture_output=True, text=True)
+    build = subprocess.run(
+        ["g++", "-std=c++17", "-o", str(tmp_path / "layout"), str(tmp_path / "layout.cpp")],
+        capture_output=True,
+        text=True,
+    )
     assert build.returncode == 0, build.stderr + program
     printed = subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True, check=True).stdout
     got = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in printed.splitlines()}
@@ -113,8 +121,11 @@ def test_a_struct_is_passed_whole_after_the_pointers():
 @settings(derandomize=True, max_examples=200, deadline=None)
 def test_generated_structs_pack_like_ctypes(kinds):
     names = [f"f{i}" for i in range(len(kinds))]
-    source = ("struct Push {\n" + "".join(f"    {C_SPELLING[k]} {n};  // a comment\n" for n, k in zip(names, kinds))
-              + "};\nextern \"C\" __global__ void k(const float* a, float* __restrict__ b, Push p) {}\n")
+    source = (
+        "struct Push {\n"
+        + "".join(f"    {C_SPELLING[k]} {n};  // a comment\n" for n, k in zip(names, kinds))
+        + '};\nextern "C" __global__ void k(const float* a, float* __restrict__ b, Push p) {}\n'
+    )
     abi = kernel_abi(source, "k")
 
     class Push(ctypes.Structure):
@@ -123,7 +134,7 @@ def test_generated_structs_pack_like_ctypes(kinds):
     values = {n: SAMPLE[k] for n, k in zip(names, kinds)}
     assert abi.push.dtype.itemsize == ctypes.sizeof(Push)
     assert abi.push.pack(values, "p") == bytes(Push(**values))
-    assert abi.parameters([0x1000, 0x2000], values, "p")[16 + (-16 % abi.push.alignment):] == bytes(Push(**values))
+    assert abi.parameters([0x1000, 0x2000], values, "p")[16 + (-16 % abi.push.alignment) :] == bytes(Push(**values))
 
 
 def test_scalar_parameters_end_at_the_last_one():
@@ -137,8 +148,12 @@ def test_typedef_structs_arrays_and_launch_bounds():
     extern "C" __global__ void __launch_bounds__(128) k(const __half* __restrict__ x, __grid_constant__ const P p) {}"""
     abi = kernel_abi(source, "k")
     assert abi.buffers == ("x",) and abi.push.names == ("a", "b", "eps", "pad")
-    assert abi.push.unpack(abi.push.pack({"a": 1, "b": 2, "eps": 0.5, "pad": [3, 4]}, "p")) == \
-        {"a": 1, "b": 2, "eps": 0.5, "pad": [3, 4]}
+    assert abi.push.unpack(abi.push.pack({"a": 1, "b": 2, "eps": 0.5, "pad": [3, 4]}, "p")) == {
+        "a": 1,
+        "b": 2,
+        "eps": 0.5,
+        "pad": [3, 4],
+    }
 
 
 # ---- refusals --------------------------------------------------------------------------------------------
@@ -150,15 +165,18 @@ def _warp_values(**changes):
     return {k: v for k, v in {**values, **changes}.items() if v is not None}
 
 
-@pytest.mark.parametrize("values, message", [
-    (_warp_values(n_tok=None), "missing n_tok"),
-    (_warp_values(n_token=5), "unknown n_token"),
-    (_warp_values(n_tok=-1), "n_tok: -1 does not fit u32"),
-    (_warp_values(n_tok=2**32), "does not fit u32"),
-    (_warp_values(n_tok=1.5), "not a whole number"),
-    (_warp_values(n_tok=True), "is not a number"),
-    (_warp_values(n_tok="5"), "is not a number"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (_warp_values(n_tok=None), "missing n_tok"),
+        (_warp_values(n_token=5), "unknown n_token"),
+        (_warp_values(n_tok=-1), "n_tok: -1 does not fit u32"),
+        (_warp_values(n_tok=2**32), "does not fit u32"),
+        (_warp_values(n_tok=1.5), "not a whole number"),
+        (_warp_values(n_tok=True), "is not a number"),
+        (_warp_values(n_tok="5"), "is not a number"),
+    ],
+)
 def test_push_values_are_refused_by_name(values, message):
     abi = kernel_abi(WARP, "ssm_delta_net_warp")
     with pytest.raises(AbiError, match=re.escape(message)):
@@ -170,16 +188,22 @@ def test_the_buffer_count_is_checked():
         kernel_abi(WARP, "ssm_delta_net_warp").parameters([1, 2], _warp_values(), "launch")
 
 
-@pytest.mark.parametrize("source, message", [
-    ('struct P { double x; };\nextern "C" __global__ void k(float* y, P p) {}', "struct P: field 'double x'"),
-    ('extern "C" __global__ void k(unsigned n, float* y) {}', "buffer parameter 'float* y' after the push"),
-    ('extern "C" __global__ void k(float* y, half h) {}', "neither a buffer"),
-    ('extern "C" __global__ void j(float* y) {}', 'no extern "C" __global__ k'),
-    ('struct P { unsigned a, a; };\nextern "C" __global__ void k(float* y, P p) {}', "field 'a' is declared twice"),
-    ('struct P { };\nextern "C" __global__ void k(float* y, P p) {}', "struct P: it has no fields"),
-    ('struct P { int x[0]; };\nextern "C" __global__ void k(float* y, P p) {}', "array length of 0"),
-    ('extern "C" __global__ void k(float* y, unsigned n, int n) {}', "scalar parameters: field 'n' is declared twice"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ('struct P { double x; };\nextern "C" __global__ void k(float* y, P p) {}', "struct P: field 'double x'"),
+        ('extern "C" __global__ void k(unsigned n, float* y) {}', "buffer parameter 'float* y' after the push"),
+        ('extern "C" __global__ void k(float* y, half h) {}', "neither a buffer"),
+        ('extern "C" __global__ void j(float* y) {}', 'no extern "C" __global__ k'),
+        ('struct P { unsigned a, a; };\nextern "C" __global__ void k(float* y, P p) {}', "field 'a' is declared twice"),
+        ('struct P { };\nextern "C" __global__ void k(float* y, P p) {}', "struct P: it has no fields"),
+        ('struct P { int x[0]; };\nextern "C" __global__ void k(float* y, P p) {}', "array length of 0"),
+        (
+            'extern "C" __global__ void k(float* y, unsigned n, int n) {}',
+            "scalar parameters: field 'n' is declared twice",
+        ),
+    ],
+)
 def test_unreadable_signatures_are_errors(source, message):
     with pytest.raises(AbiError, match=re.escape(message)):
         kernel_abi(source, "k")
@@ -187,8 +211,11 @@ def test_unreadable_signatures_are_errors(source, message):
 
 # ---- every declared launch of the bundled packs against the kernel it names ------------------------------
 def _launch_steps():
-    for path in (experiment_path("engine_zinc"), Path("experiments/examples/grouped_matvec.yaml"),
-                 FIXTURES / "pack.yaml"):
+    for path in (
+        experiment_path("engine_zinc"),
+        Path("experiments/examples/grouped_matvec.yaml"),
+        FIXTURES / "pack.yaml",
+    ):
         pack = declared.load_pack(Path(path))
         for family in pack.variants.values():
             for variant in family.values():
@@ -197,8 +224,11 @@ def _launch_steps():
                         yield pack, variant, step
 
 
-@pytest.mark.parametrize("pack, variant, step", list(_launch_steps()),
-                         ids=lambda v: getattr(getattr(v, "info", None), "name", None) or getattr(v, "kernel", "-"))
+@pytest.mark.parametrize(
+    "pack, variant, step",
+    list(_launch_steps()),
+    ids=lambda v: getattr(getattr(v, "info", None), "name", None) or getattr(v, "kernel", "-"),
+)
 def test_declared_launches_name_the_kernels_fields_and_buffers(pack, variant, step):
     """Field names and the buffer count agree with the stand-in kernel (or the fixture's source). A kernel
     name with {fields} may match several entries: at least one must agree (the step's `if` picks it)."""
@@ -217,10 +247,36 @@ def test_declared_launches_name_the_kernels_fields_and_buffers(pack, variant, st
 
 
 # ---- damaged sources: never anything but an AbiError (an input error, exit 2) ----------------------------
-C_PIECES = ["struct P {", "};", "unsigned a, b;", "unsigned a;", "float x;", "double y;", "int z[3];", "int z[];",
-            "int z[0];", "typedef struct {",
-            "} Q;", 'extern "C" __global__ void k(', "const float* x,", "P p", "Q q", "unsigned n", ")", "{}", "//",
-            "/*", "*/", "__launch_bounds__(128)", ",", "*", "\x00", "é", "\n", "unsigned n, unsigned n"]
+C_PIECES = [
+    "struct P {",
+    "};",
+    "unsigned a, b;",
+    "unsigned a;",
+    "float x;",
+    "double y;",
+    "int z[3];",
+    "int z[];",
+    "int z[0];",
+    "typedef struct {",
+    "} Q;",
+    'extern "C" __global__ void k(',
+    "const float* x,",
+    "P p",
+    "Q q",
+    "unsigned n",
+    ")",
+    "{}",
+    "//",
+    "/*",
+    "*/",
+    "__launch_bounds__(128)",
+    ",",
+    "*",
+    "\x00",
+    "é",
+    "\n",
+    "unsigned n, unsigned n",
+]
 
 
 @given(st.lists(st.sampled_from(C_PIECES) | st.text(max_size=8), max_size=40))

@@ -30,15 +30,20 @@ def test_fused_launcher_constants_match_the_kernel(tmp_path):
     from zincbench.ops import fused
     from zincbench.ops.fused import POLICIES, SOURCE
 
-    checks = "".join(f"static_assert({p.policy}::HALVES == {p.halves_per_stage} && "
-                     f"{p.policy}::ROW_STAGE_BYTES == {p.row_stage_bytes}, \"{name}\");\n"
-                     for name, p in POLICIES.items())
+    checks = "".join(
+        f"static_assert({p.policy}::HALVES == {p.halves_per_stage} && "
+        f'{p.policy}::ROW_STAGE_BYTES == {p.row_stage_bytes}, "{name}");\n'
+        for name, p in POLICIES.items()
+    )
     epilogues = ("STORE", "SWIGLU_F16_GROUPED", "SWIGLU_F16_PERM", "COMBINE")
-    checks += "".join(f"static_assert(ZB_EPI_{e} == {getattr(fused, f'EPILOGUE_{e}')}, \"{e}\");\n" for e in epilogues)
+    checks += "".join(f'static_assert(ZB_EPI_{e} == {getattr(fused, f"EPILOGUE_{e}")}, "{e}");\n' for e in epilogues)
     unit = tmp_path / "policies.cu"
     unit.write_text(f'#include "{KERNELS_DIR / SOURCE}"\n{checks}')
-    proc = subprocess.run([find_nvcc(), "-std=c++17", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "p.cubin"), str(unit)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [find_nvcc(), "-std=c++17", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "p.cubin"), str(unit)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -72,6 +77,7 @@ def test_every_requested_fused_instantiation_compiles_with_nvrtc(tmp_path, monke
 
     monkeypatch.setenv("ZINCBENCH_CACHE", str(tmp_path))  # compile, do not read a cached CUBIN
     expressions = tuple(sorted(fused_name_expressions()))
-    compiled = compile_cubin(kernel_source(SOURCE), filename=f"kernels/{SOURCE}", options=engine_options("90"),
-                             name_expressions=expressions)
+    compiled = compile_cubin(
+        kernel_source(SOURCE), filename=f"kernels/{SOURCE}", options=engine_options("90"), name_expressions=expressions
+    )
     assert set(compiled.lowered_names) == set(expressions)

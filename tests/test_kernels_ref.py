@@ -21,7 +21,9 @@ def test_experts_matvec_is_each_items_expert_times_its_activations(rng, x_per_sl
     for tok in range(t):
         for slot in range(top_k):
             xv = x[tok, slot] if x_per_slot else x[tok]
-            expected = [math.fsum(a * b for a, b in zip(w[ids[tok, slot], row].tolist(), xv.tolist())) for row in range(m)]
+            expected = [
+                math.fsum(a * b for a, b in zip(w[ids[tok, slot], row].tolist(), xv.tolist())) for row in range(m)
+            ]
             assert y[tok, slot] == pytest.approx(expected, rel=1e-12, abs=1e-12)
 
 

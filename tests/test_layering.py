@@ -43,8 +43,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "zincbench"
 def _layers_from_docstring() -> list[tuple[str, ...]]:
     """The map above, one tuple of module names per layer, bottom first (the docstring is the map)."""
     table = __doc__.split("those below;", 1)[1].split("\n\n", 2)[1]
-    return [tuple("zincbench" if name == "zincbench" else f"zincbench.{name}" for name in line.split()[1:])
-            for line in table.splitlines()]
+    return [
+        tuple("zincbench" if name == "zincbench" else f"zincbench.{name}" for name in line.split()[1:])
+        for line in table.splitlines()
+    ]
 
 
 LAYERS = _layers_from_docstring()
@@ -76,8 +78,12 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
 
 def layer_of(name: str) -> int:
     # "zincbench" places the package's __init__ only: a module missing from the map fails, not lands at the bottom
-    matches = [(len(prefix), i) for i, layer in enumerate(LAYERS) for prefix in layer
-               if name == prefix or (prefix != "zincbench" and name.startswith(prefix + "."))]
+    matches = [
+        (len(prefix), i)
+        for i, layer in enumerate(LAYERS)
+        for prefix in layer
+        if name == prefix or (prefix != "zincbench" and name.startswith(prefix + "."))
+    ]
     if not matches:
         pytest.fail(f"{name} has no layer: add it to the layer map in {Path(__file__).name}'s docstring")
     return max(matches)[1]
@@ -96,7 +102,10 @@ def graph() -> nx.DiGraph:
 def test_the_import_graph_is_read(graph):
     # The reader sees module-level and function-level imports alike (a guard against an empty graph).
     assert ("zincbench.cli.microbench", "zincbench.bench.runner") in graph.edges  # inside the command function
-    assert ("zincbench.bench.runner", "zincbench.bench.autotune") in graph.edges  # `from zincbench.bench import autotune`
+    assert (
+        "zincbench.bench.runner",
+        "zincbench.bench.autotune",
+    ) in graph.edges  # `from zincbench.bench import autotune`
 
 
 def test_no_import_cycles(graph):

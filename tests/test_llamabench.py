@@ -38,9 +38,12 @@ def test_every_format_is_detected_and_parsed(fmt):
 
 def test_formats_agree_on_what_was_run():
     """Five separate runs of one command: the same tests, model, backend and build in every format."""
+
     def identity(fmt):
-        return sorted((r.test, r.n_prompt, r.n_gen, r.n_depth, r.model_type, r.backend, r.build_commit)
-                      for r in load(fixture(fmt)))
+        return sorted(
+            (r.test, r.n_prompt, r.n_gen, r.n_depth, r.model_type, r.backend, r.build_commit)
+            for r in load(fixture(fmt))
+        )
 
     reference = identity("jsonl")
     for fmt in FORMATS:
@@ -110,14 +113,17 @@ def test_truncated_files_name_the_line(fmt):
     assert message.startswith(f"{path}:") and "\n" not in message
 
 
-@pytest.mark.parametrize("fmt, old, new, expected", [
-    ("md", " ± ", " +- ", "field 't/s'"),
-    ("md", "pp16+tg8 @ d16", "  warmup-run  ", "field 'test'"),
-    ("csv", '"tiny.gguf"', '"tiny.gguf","extra"', "values for"),
-    ("jsonl", '"avg_ts": ', '"avg_ts_x": ', "missing field 'avg_ts'"),
-    ("json", '"n_prompt": 16', '"n_prompt": "sixteen"', "field 'n_prompt': expected an integer"),
-    ("sql", "INSERT INTO llama_bench", "DROP TABLE llama_bench; INSERT INTO llama_bench", "not a llama_bench"),
-])
+@pytest.mark.parametrize(
+    "fmt, old, new, expected",
+    [
+        ("md", " ± ", " +- ", "field 't/s'"),
+        ("md", "pp16+tg8 @ d16", "  warmup-run  ", "field 'test'"),
+        ("csv", '"tiny.gguf"', '"tiny.gguf","extra"', "values for"),
+        ("jsonl", '"avg_ts": ', '"avg_ts_x": ', "missing field 'avg_ts'"),
+        ("json", '"n_prompt": 16', '"n_prompt": "sixteen"', "field 'n_prompt': expected an integer"),
+        ("sql", "INSERT INTO llama_bench", "DROP TABLE llama_bench; INSERT INTO llama_bench", "not a llama_bench"),
+    ],
+)
 def test_malformed_fields_are_one_clear_line(fmt, old, new, expected):
     text = fixture(fmt).read_text()
     assert old in text
@@ -136,9 +142,14 @@ def test_extra_and_missing_optional_fields_are_tolerated():
     assert row.raw["a_future_field"] == 7
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "empty file"), ("hello world\n", "not llama-bench output"), ("[]", "no llama-bench result rows"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "empty file"),
+        ("hello world\n", "not llama-bench output"),
+        ("[]", "no llama-bench result rows"),
+    ],
+)
 def test_not_llama_bench_output(text, message):
     with pytest.raises(InputError, match=message):
         parse(text)
@@ -154,8 +165,16 @@ def test_show_json_prints_the_parsed_rows(capsys):
         main(["llamabench", "show", str(fixture("sql")), "--json"])
     rows = json.loads(capsys.readouterr().out)
     assert exc.value.code == 0 and len(rows) == len(EXPECTED_TESTS)
-    assert set(rows[0]) >= {"model_filename", "model_type", "backend", "n_prompt", "n_gen", "n_depth", "avg_ts",
-                            "stddev_ts"}
+    assert set(rows[0]) >= {
+        "model_filename",
+        "model_type",
+        "backend",
+        "n_prompt",
+        "n_gen",
+        "n_depth",
+        "avg_ts",
+        "stddev_ts",
+    }
     assert "samples_ts" not in rows[0]  # sql carries no samples
 
 
@@ -168,8 +187,10 @@ def test_show_table_and_bad_file_exit_code(capsys):
     assert exc.value.code == 2 and "truncated" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not os.environ.get("ZINCBENCH_LLAMA_BENCH"),
-                    reason="set ZINCBENCH_LLAMA_BENCH=/path/to/llama-bench to run a real llama-bench")
+@pytest.mark.skipif(
+    not os.environ.get("ZINCBENCH_LLAMA_BENCH"),
+    reason="set ZINCBENCH_LLAMA_BENCH=/path/to/llama-bench to run a real llama-bench",
+)
 def test_run_llama_bench_live(tmp_path):
     from zincbench.testing.tiny_gguf import write_tiny_llama
 

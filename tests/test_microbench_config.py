@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
+from documents import failed_row, timed_row
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from documents import failed_row, timed_row
 from zincbench import records
 from zincbench.bench import load_family
 from zincbench.bench.runner import compare_case, decide_gate
@@ -31,18 +31,27 @@ def test_bundled_experiments_load():
     assert sum(t1.gate_applies(cfg1, c) for c in t1.cases(cfg1)) == 45  # Q4_K shapes only
 
 
-@pytest.mark.parametrize("edit, message", [
-    ({"k": 300}, "K=300 is not a multiple of 256"),
-    ({"tokens_per_expert": [0]}, "tokens_per_expert must be >= 1"),
-    ({"variants": ["matvec", "magic"]}, "unknown variant"),
-    ({"gate": {"candidate": "x", "baseline": "y", "when": {"min_tokens": 5}}}, "gate.when: unknown key"),
-    # the timer's keys are the chosen stopping rule's own fields
-    ({"timer": {"stopping": "noise", "samples": 50}}, r"timer: unknown key 'samples' \(allowed with stopping: noise"),
-    ({"timer": {"stopping": "count", "max_noise": 0.01}}, "timer: unknown key 'max_noise'"),
-    ({"timer": {"stopping": "count", "samples": 0}}, "timer: samples must be at least 1"),
-    ({"timer": {"stopping": "noise", "min_time_s": 2.0, "max_time_s": 1.0}}, "timer: need 0 <= min_time_s <= max_time_s"),
-    ({"timer": {"stopping": "count", "warmup": -1}}, "timer: warmup must be at least 0"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ({"k": 300}, "K=300 is not a multiple of 256"),
+        ({"tokens_per_expert": [0]}, "tokens_per_expert must be >= 1"),
+        ({"variants": ["matvec", "magic"]}, "unknown variant"),
+        ({"gate": {"candidate": "x", "baseline": "y", "when": {"min_tokens": 5}}}, "gate.when: unknown key"),
+        # the timer's keys are the chosen stopping rule's own fields
+        (
+            {"timer": {"stopping": "noise", "samples": 50}},
+            r"timer: unknown key 'samples' \(allowed with stopping: noise",
+        ),
+        ({"timer": {"stopping": "count", "max_noise": 0.01}}, "timer: unknown key 'max_noise'"),
+        ({"timer": {"stopping": "count", "samples": 0}}, "timer: samples must be at least 1"),
+        (
+            {"timer": {"stopping": "noise", "min_time_s": 2.0, "max_time_s": 1.0}},
+            "timer: need 0 <= min_time_s <= max_time_s",
+        ),
+        ({"timer": {"stopping": "count", "warmup": -1}}, "timer: warmup must be at least 0"),
+    ],
+)
 def test_bad_t2_experiments_are_config_errors(tmp_path, edit, message):
     data = yaml.safe_load(experiment_path("t2_moe_expert").read_text())
     data.update(edit)
@@ -57,11 +66,14 @@ def model_gguf(tmp_path):
     from zincbench.testing.weights_gguf import write_weights_gguf
 
     path = tmp_path / "model.gguf"
-    written = write_weights_gguf(path, {
-        "blk.0.attn_q.weight": ("q4_k", (64, 512)),
-        "blk.0.ffn_down.weight": ("q6_k", (32, 256)),
-        "blk.1.ffn_gate_exps.weight": ("q4_k", (8, 16, 512)),
-    })
+    written = write_weights_gguf(
+        path,
+        {
+            "blk.0.attn_q.weight": ("q4_k", (64, 512)),
+            "blk.0.ffn_down.weight": ("q6_k", (32, 256)),
+            "blk.1.ffn_gate_exps.weight": ("q4_k", (8, 16, 512)),
+        },
+    )
     return path, written
 
 
@@ -73,8 +85,10 @@ def test_gguf_gives_the_real_shapes(model_gguf):
     assert np.array_equal(t2._gguf_tensor(cfg).data, tensors["blk.1.ffn_gate_exps.weight"])
     t1 = load_family("t1")
     cfg1 = t1.load(experiment_path("t1_dense_gemm"), gguf=str(path))
-    assert {(s.name, s.rows, s.k, s.weights) for s in cfg1.shapes} == {("attn_q", 64, 512, "q4_k"),
-                                                                       ("ffn_down", 32, 256, "q6_k")}
+    assert {(s.name, s.rows, s.k, s.weights) for s in cfg1.shapes} == {
+        ("attn_q", 64, 512, "q4_k"),
+        ("ffn_down", 32, 256, "q6_k"),
+    }
     with pytest.raises(InputError, match="layer 1 has none of the dense projections"):
         t1.load(experiment_path("t1_dense_gemm"), gguf=str(path), layer=1)
 
@@ -182,11 +196,21 @@ def test_the_recorded_timer_settings_load_back_as_yaml(tmp_path):
 
 
 @settings(derandomize=True, max_examples=200, deadline=None)
-@given(max_noise=st.floats(1e-4, 0.5), min_samples=st.integers(1, 100), extra_samples=st.integers(0, 1000),
-       min_time_s=st.floats(0.0, 5.0), extra_time_s=st.floats(0.0, 5.0))
+@given(
+    max_noise=st.floats(1e-4, 0.5),
+    min_samples=st.integers(1, 100),
+    extra_samples=st.integers(0, 1000),
+    min_time_s=st.floats(0.0, 5.0),
+    extra_time_s=st.floats(0.0, 5.0),
+)
 def test_quick_never_lengthens_the_noise_rule(max_noise, min_samples, extra_samples, min_time_s, extra_time_s):
-    rule = MedianNoiseRule(max_noise=max_noise, min_samples=min_samples, max_samples=min_samples + extra_samples,
-                           min_time_s=min_time_s, max_time_s=min_time_s + extra_time_s)
+    rule = MedianNoiseRule(
+        max_noise=max_noise,
+        min_samples=min_samples,
+        max_samples=min_samples + extra_samples,
+        min_time_s=min_time_s,
+        max_time_s=min_time_s + extra_time_s,
+    )
     quick = rule.quick()  # a valid rule: __post_init__ ran again
     assert quick.max_time_s <= min(rule.max_time_s, QUICK_MAX_TIME_S)
     assert quick.min_samples <= min(rule.min_samples, QUICK_MIN_SAMPLES)

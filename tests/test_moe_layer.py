@@ -42,9 +42,14 @@ def kernel_topk_ids(logits: np.ndarray, k: int) -> list[int]:
 
 
 @settings(max_examples=60)
-@given(st.integers(8, 256).flatmap(lambda e: st.tuples(
-    arrays(np.float32, e, elements=st.integers(-3, 3).map(float)),  # small integers: many exact ties
-    st.integers(1, min(e, 8)))))
+@given(
+    st.integers(8, 256).flatmap(
+        lambda e: st.tuples(
+            arrays(np.float32, e, elements=st.integers(-3, 3).map(float)),  # small integers: many exact ties
+            st.integers(1, min(e, 8)),
+        )
+    )
+)
 @example((np.zeros(130, dtype=np.float32), 8))  # all tied: thread order, then index within a thread
 def test_reference_topk_follows_the_kernels_tie_rule(case):
     logits, k = case
@@ -65,10 +70,15 @@ def test_ties_prefer_the_lower_thread_over_the_lower_index():
 def test_reference_block_is_the_per_token_formula(rng):
     t, n, ef, e, k, efs = 5, 16, 8, 6, 3, 4
     x, residual = rng.standard_normal((t, n)), rng.standard_normal((t, n))
-    experts = [(rng.standard_normal((ef, n)), rng.standard_normal((ef, n)), rng.standard_normal((n, ef)))
-               for _ in range(e)]
-    shared = (rng.standard_normal((efs, n)), rng.standard_normal((efs, n)), rng.standard_normal((n, efs)),
-              rng.standard_normal(n))
+    experts = [
+        (rng.standard_normal((ef, n)), rng.standard_normal((ef, n)), rng.standard_normal((n, ef))) for _ in range(e)
+    ]
+    shared = (
+        rng.standard_normal((efs, n)),
+        rng.standard_normal((efs, n)),
+        rng.standard_normal((n, efs)),
+        rng.standard_normal(n),
+    )
     ids = np.stack([rng.choice(e, k, replace=False) for _ in range(t)])
     weights = rng.random((t, k))
     got = reference_block(x, residual, ids, weights, lambda i: experts[i], shared)
@@ -102,13 +112,16 @@ def _experiment(tmp_path, **shape_changes):
     return path
 
 
-@pytest.mark.parametrize("change, words", [
-    ({"top_k": 300}, "top_k"),
-    ({"experts": 512}, "E <= 256"),
-    ({"down_types": ["q8_0"]}, "down_types"),
-    ({"moe_layers": {"q4_k": 3}}, "moe_layers"),
-    ({"expert_width": 704}, "256"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"top_k": 300}, "top_k"),
+        ({"experts": 512}, "E <= 256"),
+        ({"down_types": ["q8_0"]}, "down_types"),
+        ({"moe_layers": {"q4_k": 3}}, "moe_layers"),
+        ({"expert_width": 704}, "256"),
+    ],
+)
 def test_bad_shapes_are_config_errors(tmp_path, change, words):
     with pytest.raises(ConfigError, match=words):
         load_family("layer").load(_experiment(tmp_path, **change))
@@ -117,8 +130,18 @@ def test_bad_shapes_are_config_errors(tmp_path, change, words):
 # ---- the engine's block as declared --------------------------------------------------------------------
 def _plan(t: int, down_qtype: str = "q5k", ef_sh: int = 512):
     pack = declared.load_pack(experiment_path("engine_zinc"))
-    params = {"T": t, "E": 256, "top_k": 8, "n_embd": 2048, "ef": 512, "ef_sh": ef_sh, "down_qtype": down_qtype,
-              "shared_qtype": "q6k", "gate_slice": 1, "down_slice": 1}
+    params = {
+        "T": t,
+        "E": 256,
+        "top_k": 8,
+        "n_embd": 2048,
+        "ef": 512,
+        "ef_sh": ef_sh,
+        "down_qtype": down_qtype,
+        "shared_qtype": "q6k",
+        "gate_slice": 1,
+        "down_slice": 1,
+    }
     names = declared._names(pack, declared.Binding({}, params, "hidden", None))
     return declared.expand(pack.variant("layer", "engine"), pack, names)
 
@@ -146,8 +169,16 @@ def test_engine_block_down_on_q4k_layers_is_the_matvec():
 def test_engine_block_stages_and_no_shared_expert():
     plan = _plan(512)
     stages = list(dict.fromkeys(stage for _, _, stage in plan.steps))
-    assert stages == ["residual", "router+top-k", "routing build", "gate+up", "swiglu", "down", "combine",
-                      "shared expert"]
+    assert stages == [
+        "residual",
+        "router+top-k",
+        "routing build",
+        "gate+up",
+        "swiglu",
+        "down",
+        "combine",
+        "shared expert",
+    ]
     assert "shared expert" not in {stage for _, _, stage in _plan(512, ef_sh=0).steps}
 
 
@@ -156,12 +187,19 @@ E, N, EF, EFS = 8, 256, 256, 256
 
 
 def _layer_gguf(path, layer=3, down="q5_k", skip=(), gate="q4_k"):
-    tensors = {"ffn_gate_inp": ("f32", (E, N)), "ffn_gate_exps": (gate, (E, EF, N)), "ffn_up_exps": ("q4_k", (E, EF, N)),
-               "ffn_down_exps": (down, (E, N, EF)), "ffn_gate_shexp": ("q6_k", (EFS, N)),
-               "ffn_up_shexp": ("q6_k", (EFS, N)), "ffn_down_shexp": ("q6_k", (N, EFS)),
-               "ffn_gate_inp_shexp": ("f32", (N,))}
-    return write_weights_gguf(path, {f"blk.{layer}.{role}.weight": spec for role, spec in tensors.items()
-                                     if role not in skip})
+    tensors = {
+        "ffn_gate_inp": ("f32", (E, N)),
+        "ffn_gate_exps": (gate, (E, EF, N)),
+        "ffn_up_exps": ("q4_k", (E, EF, N)),
+        "ffn_down_exps": (down, (E, N, EF)),
+        "ffn_gate_shexp": ("q6_k", (EFS, N)),
+        "ffn_up_shexp": ("q6_k", (EFS, N)),
+        "ffn_down_shexp": ("q6_k", (N, EFS)),
+        "ffn_gate_inp_shexp": ("f32", (N,)),
+    }
+    return write_weights_gguf(
+        path, {f"blk.{layer}.{role}.weight": spec for role, spec in tensors.items() if role not in skip}
+    )
 
 
 def test_gguf_layer_gives_the_shape_types_and_weights(tmp_path):
@@ -177,15 +215,20 @@ def test_gguf_layer_gives_the_shape_types_and_weights(tmp_path):
     np.testing.assert_array_equal(host["router"], written["blk.3.ffn_gate_inp.weight"])
     assert types["down"] == "q5_k" and host["shared_gate_inp"].shape == (N,)
     # the blocks read back dequantize to what was written
-    np.testing.assert_array_equal(get_format("q5_k").dequantize(host["down"][1]),
-                                  get_format("q5_k").dequantize(written["blk.3.ffn_down_exps.weight"][1]))
+    np.testing.assert_array_equal(
+        get_format("q5_k").dequantize(host["down"][1]),
+        get_format("q5_k").dequantize(written["blk.3.ffn_down_exps.weight"][1]),
+    )
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"skip": ("ffn_gate_inp",)}, "ffn_gate_inp"),
-    ({"skip": ("ffn_up_shexp",)}, "part of the shared expert"),
-    ({"gate": "q6_k"}, "read q4_k"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"skip": ("ffn_gate_inp",)}, "ffn_gate_inp"),
+        ({"skip": ("ffn_up_shexp",)}, "part of the shared expert"),
+        ({"gate": "q6_k"}, "read q4_k"),
+    ],
+)
 def test_gguf_layers_the_block_cannot_run_are_input_errors(tmp_path, kwargs, words):
     path = tmp_path / "layer.gguf"
     _layer_gguf(path, **kwargs)
@@ -206,18 +249,35 @@ def _layer_document(rng) -> tuple[dict, dict]:
     for down, layers in (("q5_k", 36), ("q6_k", 4)):
         for t in (256, 2048):
             case = f"qwen36-35b-a3b-{down.replace('_', '')}-T{t}-uniform"
-            for variant, stages in (("engine", ["residual", "router+top-k", "gate+up", "swiglu", "down", "combine"]),
-                                    ("fused_block", ["residual", "router+top-k", "gate+up+swiglu", "down+combine"])):
+            for variant, stages in (
+                ("engine", ["residual", "router+top-k", "gate+up", "swiglu", "down", "combine"]),
+                ("fused_block", ["residual", "router+top-k", "gate+up+swiglu", "down+combine"]),
+            ):
                 times = rng.uniform(5, 500, len(stages))
                 block[(down, t, variant)] = float(times.sum())
-                results.append({"case": case, "variant": variant, "role": "x",
-                                "params": {"shape": "qwen36-35b-a3b", "routing": "uniform", "tokens": t,
-                                           "down_type": down, "moe_layers": layers},
-                                "summary": {"median_us": float(times.sum())}, "floor": {"pct_of_floor": 42.0},
-                                "detail": {"stages_us": [{"stage": s, "median_us": float(v)} for s, v in zip(stages, times)]}})
-    doc = {"results": results, "verdict": {"rule": {"baseline": "engine", "candidate": "fused_block"}},
-           "environment": {"gpu": {"name": "NVIDIA H200"}},
-           "config": {"settings": {"llama_cpp_pp_tps": {"H200": {"2048": 5000.0}}}}}
+                results.append(
+                    {
+                        "case": case,
+                        "variant": variant,
+                        "role": "x",
+                        "params": {
+                            "shape": "qwen36-35b-a3b",
+                            "routing": "uniform",
+                            "tokens": t,
+                            "down_type": down,
+                            "moe_layers": layers,
+                        },
+                        "summary": {"median_us": float(times.sum())},
+                        "floor": {"pct_of_floor": 42.0},
+                        "detail": {"stages_us": [{"stage": s, "median_us": float(v)} for s, v in zip(stages, times)]},
+                    }
+                )
+    doc = {
+        "results": results,
+        "verdict": {"rule": {"baseline": "engine", "candidate": "fused_block"}},
+        "environment": {"gpu": {"name": "NVIDIA H200"}},
+        "config": {"settings": {"llama_cpp_pp_tps": {"H200": {"2048": 5000.0}}}},
+    }
     return doc, block
 
 
@@ -231,7 +291,10 @@ def test_projection_is_tokens_over_the_moe_layers_time(rng):
         before = 36 * block[("q5_k", t, "engine")] + 4 * block[("q6_k", t, "engine")]
         after = 36 * block[("q5_k", t, "fused_block")] + 4 * block[("q6_k", t, "fused_block")]
         assert by_t[t]["layers"] == "40"
-        assert by_t[t]["eng tok/s"] == f"{t / (before * 1e-6):.0f}" and by_t[t]["ours tok/s"] == f"{t / (after * 1e-6):.0f}"
+        assert (
+            by_t[t]["eng tok/s"] == f"{t / (before * 1e-6):.0f}"
+            and by_t[t]["ours tok/s"] == f"{t / (after * 1e-6):.0f}"
+        )
         assert by_t[t]["saved ms"] == f"{(before - after) / 1e3:.2f}"
     assert by_t[2048]["llama.cpp pp tok/s"] == "5000" and by_t[256]["llama.cpp pp tok/s"] == "–"
 
@@ -246,8 +309,18 @@ def test_stage_tables_fit_80_columns_and_keep_every_stage(rng):
     assert len(tables) == 2  # one per down type: the T columns side by side
     title, headers, rows = tables[0]
     assert headers == ["stage (µs)", "T256 eng", "T256 ours", "T2048 eng", "T2048 ours"]
-    assert [r[0] for r in rows] == ["residual", "router+top-k", "gate+up", "swiglu", "down", "combine",
-                                    "gate+up+swiglu", "down+combine", "block", "% of floor"]
+    assert [r[0] for r in rows] == [
+        "residual",
+        "router+top-k",
+        "gate+up",
+        "swiglu",
+        "down",
+        "combine",
+        "gate+up+swiglu",
+        "down+combine",
+        "block",
+        "% of floor",
+    ]
     console = Console(width=80, record=True, force_terminal=False)
     print_stage_tables(doc, console)
     text = console.export_text()
@@ -264,13 +337,20 @@ def test_cli_refuses_a_layer_it_cannot_run_in_one_line(tmp_path):
 
     def microbench(*args):
         env = {**os.environ, "ZINCBENCH_RESULTS": str(tmp_path / "results"), "COLUMNS": "250"}
-        return subprocess.run([sys.executable, "-m", "zincbench", "microbench", "layer", *map(str, args)],
-                              capture_output=True, text=True, env=env, timeout=300,
-                              cwd=Path(__file__).resolve().parent.parent)  # this checkout's zincbench
+        return subprocess.run(
+            [sys.executable, "-m", "zincbench", "microbench", "layer", *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=Path(__file__).resolve().parent.parent,
+        )  # this checkout's zincbench
 
     _layer_gguf(tmp_path / "bad.gguf", down="q4_k", gate="q6_k")
-    for args, words in (((f"--gguf={tmp_path / 'bad.gguf'}", "--layer=3"), "ffn_gate_exps is q6_k"),
-                        ((f"--gguf={tmp_path / 'missing.gguf'}",), "missing.gguf")):
+    for args, words in (
+        ((f"--gguf={tmp_path / 'bad.gguf'}", "--layer=3"), "ffn_gate_exps is q6_k"),
+        ((f"--gguf={tmp_path / 'missing.gguf'}",), "missing.gguf"),
+    ):
         result = microbench(*args)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         assert len(result.stderr.splitlines()) == 1 and words in result.stderr, result.stderr
@@ -287,10 +367,15 @@ def _recorded_layer_document(tmp_path):
     for row in doc.results:
         if row.variant in ("engine", "fused_block"):
             share = [0.05, 0.1, 0.5, 0.35] if row.variant == "fused_block" else [0.05, 0.1, 0.3, 0.1, 0.3, 0.15]
-            names = (["residual", "router+top-k", "gate+up+swiglu", "down+combine"] if row.variant == "fused_block"
-                     else ["residual", "router+top-k", "gate+up", "swiglu", "down", "combine"])
-            row.detail = {**(row.detail or {}),
-                          "stages_us": [{"stage": n, "median_us": f * row.summary.median_us} for n, f in zip(names, share)]}
+            names = (
+                ["residual", "router+top-k", "gate+up+swiglu", "down+combine"]
+                if row.variant == "fused_block"
+                else ["residual", "router+top-k", "gate+up", "swiglu", "down", "combine"]
+            )
+            row.detail = {
+                **(row.detail or {}),
+                "stages_us": [{"stage": n, "median_us": f * row.summary.median_us} for n, f in zip(names, share)],
+            }
     return records.write(doc, tmp_path / "layer.json")
 
 
@@ -343,8 +428,14 @@ def test_gpu_orchestration_dry_run(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "tests" / "fixtures" / "fakecupy"), str(root)])}
-    result = subprocess.run([sys.executable, str(root / "tests" / "fixtures" / "layer_dryrun.py"), str(tmp_path)],
-                            capture_output=True, text=True, env=env, timeout=600, cwd=root)
+    result = subprocess.run(
+        [sys.executable, str(root / "tests" / "fixtures" / "layer_dryrun.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=root,
+    )
     assert result.returncode == 0 and result.stdout.strip().endswith("dry run ok"), result.stderr[-3000:]
 
 

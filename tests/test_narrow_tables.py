@@ -16,8 +16,8 @@ from zincbench import records
 from zincbench.profile.parse import parse_file
 from zincbench.report import build_report
 from zincbench.show import gate_summary, profile_tables
-from zincbench.show.report_tables import print_report
 from zincbench.show.microbench_table import microbench_markdown, print_microbench, rule_in_words
+from zincbench.show.report_tables import print_report
 
 H200 = Path(__file__).resolve().parents[1] / "results" / "h200"
 MICROBENCH = sorted(H200.glob("**/microbench-*.json"))
@@ -68,10 +68,17 @@ def test_a_wide_terminal_gets_every_column(path):
 
 
 def test_the_rule_reads_as_a_sentence():
-    rule = {"candidate": "fused_grouped", "baseline": "matvec", "require": "faster", "threshold": 0.03,
-            "confidence": 0.99, "when": {"min_tokens_per_expert": 16}}
-    assert rule_in_words(rule) == ("fused_grouped must be faster than matvec (by ≥ 3%, 99% CI) in every cell "
-                                   "with tokens_per_expert ≥ 16")
+    rule = {
+        "candidate": "fused_grouped",
+        "baseline": "matvec",
+        "require": "faster",
+        "threshold": 0.03,
+        "confidence": 0.99,
+        "when": {"min_tokens_per_expert": 16},
+    }
+    assert rule_in_words(rule) == (
+        "fused_grouped must be faster than matvec (by ≥ 3%, 99% CI) in every cell with tokens_per_expert ≥ 16"
+    )
     assert rule_in_words({**rule, "when": {}}).endswith("in every cell")
 
 
@@ -109,8 +116,11 @@ IDENT = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,30}", fullmatch=True)
 
 
 @settings(derandomize=True, max_examples=200)
-@given(base=IDENT, args=st.lists(st.integers(-9, 999), min_size=1, max_size=12),
-       params=st.lists(st.sampled_from(["int", "const float *", "unsigned long long", "T1 *"]), max_size=8))
+@given(
+    base=IDENT,
+    args=st.lists(st.integers(-9, 999), min_size=1, max_size=12),
+    params=st.lists(st.sampled_from(["int", "const float *", "unsigned long long", "T1 *"]), max_size=8),
+)
 @example(base="gemm_q4k_mma", args=[1, 4, 4, 1, 4, 1, 1], params=["const unsigned char *", "int"])
 def test_short_kernel_names_keep_the_name_and_fit(base, args, params):
     demangled = f"void {base}<{', '.join(f'(int){a}' for a in args)}>({', '.join(params)})"
@@ -168,14 +178,28 @@ def _validate_report(path: Path, long_names: bool):
 
     doc = records.read(path)
     fields = {f.name for f in dataclasses.fields(ModelOutcome)}
-    outcomes = [ModelOutcome(**{k: v for k, v in row.items() if k in fields} | {"status": Status(row["status"])})
-                for row in doc["results"]]
+    outcomes = [
+        ModelOutcome(**{k: v for k, v in row.items() if k in fields} | {"status": Status(row["status"])})
+        for row in doc["results"]
+    ]
     if long_names:  # a model name as long as catalogs have them, a failure with a long note, a forgiven flip
-        failed = dataclasses.replace(outcomes[0], model=LONG_NAME, status=Status.FAIL, match=5, first_divergence=5,
-                                     margin=3.141, reason="diverges at 5 (margin 3.141 ≥ near-tie 0.5): "
-                                     "engine output shorter than n_gen (8 of 12 ids); see the stderr tail")
-        forgiven = dataclasses.replace(outcomes[0], model=LONG_NAME + "-b", first_divergence=9, margin=0.012,
-                                       forgiven=[{"position": 9, "margin": 0.012, "why": "near-tie: margin 0.012 < 0.5"}])
+        failed = dataclasses.replace(
+            outcomes[0],
+            model=LONG_NAME,
+            status=Status.FAIL,
+            match=5,
+            first_divergence=5,
+            margin=3.141,
+            reason="diverges at 5 (margin 3.141 ≥ near-tie 0.5): "
+            "engine output shorter than n_gen (8 of 12 ids); see the stderr tail",
+        )
+        forgiven = dataclasses.replace(
+            outcomes[0],
+            model=LONG_NAME + "-b",
+            first_divergence=9,
+            margin=0.012,
+            forgiven=[{"position": 9, "margin": 0.012, "why": "near-tie: margin 0.012 < 0.5"}],
+        )
         outcomes += [failed, forgiven]
     return ValidateReport(outcomes, outcomes[0].mode, False, path)
 
@@ -188,8 +212,13 @@ def test_validate_table_at_80_columns(path, long_names):
     report = _validate_report(path, long_names)
     lines = render(lambda console: print_report(report, console))
     matches = {f"{o.match}/{o.n_gen}" for o in report.outcomes}
-    assert_readable(lines, {o.model for o in report.outcomes} | {o.status.value for o in report.outcomes} | matches
-                    | {verdict_line(report)})
+    assert_readable(
+        lines,
+        {o.model for o in report.outcomes}
+        | {o.status.value for o in report.outcomes}
+        | matches
+        | {verdict_line(report)},
+    )
     text = " ".join(" ".join(lines).split())
     assert all(" ".join(o.reason.split()) in text for o in report.outcomes)  # the notes wrap, never cut
     assert "forgave 9 (near-tie: margin 0.012 < 0.5)" in text or not long_names
@@ -199,8 +228,11 @@ def test_a_validate_table_that_fits_stays_one_table():
     from zincbench.show.validate_table import print_report
 
     lines = render(lambda console: print_report(_validate_report(VALIDATE[0], long_names=False), console))
-    assert any(line.split() == ["┃", "model", "┃", "status", "┃", "match", "┃", "tf", "┃", "diverges", "┃", "margin",
-                                "┃", "note", "┃"] for line in lines)
+    assert any(
+        line.split()
+        == ["┃", "model", "┃", "status", "┃", "match", "┃", "tf", "┃", "diverges", "┃", "margin", "┃", "note", "┃"]
+        for line in lines
+    )
 
 
 def test_a_narrow_table_does_not_fold_a_long_name_in_its_title():
@@ -208,6 +240,7 @@ def test_a_narrow_table_does_not_fold_a_long_name_in_its_title():
     from zincbench.show.fit import print_in_column_groups
 
     title = f"A=/opt/builds/{LONG_NAME} vs B=/opt/builds/{LONG_NAME}-next · NVIDIA H200"
-    lines = render(lambda console: print_in_column_groups(console, title, ["model", "verdict"], [["tiny", "same"]],
-                                                          keys=1))
+    lines = render(
+        lambda console: print_in_column_groups(console, title, ["model", "verdict"], [["tiny", "same"]], keys=1)
+    )
     assert_readable(lines, {f"A=/opt/builds/{LONG_NAME}", f"B=/opt/builds/{LONG_NAME}-next", "tiny", "same"})

@@ -41,8 +41,10 @@ def installed(tmp_path_factory):
             src.mkdir(exist_ok=True)
             shutil.copy2(REPO / name, src / name)
     wheels = root / "dist"
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                  "-w", wheels, src], cwd=root)
+    built = _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels, src],
+        cwd=root,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = wheels.glob("zincbench-*.whl")
     venv = root / "venv"
@@ -57,13 +59,22 @@ def installed(tmp_path_factory):
     own = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
     (site_dir,) = (venv / "lib").glob("python*/site-packages")
     (site_dir / "zincbench-test-dependencies.pth").write_text("".join(f"{p}\n" for p in own))
-    missing = _run([python, "-c", "import importlib.util, sys; names = sys.argv[1:]; "
-                    "print(' '.join(n for n in names if importlib.util.find_spec(n) is None))", *RUNTIME_MODULES],
-                   cwd=root)
+    missing = _run(
+        [
+            python,
+            "-c",
+            "import importlib.util, sys; names = sys.argv[1:]; "
+            "print(' '.join(n for n in names if importlib.util.find_spec(n) is None))",
+            *RUNTIME_MODULES,
+        ],
+        cwd=root,
+    )
     assert missing.returncode == 0, missing.stderr
     if missing.stdout.strip():
-        pytest.skip(f"this environment lacks zincbench's dependencies {missing.stdout.strip()} "
-                    "(install them first: pip install '.[test]'); the wheel's own install is offline")
+        pytest.skip(
+            f"this environment lacks zincbench's dependencies {missing.stdout.strip()} "
+            "(install them first: pip install '.[test]'); the wheel's own install is offline"
+        )
     # --ignore-installed: a zincbench of the same version among those folders would make pip skip the wheel.
     pip = _run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", wheel], cwd=root)
     assert pip.returncode == 0, pip.stdout + pip.stderr
@@ -75,8 +86,11 @@ def test_the_wheel_holds_every_kernel_and_experiment(installed):
     _, _, wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder in ("kernels", "experiments"):  # subfolders too (experiments/examples/)
-        bundled = sorted(p.relative_to(REPO / folder).as_posix() for p in (REPO / folder).rglob("*")
-                         if p.suffix in (".cu", ".cuh", ".yaml"))
+        bundled = sorted(
+            p.relative_to(REPO / folder).as_posix()
+            for p in (REPO / folder).rglob("*")
+            if p.suffix in (".cu", ".cuh", ".yaml")
+        )
         assert bundled
         missing = [n for n in bundled if f"zincbench/{folder}/{n}" not in names]
         assert not missing, f"{folder}: {missing} not in {wheel.name}"
@@ -85,9 +99,16 @@ def test_the_wheel_holds_every_kernel_and_experiment(installed):
 @pytest.mark.slow
 def test_the_installed_tool_reads_its_files_from_site_packages(installed):
     python, _, _, root = installed
-    probe = _run([python, "-c", "import json, zincbench, zincbench.resources as r, zincbench.gpu.runtime as g, "
-                  "zincbench.config as c; print(json.dumps([zincbench.__file__, str(r.kernels_dir()), "
-                  "str(r.experiments_dir()), str(g.KERNELS_DIR), str(c.EXPERIMENTS_DIR)]))"], cwd=root)
+    probe = _run(
+        [
+            python,
+            "-c",
+            "import json, zincbench, zincbench.resources as r, zincbench.gpu.runtime as g, "
+            "zincbench.config as c; print(json.dumps([zincbench.__file__, str(r.kernels_dir()), "
+            "str(r.experiments_dir()), str(g.KERNELS_DIR), str(c.EXPERIMENTS_DIR)]))",
+        ],
+        cwd=root,
+    )
     assert probe.returncode == 0, probe.stderr
     package, kernels, experiments, kernels_const, experiments_const = map(Path, json.loads(probe.stdout))
     site = package.parent
@@ -105,8 +126,10 @@ def test_the_installed_entry_point_runs_outside_the_repository(installed, tmp_pa
     assert env.returncode == 0, env.stderr
     json.loads(env.stdout)
     # The CPU-only CI gate: recorded H200 results re-judged with the experiment files the wheel carries.
-    gate = _run([zincbench, "gate", REPO / "experiments" / "gates_ci.yaml", "--json", "--results-dir", tmp_path / "res"],
-                cwd=tmp_path)
+    gate = _run(
+        [zincbench, "gate", REPO / "experiments" / "gates_ci.yaml", "--json", "--results-dir", tmp_path / "res"],
+        cwd=tmp_path,
+    )
     assert gate.returncode == 0, gate.stdout[-2000:] + gate.stderr[-2000:]
     # The same gate named by its bundled name: the wheel carries no recorded results, so every check is
     # skipped, and a gate that checked nothing says so (exit 6), never PASS.
@@ -121,5 +144,7 @@ def test_the_runtime_modules_are_the_declared_dependencies():
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     import_name = {"pyyaml": "yaml", "nvidia-ml-py": "pynvml"}
-    names = {import_name.get(n, n) for n in (d.split(">")[0].split("=")[0].split("[")[0].strip().lower() for d in declared)}
+    names = {
+        import_name.get(n, n) for n in (d.split(">")[0].split("=")[0].split("[")[0].strip().lower() for d in declared)
+    }
     assert names == set(RUNTIME_MODULES)

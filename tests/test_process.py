@@ -94,8 +94,16 @@ def test_exponential_backtracking_regexes_are_refused_when_the_config_loads(patt
         generic.EngineSpec(throughput=generic.ThroughputSpec("{bin}", prefill_regex=pattern))
 
 
-@pytest.mark.parametrize("pattern", [r"Prefill complete: (\S+) tokens in \S+ ms \((\S+) tok/s\)",
-                                     r"GEN_IDS:((?:\d+,)*\d+)", r"(\S*\s)*x", r"(a++)+b", r"(ab){2}+"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"Prefill complete: (\S+) tokens in \S+ ms \((\S+) tok/s\)",
+        r"GEN_IDS:((?:\d+,)*\d+)",
+        r"(\S*\s)*x",
+        r"(a++)+b",
+        r"(ab){2}+",
+    ],
+)
 def test_ordinary_regexes_load(pattern):
     generic.EngineSpec(throughput=generic.ThroughputSpec("{bin}", prefill_regex=pattern))
 

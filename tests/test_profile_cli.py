@@ -82,6 +82,7 @@ def tools(tmp_path, monkeypatch):
         if name == "ncu":
             return install(bin_dir, "ncu", FAKE_NCU.format(fixture=str(ncu_log)))
         return install(bin_dir, "nsys", FAKE_NSYS.format(fixtures=str(FIXTURES), report_suffix=report_suffix))
+
     return add
 
 
@@ -100,10 +101,26 @@ def run_cli(args, capsys) -> tuple[int, str, str]:
 def test_run_under_ncu(tools, tmp_path, capsys):
     fake = tools("ncu")
     out_dir, results = tmp_path / "out", tmp_path / "results"
-    code, out, err = run_cli(["profile", "run", "--tool", "ncu", "--out", str(out_dir), "--results-dir", str(results),
-                              "--json", "--", sys.executable, "-c", "print('workload ran')"], capsys)
+    code, out, err = run_cli(
+        [
+            "profile",
+            "run",
+            "--tool",
+            "ncu",
+            "--out",
+            str(out_dir),
+            "--results-dir",
+            str(results),
+            "--json",
+            "--",
+            sys.executable,
+            "-c",
+            "print('workload ran')",
+        ],
+        capsys,
+    )
     assert code == 0, err
-    report = json.loads(out[out.index("{"):])  # the profiled command's own stdout is not ours to parse
+    report = json.loads(out[out.index("{") :])  # the profiled command's own stdout is not ours to parse
     (run,) = report["runs"]
     assert run["tool"] == "ncu" and run["exit_code"] == 0
     assert {row["category"] for row in run["categories"]} >= {"gemm", "norm", "moe-routing"}
@@ -120,8 +137,23 @@ def test_run_under_ncu(tools, tmp_path, capsys):
 
 def test_run_under_nsys_reads_the_fresh_export(tools, tmp_path, capsys):
     fake = tools("nsys")
-    code, out, err = run_cli(["profile", "run", "--tool", "nsys", "--out", str(tmp_path / "out"), "--results-dir",
-                              str(tmp_path / "results"), "--", sys.executable, "-c", "pass"], capsys)
+    code, out, err = run_cli(
+        [
+            "profile",
+            "run",
+            "--tool",
+            "nsys",
+            "--out",
+            str(tmp_path / "out"),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--",
+            sys.executable,
+            "-c",
+            "pass",
+        ],
+        capsys,
+    )
     assert code == 0, err
     made = calls(fake)
     profile_call = next(c for c in made if c[0] == "profile")
@@ -163,9 +195,11 @@ def test_qdstrm_only_capture_is_an_environment_problem(tools, tmp_path, monkeypa
 def test_ncu_without_counter_permission_is_an_environment_problem(tools, tmp_path):
     """ncu writes its refusal into the log file (found line by line there), not as a CSV."""
     log = tmp_path / "denied.csv"
-    log.write_text("==PROF== Connected to process 4242 (/usr/bin/python3)\n"
-                   "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
-                   "Counters on the target device 0.\n==PROF== Disconnected from process 4242\n")
+    log.write_text(
+        "==PROF== Connected to process 4242 (/usr/bin/python3)\n"
+        "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
+        "Counters on the target device 0.\n==PROF== Disconnected from process 4242\n"
+    )
     tools("ncu", ncu_log=log)
     with pytest.raises(EnvironmentProblem, match="NVreg_RestrictProfilingToAdminUsers=0"):
         ncu.profile_command(["true"], tmp_path / "out")
@@ -173,14 +207,30 @@ def test_ncu_without_counter_permission_is_an_environment_problem(tools, tmp_pat
 
 def test_failing_command_exits_1(tools, tmp_path, capsys):
     tools("ncu")
-    code, _, err = run_cli(["profile", "run", "--tool", "ncu", "--out", str(tmp_path / "o"), "--results-dir",
-                            str(tmp_path / "r"), "--", sys.executable, "-c", "raise SystemExit(3)"], capsys)
+    code, _, err = run_cli(
+        [
+            "profile",
+            "run",
+            "--tool",
+            "ncu",
+            "--out",
+            str(tmp_path / "o"),
+            "--results-dir",
+            str(tmp_path / "r"),
+            "--",
+            sys.executable,
+            "-c",
+            "raise SystemExit(3)",
+        ],
+        capsys,
+    )
     assert code == 1 and "exit 3" in err
 
 
 def test_parse_json_and_files(tmp_path, capsys):
-    code, out, err = run_cli(["profile", "parse", str(FIXTURES / "edge_ncu_raw.csv"), "--json", "--out",
-                              str(tmp_path)], capsys)
+    code, out, err = run_cli(
+        ["profile", "parse", str(FIXTURES / "edge_ncu_raw.csv"), "--json", "--out", str(tmp_path)], capsys
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["format"] == "ncu-csv"
@@ -190,8 +240,10 @@ def test_parse_json_and_files(tmp_path, capsys):
     assert "| matvec |" in markdown
 
 
-@pytest.mark.parametrize("args", [["profile", "parse", "/no/such/file.csv"], ["profile", "run"],
-                                  ["profile", "run", "--tool", "perf", "--", "true"]])
+@pytest.mark.parametrize(
+    "args",
+    [["profile", "parse", "/no/such/file.csv"], ["profile", "run"], ["profile", "run", "--tool", "perf", "--", "true"]],
+)
 def test_bad_input_exits_2_with_one_line(args, capsys):
     code, _, err = run_cli(args, capsys)
     assert code == 2
@@ -217,14 +269,30 @@ def test_category_chart_png(tmp_path):
 
 def test_microbench_dram_bytes_next_to_the_traffic_model(tools, tmp_path, capsys, monkeypatch):
     fake = tools("ncu")
-    rows = [{"variant": "norm_swiglu", "case": "T64-D1024", "traffic": {"bytes_model": 800_000}},
-            {"variant": "gather_template", "case": "T64-D1024", "traffic": {"bytes_model": 266_922}}]
+    rows = [
+        {"variant": "norm_swiglu", "case": "T64-D1024", "traffic": {"bytes_model": 800_000}},
+        {"variant": "gather_template", "case": "T64-D1024", "traffic": {"bytes_model": 266_922}},
+    ]
     bench_doc = write(Document(kind="microbench", config={}, environment={}, results=rows), tmp_path / "mb.json")
     monkeypatch.setenv("STAND_IN_MICROBENCH_DOC", str(bench_doc))
     out_dir = tmp_path / "out"
     (out_dir / "microbench").mkdir(parents=True)
-    code, out, err = run_cli(["profile", "microbench", "--tool", "ncu", "--out", str(out_dir), "--results-dir",
-                              str(tmp_path / "results"), "--json", "t2", "--quick"], capsys)
+    code, out, err = run_cli(
+        [
+            "profile",
+            "microbench",
+            "--tool",
+            "ncu",
+            "--out",
+            str(out_dir),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--json",
+            "t2",
+            "--quick",
+        ],
+        capsys,
+    )
     assert code == 0, err  # the microbench's NO-GO (exit 1) is its verdict, not a profiling failure
     (argv,) = calls(fake)
     assert argv[-5:] == ["-m", "zincbench", "microbench", "t2", "--quick"]
@@ -232,8 +300,9 @@ def test_microbench_dram_bytes_next_to_the_traffic_model(tools, tmp_path, capsys
     assert set(traffic) == {"norm_swiglu", "gather_template"}
     # ncu_raw_nvtx.csv: 3 invocations of rms_norm_f32 + swiglu_f32 in that range
     assert traffic["norm_swiglu"]["invocations"] == 3
-    assert traffic["norm_swiglu"]["measured_bytes"] == pytest.approx((271360 + 528384 + 271104 + 528640 + 271360
-                                                                      + 528640) / 3)
+    assert traffic["norm_swiglu"]["measured_bytes"] == pytest.approx(
+        (271360 + 528384 + 271104 + 528640 + 271360 + 528640) / 3
+    )
     assert traffic["gather_template"]["measured_over_model"] == pytest.approx(800768 / 3 / 266_922)
 
 
@@ -270,6 +339,11 @@ def test_stacked_rows_keep_each_header_on_its_line():
     from zincbench.show.fit import print_stacked
 
     out = io.StringIO()
-    print_stacked(Console(file=out, width=40, color_system=None), "t", ["name", "calls", "share"],
-                  [["a_very_long_kernel_name_that_fills_the_line", "3", "1.0%"]], keys=[0])
+    print_stacked(
+        Console(file=out, width=40, color_system=None),
+        "t",
+        ["name", "calls", "share"],
+        [["a_very_long_kernel_name_that_fills_the_line", "3", "1.0%"]],
+        keys=[0],
+    )
     assert "calls" in out.getvalue() and "\nc\n" not in out.getvalue().replace(" ", "")

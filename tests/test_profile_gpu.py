@@ -23,8 +23,9 @@ def profiled(tool, tmp_path):
     except EnvironmentProblem as exc:
         pytest.skip(str(exc))
     results = tmp_path / "microbench"
-    (run,) = profile_command(microbench_argv(ARGS), [tool], tmp_path, load_rules(),
-                             env={"ZINCBENCH_RESULTS": str(results)}, timeout_s=1200)
+    (run,) = profile_command(
+        microbench_argv(ARGS), [tool], tmp_path, load_rules(), env={"ZINCBENCH_RESULTS": str(results)}, timeout_s=1200
+    )
     document = newest_document(results)
     assert document is not None, f"the microbench wrote no results document; see {run.artifacts['log']}"
     return run, read(document)["results"]

@@ -11,8 +11,10 @@ from zincbench.profile.categories import load_rules
 from zincbench.profile.parse import NO_RANGE, detect_format, parse_file, traffic_comparison
 
 FIXTURES = Path(__file__).parent / "fixtures" / "profile"
-ADD_KERNEL = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctorOnSelf_add<float>, "
-              "std::array<char *, (unsigned long)2>>(int, T2, T3)")
+ADD_KERNEL = (
+    "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctorOnSelf_add<float>, "
+    "std::array<char *, (unsigned long)2>>(int, T2, T3)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +28,10 @@ def test_kern_sum_with_quoted_template_names(rules):
     kernels = tables.kernels.set_index("name")
     assert kernels.loc[ADD_KERNEL, "calls"] == 4
     assert kernels.loc[ADD_KERNEL, "median_ns"] == 2000.0
-    assert kernels.loc["void gather_rows<float, (int)4>(const float *, const int *, float *, int, int)",
-                       "category"] == "moe-routing"
+    assert (
+        kernels.loc["void gather_rows<float, (int)4>(const float *, const int *, float *, int, int)", "category"]
+        == "moe-routing"
+    )
     assert list(tables.kernels["total_ns"]) == sorted(tables.kernels["total_ns"], reverse=True)
     assert tables.kernels["share"].sum() == pytest.approx(1.0)
     # 16608 of 35552 ns: the share is recomputed from totals, not copied from the rounded Time (%) column.
@@ -81,9 +85,13 @@ def test_time_unit_suffix_is_converted_to_ns(rules):
 
 def test_choose_reports_prefers_current_names():
     assert nsys.choose_reports("  cuda_gpu_kern_sum[:nvtx-name] -- CUDA GPU Kernel Summary\n  nvtx_sum -- x\n") == {
-        "cuda_gpu_kern_sum": "cuda_gpu_kern_sum", "nvtx_sum": "nvtx_sum"}
+        "cuda_gpu_kern_sum": "cuda_gpu_kern_sum",
+        "nvtx_sum": "nvtx_sum",
+    }
     assert nsys.choose_reports("gpukernsum -- GPU Kernel Summary\nnvtxkernsum\n") == {
-        "cuda_gpu_kern_sum": "gpukernsum", "nvtx_kern_sum": "nvtxkernsum"}
+        "cuda_gpu_kern_sum": "gpukernsum",
+        "nvtx_kern_sum": "nvtxkernsum",
+    }
 
 
 def test_ncu_raw_csv(rules):
@@ -172,21 +180,27 @@ def test_a_line_past_the_bound_is_an_input_error_not_a_held_string(tmp_path):
         next(lines)
 
 
-@pytest.mark.parametrize("cell, start_end, expected", [
-    ('6393  "<default domain>:step:Int64:0:RGB:0xff0000:REGISTERED:step" ', False, "step"),
-    ('6393  "<default domain>:a:none:none:none:none:REGISTERED:a" "dom:b:none:none:none:none:REGISTERED:b"',
-     False, "dom:b"),
-    ('1  "<default domain>:x:y:none:none:none:none:REGISTERED:x:y"', False, "x:y"),  # ':' inside the name
-    ("0:<default domain>:se_range:none:none:RGB:0xff:REGISTERED:se_range", True, "se_range"),
-    ("6393", False, None),
-    ("", True, None),
-])
+@pytest.mark.parametrize(
+    "cell, start_end, expected",
+    [
+        ('6393  "<default domain>:step:Int64:0:RGB:0xff0000:REGISTERED:step" ', False, "step"),
+        (
+            '6393  "<default domain>:a:none:none:none:none:REGISTERED:a" "dom:b:none:none:none:none:REGISTERED:b"',
+            False,
+            "dom:b",
+        ),
+        ('1  "<default domain>:x:y:none:none:none:none:REGISTERED:x:y"', False, "x:y"),  # ':' inside the name
+        ("0:<default domain>:se_range:none:none:RGB:0xff:REGISTERED:se_range", True, "se_range"),
+        ("6393", False, None),
+        ("", True, None),
+    ],
+)
 def test_range_from_nvtx_cell(cell, start_end, expected):
     assert ncu.range_from_nvtx_cell(cell, start_end) == expected
 
 
 def test_ncu_number():
-    assert ncu.number('1,980,000') == 1980000
+    assert ncu.number("1,980,000") == 1980000
     assert ncu.number(" 87,573.33 ") == pytest.approx(87573.33)
     assert math.isnan(ncu.number("n/a")) and math.isnan(ncu.number(""))
 
@@ -212,18 +226,29 @@ def test_traffic_comparison_ignores_timer_launches():
 
     # 5 invocations of a two-kernel variant plus one launch of a timer kernel in the same range.
     names = ["dequant"] * 5 + ["gemm"] * 5 + ["spin"]
-    launches = pd.DataFrame({"name": names, "duration_ns": 1.0, "range": "t2/v/c", "start_ns": range(11),
-                             "dram_read_bytes": 100.0, "dram_write_bytes": 0.0})
+    launches = pd.DataFrame(
+        {
+            "name": names,
+            "duration_ns": 1.0,
+            "range": "t2/v/c",
+            "start_ns": range(11),
+            "dram_read_bytes": 100.0,
+            "dram_write_bytes": 0.0,
+        }
+    )
     table = traffic_comparison(launches, [{"variant": "v", "case": "c", "traffic": {"bytes_model": 200}}])
     assert table.loc[0, "invocations"] == 5
     assert table.loc[0, "measured_bytes"] == pytest.approx(1100 / 5)
 
 
-@pytest.mark.parametrize("name, message", [
-    ("x.nsys-rep", "nsys export --type sqlite"),
-    ("x.ncu-rep", "ncu --import"),
-    ("x.qdstrm", "QdstrmImporter"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("x.nsys-rep", "nsys export --type sqlite"),
+        ("x.ncu-rep", "ncu --import"),
+        ("x.qdstrm", "QdstrmImporter"),
+    ],
+)
 def test_binary_reports_get_a_hint(tmp_path, name, message):
     path = tmp_path / name
     path.write_bytes(b"\0binary")
@@ -231,10 +256,13 @@ def test_binary_reports_get_a_hint(tmp_path, name, message):
         detect_format(path)
 
 
-@pytest.mark.parametrize("content, message", [
-    ("", "empty file"),
-    ("hello,world\n1,2\n", "not a recognized profiler output"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("", "empty file"),
+        ("hello,world\n1,2\n", "not a recognized profiler output"),
+    ],
+)
 def test_unrecognized_text(tmp_path, content, message):
     path = tmp_path / "x.csv"
     path.write_text(content)

@@ -25,8 +25,10 @@ GEMM_RANGE = "t2/cublas_f16/M256-N64-K1024"
 def fixture(name: str) -> Path:
     path = FIXTURES / name
     if not path.exists():
-        pytest.skip(f"{name} not recorded yet: run `bash tests/fixtures/profile/capture.sh OUT` on a GPU host "
-                    "and copy OUT's files here")
+        pytest.skip(
+            f"{name} not recorded yet: run `bash tests/fixtures/profile/capture.sh OUT` on a GPU host "
+            "and copy OUT's files here"
+        )
     return path
 
 

@@ -23,8 +23,13 @@ def gtid(pid: int, tid: int) -> int:
 
 
 MAIN, WORKER = gtid(PID, PID), gtid(PID, PID + 1)
-STRINGS = {1: "kernA(float *, int)", 2: "void tmpl<float, (int)4>(const float *, int)", 3: "outer",
-           4: "cudaLaunchKernel_v7000", 5: "kernB"}
+STRINGS = {
+    1: "kernA(float *, int)",
+    2: "void tmpl<float, (int)4>(const float *, int)",
+    3: "outer",
+    4: "cudaLaunchKernel_v7000",
+    5: "kernB",
+}
 PUSHPOP, STARTEND, DOMAIN_CREATE = 59, 60, 75
 
 
@@ -35,8 +40,11 @@ def make_export(path, *, kernels=True, runtime=True, text_id_column=True, pushpo
     con.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
     con.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.20.3')")
     text_id = ", textId INTEGER" if text_id_column else ""
-    con.execute("CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, rangeId INTEGER, "
-                f"category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER{text_id})")
+    con.execute(
+        "CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, rangeId INTEGER, "
+        "category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, "
+        f"domainId INTEGER{text_id})"
+    )
     ranges = [  # start, end, type, text, textId, tid, domain
         (0, 1000, pushpop_id, None, 3, MAIN, 0),  # registered string: name only via StringIds
         (100, 400, pushpop_id, "inner", None, MAIN, 0),  # plain string in text
@@ -51,14 +59,18 @@ def make_export(path, *, kernels=True, runtime=True, text_id_column=True, pushpo
         cols = "start, end, eventType, text, globalTid, domainId" + (", textId" if text_id_column else "")
         values = (start, end, etype, text, thread, domain) + ((tid_,) if text_id_column else ())
         con.execute(f"INSERT INTO NVTX_EVENTS ({cols}) VALUES ({', '.join('?' * len(values))})", values)
-    con.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid, domainId) VALUES (0, ?, 'mydomain', ?, 1)",
-                (DOMAIN_CREATE, MAIN))
+    con.execute(
+        "INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid, domainId) VALUES (0, ?, 'mydomain', ?, 1)",
+        (DOMAIN_CREATE, MAIN),
+    )
     if enum_rows:
         con.execute("CREATE TABLE ENUM_NSYS_EVENT_TYPE (id INTEGER, name TEXT, label TEXT)")
         con.executemany("INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (?, ?, '')", enum_rows)
     if runtime:
-        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER, eventClass INTEGER, "
-                    "globalTid INTEGER, correlationId INTEGER, nameId INTEGER, returnValue INTEGER, callchainId INTEGER)")
+        con.execute(
+            "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER, eventClass INTEGER, "
+            "globalTid INTEGER, correlationId INTEGER, nameId INTEGER, returnValue INTEGER, callchainId INTEGER)"
+        )
         calls = [  # start, end, tid, correlationId
             (150, 160, MAIN, 1),  # inner (inside outer too): innermost is inner
             (450, 460, MAIN, 2),  # outer only
@@ -70,26 +82,43 @@ def make_export(path, *, kernels=True, runtime=True, text_id_column=True, pushpo
             (150, 160, gtid(OTHER_PID, OTHER_PID), 7),  # correlation id 7 of another process
             (450, 460, MAIN, 7),  # correlation id 7 of our process: outer
         ]
-        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId, nameId) "
-                        "VALUES (?, ?, ?, ?, 4)", calls)
+        con.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId, nameId) "
+            "VALUES (?, ?, ?, ?, 4)",
+            calls,
+        )
     if kernels:
-        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
-                    "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, "
-                    "shortName INTEGER, gridX INTEGER)")
+        con.execute(
+            "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
+            "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, "
+            "shortName INTEGER, gridX INTEGER)"
+        )
         launches = [  # start, end, correlationId, name id
-            (2000, 2100, 1, 1), (2100, 2300, 2, 1), (2300, 2330, 3, 2), (2400, 2440, 4, 5), (2500, 2510, 5, 5),
-            (2600, 2650, 6, 5), (2700, 2720, 7, 2), (2800, 2805, 8, 5),
+            (2000, 2100, 1, 1),
+            (2100, 2300, 2, 1),
+            (2300, 2330, 3, 2),
+            (2400, 2440, 4, 5),
+            (2500, 2510, 5, 5),
+            (2600, 2650, 6, 5),
+            (2700, 2720, 7, 2),
+            (2800, 2805, 8, 5),
         ]
-        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, correlationId, globalPid, demangledName, "
-                        "shortName) VALUES (?, ?, ?, ?, ?, ?)",
-                        [(s, e, c, PID << 24, n, n) for s, e, c, n in launches])
-        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER, end INTEGER, correlationId INTEGER, "
-                    "globalPid INTEGER, bytes INTEGER, copyKind INTEGER)")
+        con.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, correlationId, globalPid, demangledName, "
+            "shortName) VALUES (?, ?, ?, ?, ?, ?)",
+            [(s, e, c, PID << 24, n, n) for s, e, c, n in launches],
+        )
+        con.execute(
+            "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER, end INTEGER, correlationId INTEGER, "
+            "globalPid INTEGER, bytes INTEGER, copyKind INTEGER)"
+        )
         con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (3000, 3400, 2, ?, 4096, 1)", (PID << 24,))
         con.execute("CREATE TABLE ENUM_CUDA_MEMCPY_OPER (id INTEGER, name TEXT, label TEXT)")
         con.execute("INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (1, 'CUDA_MEMCPY_OPER_HTOD', 'Host-to-Device')")
-        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INTEGER, end INTEGER, correlationId INTEGER, "
-                    "globalPid INTEGER, bytes INTEGER, value INTEGER)")
+        con.execute(
+            "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INTEGER, end INTEGER, correlationId INTEGER, "
+            "globalPid INTEGER, bytes INTEGER, value INTEGER)"
+        )
         con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (3500, 3520, 5, ?, 4096, 0)", (PID << 24,))
     con.commit()
     con.close()
@@ -98,11 +127,23 @@ def make_export(path, *, kernels=True, runtime=True, text_id_column=True, pushpo
 
 def ranges_by_start(path):
     launches, _, _ = read_sqlite(path)
-    return {start: name if isinstance(name, str) else None for start, name in zip(launches["start_ns"], launches["range"])}
+    return {
+        start: name if isinstance(name, str) else None for start, name in zip(launches["start_ns"], launches["range"])
+    }
 
 
-EXPECTED_RANGES = {2000: "inner", 2100: "outer", 2300: "se_range", 2400: "mydomain:dom_range", 2500: None,
-                   2600: "worker_range", 2700: "outer", 2800: None, 3000: "outer", 3500: None}
+EXPECTED_RANGES = {
+    2000: "inner",
+    2100: "outer",
+    2300: "se_range",
+    2400: "mydomain:dom_range",
+    2500: None,
+    2600: "worker_range",
+    2700: "outer",
+    2800: None,
+    3000: "outer",
+    3500: None,
+}
 
 
 def test_innermost_enclosing_range_per_launch(tmp_path):
@@ -115,8 +156,11 @@ def test_names_without_textid_column(tmp_path):
 
 
 def test_event_type_ids_come_from_the_export_enum(tmp_path):
-    path = make_export(tmp_path / "x.sqlite", pushpop_id=159,
-                       enum_rows=[(159, "NvtxPushPopRange"), (60, "NvtxStartEndRange"), (75, "NvtxDomainCreate")])
+    path = make_export(
+        tmp_path / "x.sqlite",
+        pushpop_id=159,
+        enum_rows=[(159, "NvtxPushPopRange"), (60, "NvtxStartEndRange"), (75, "NvtxDomainCreate")],
+    )
     assert ranges_by_start(path) == EXPECTED_RANGES
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import gguf
 import numpy as np
 import pytest
+from ggml_ref import c_quantize, ggml_base, varied_blocks
 from gguf import GGMLQuantizationType
 
-from ggml_ref import c_quantize, ggml_base, varied_blocks
 from zincbench.errors import InputError
 from zincbench.quant import FORMATS, Q4K, Q5K, Q6K, check_row_length, get_format, gguf_io, q4k
 
@@ -166,8 +166,14 @@ def small_gguf(tmp_path, rng):
         "blk.0.ffn_down.weight": (Q6K.random_blocks(rng, 32, 256), GGMLQuantizationType.Q6_K),
         "blk.0.attn_norm.weight": (np.arange(512, dtype=np.float32), None),
         "blk.0.token_types.weight": (np.zeros((2, 34), np.uint8), GGMLQuantizationType.Q8_0),
-        "blk.1.ffn_gate_exps.weight": (Q4K.random_blocks(rng, 4 * 16, 512).reshape(4, 16, -1), GGMLQuantizationType.Q4_K),
-        "blk.1.ffn_down_exps.weight": (Q6K.random_blocks(rng, 4 * 32, 256).reshape(4, 32, -1), GGMLQuantizationType.Q6_K),
+        "blk.1.ffn_gate_exps.weight": (
+            Q4K.random_blocks(rng, 4 * 16, 512).reshape(4, 16, -1),
+            GGMLQuantizationType.Q4_K,
+        ),
+        "blk.1.ffn_down_exps.weight": (
+            Q6K.random_blocks(rng, 4 * 32, 256).reshape(4, 32, -1),
+            GGMLQuantizationType.Q6_K,
+        ),
     }
     path = tmp_path / "tiny.gguf"
     writer = gguf.GGUFWriter(path, arch="llama")

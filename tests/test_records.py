@@ -17,8 +17,16 @@ def _doc(**kw):
 
 
 def test_write_is_atomic_and_json_safe(tmp_path):
-    doc = _doc(results=[{"case": "a", "summary": {"median_us": np.float64(1.5), "ci": (float("nan"), 2.0)},
-                         "verdict": Verdict.FASTER, "samples": np.arange(3)}])
+    doc = _doc(
+        results=[
+            {
+                "case": "a",
+                "summary": {"median_us": np.float64(1.5), "ci": (float("nan"), 2.0)},
+                "verdict": Verdict.FASTER,
+                "samples": np.arange(3),
+            }
+        ]
+    )
     path = records.write(doc, directory=tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp file left behind
     data = json.loads(path.read_text())

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from documents import all_variants, microbench_document, validate_document
+
 from zincbench import records
 from zincbench.cli import main
 from zincbench.errors import EnvironmentProblem, InputError
@@ -106,11 +106,17 @@ def test_ab_scoreboard_rows_and_markdown(ab_document, capsys):
     assert "### ab · " in out and "| tiny |" in out and "slower" in out
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda doc: doc.update(schema_version=2), "schema version 2 is newer than this zincbench understands (1)"),
-    (lambda doc: doc["verdict"]["models"][0].update(speedup=1.5), "verdict.models[0]: ab scoreboard row has unknown key"),
-    (lambda doc: doc["verdict"]["models"][0]["prefill"].pop("n_pairs"), "verdict.models[0]: "),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda doc: doc.update(schema_version=2), "schema version 2 is newer than this zincbench understands (1)"),
+        (
+            lambda doc: doc["verdict"]["models"][0].update(speedup=1.5),
+            "verdict.models[0]: ab scoreboard row has unknown key",
+        ),
+        (lambda doc: doc["verdict"]["models"][0]["prefill"].pop("n_pairs"), "verdict.models[0]: "),
+    ],
+)
 def test_an_ab_scoreboard_of_another_shape_is_one_line(ab_document, tmp_path, capsys, edit, message):
     doc = json.loads(Path(ab_document).read_text())
     edit(doc)
@@ -146,8 +152,9 @@ def test_a_flag_of_the_wrong_type_is_one_line(tmp_path, capsys):
 def test_plots_are_written_as_png(tmp_path, capsys, two_h200_runs, ab_document):
     pytest.importorskip("matplotlib", reason="the plot extra is not installed (pip install -e '.[plot]')")
     t1 = records.write(microbench_document("t1", n_cases=6), tmp_path / "t1.json")
-    code, out, err = run_cli(capsys, *two_h200_runs, t1, ab_document, "--plot", tmp_path / "plots", "--json",
-                             "--ignore-device")
+    code, out, err = run_cli(
+        capsys, *two_h200_runs, t1, ab_document, "--plot", tmp_path / "plots", "--json", "--ignore-device"
+    )
     assert code == 0
     written = sorted(Path(p).name for p in json.loads(out)["plots"])
     assert written == ["ab_scoreboard.png", "t1_vs_round_trip.png", "t2_time_vs_ne.png"]
@@ -168,8 +175,9 @@ def test_missing_matplotlib_is_an_environment_error(tmp_path, capsys, monkeypatc
 
 
 def test_recorded_results_in_the_repository_report_cleanly():
-    paths = [p for p in sorted(REPO_RESULTS.glob("**/*.json"))
-             if records.read(p)["kind"] in ("microbench", "validate", "ab")]
+    paths = [
+        p for p in sorted(REPO_RESULTS.glob("**/*.json")) if records.read(p)["kind"] in ("microbench", "validate", "ab")
+    ]
     if not paths:
         pytest.skip("no recorded microbench/validate/ab documents under results/ yet")
     report = build_report(paths, ignore_device=True)
@@ -189,8 +197,12 @@ def test_several_runs_of_a_family_at_80_columns_are_one_table(capsys, monkeypatc
     for family in report.families:
         titles = [line for line in lines if line.startswith(f"microbench {family}")]
         assert len(titles) == 1 and "/" not in titles[0], titles  # not "(1/3)"
-        expected = [(row["case"], row["variant"], run) for row in report.microbench if row["family"] == family
-                    for run in row["runs"]]
+        expected = [
+            (row["case"], row["variant"], run)
+            for row in report.microbench
+            if row["family"] == family
+            for run in row["runs"]
+        ]
         if len(report.labels("microbench", family)) > 1:
             body = [line.split() for line in lines]
             for case, variant, run in expected:

@@ -49,8 +49,9 @@ def test_false_calls_on_identical_arms_stay_within_the_budget_of_one_metric():
     comparisons must reach "same" within the budget."""
     design = SequentialDesign(6, 30, 4, 0.01)
     rng = np.random.default_rng(0)
-    verdicts = [_sequential_verdict(rng.normal(0, 0.015 * math.sqrt(2), design.max_rounds), design)
-                for _ in range(2000)]
+    verdicts = [
+        _sequential_verdict(rng.normal(0, 0.015 * math.sqrt(2), design.max_rounds), design) for _ in range(2000)
+    ]
     false_calls = sum(v in (Verdict.FASTER, Verdict.SLOWER) for v in verdicts)
     assert false_calls / len(verdicts) <= 0.01 / METRICS
     assert sum(v is Verdict.SAME for v in verdicts) > len(verdicts) / 2

@@ -30,14 +30,23 @@ def _scan_inputs(rng, dims: SsmDims, t: int, slow_heads: bool = True):
     """Raw buffers as the family draws them: decays from fast to ~0.999 (slow_heads) so state crosses chunks."""
     h = dims.dt_rank
     dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), size=h)) if slow_heads else rng.uniform(0.5, 2.0, size=h)
-    return dict(conv_out=rng.standard_normal((t, dims.conv_channels)), alpha=0.5 * rng.standard_normal((t, h)),
-                beta=rng.standard_normal((t, h)), dt_bias=np.log(np.expm1(dt)), ssm_a=-rng.uniform(1, 16, size=h),
-                state=0.5 * rng.standard_normal((h, dims.head_v_dim, dims.d_state)))
+    return dict(
+        conv_out=rng.standard_normal((t, dims.conv_channels)),
+        alpha=0.5 * rng.standard_normal((t, h)),
+        beta=rng.standard_normal((t, h)),
+        dt_bias=np.log(np.expm1(dt)),
+        ssm_a=-rng.uniform(1, 16, size=h),
+        state=0.5 * rng.standard_normal((h, dims.head_v_dim, dims.d_state)),
+    )
 
 
 dims_strategy = st.builds(
     lambda groups, per_group, hv, ds: SsmDims(groups * per_group, hv, ds, groups),
-    st.integers(1, 3), st.integers(1, 3), st.sampled_from([4, 8, 16]), st.sampled_from([4, 8, 16]))
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.sampled_from([4, 8, 16]),
+    st.sampled_from([4, 8, 16]),
+)
 
 
 @given(dims=dims_strategy, t=st.integers(1, 150), chunk=st.sampled_from([1, 7, 16, 64]), seed=st.integers(0, 2**32 - 1))
@@ -109,7 +118,7 @@ def test_conv1d_is_a_causal_conv_over_the_history(d_conv, offset, rng):
     state = rng.standard_normal((d_conv - 1, c))
     slots = d_conv - 1
     history = np.concatenate([state[[(offset + i) % slots for i in range(slots)]], x])  # oldest first
-    want = np.stack([(history[i: i + d_conv] * w.T).sum(0) for i in range(t)])
+    want = np.stack([(history[i : i + d_conv] * w.T).sum(0) for i in range(t)])
     want = want / (1 + np.exp(-want))
     out, new_state = ssm_ref.conv1d_batched(x, w, state, offset)
     np.testing.assert_allclose(out, want, rtol=1e-12)
@@ -147,11 +156,15 @@ def test_the_bundled_experiment_sweeps_both_models():
     assert m27.projection("ssm_out") == (5120, 6144)
 
 
-@pytest.mark.parametrize("edit, key", [({"stages": ["scan", "bogus"]}, "stages"),
-                                       ({"variants": ["engine", "nope"]}, "variants"),
-                                       ({"tokens": []}, "tokens"),
-                                       ({"gate": {"candidate": "chunked", "baseline": "engine",
-                                                  "when": {"weights": 1}}}, "gate.when")])
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        ({"stages": ["scan", "bogus"]}, "stages"),
+        ({"variants": ["engine", "nope"]}, "variants"),
+        ({"tokens": []}, "tokens"),
+        ({"gate": {"candidate": "chunked", "baseline": "engine", "when": {"weights": 1}}}, "gate.when"),
+    ],
+)
 def test_a_bad_experiment_is_one_config_error(tmp_path, edit, key):
     import yaml
 
@@ -162,11 +175,15 @@ def test_a_bad_experiment_is_one_config_error(tmp_path, edit, key):
         load_family("t3").load(path)
 
 
-
-
-@pytest.mark.parametrize("variant, struct", [("engine_block", "DeltaNetPush"), ("engine_warp", "DeltaNetWarpPush"),
-                                             ("engine_conv1d", "ConvBatchPush"),
-                                             ("engine_gated_norm", "GatedNormBatchPush")])
+@pytest.mark.parametrize(
+    "variant, struct",
+    [
+        ("engine_block", "DeltaNetPush"),
+        ("engine_warp", "DeltaNetWarpPush"),
+        ("engine_conv1d", "ConvBatchPush"),
+        ("engine_gated_norm", "GatedNormBatchPush"),
+    ],
+)
 def test_the_engine_pack_pushes_the_structs_of_the_kernels(variant, struct):
     pack = load_pack(experiment_path("engine_zinc"))
     declared = pack.variant("t3", variant)
@@ -180,11 +197,26 @@ def test_the_engine_pack_pushes_the_structs_of_the_kernels(variant, struct):
 
 # ---- the share table ----------------------------------------------------------------------------------
 def _row(model, t, stage, variant, median):
-    summary = Summary(n=20, median_us=median, p90_us=median, mean_us=median, stdev_us=0.0, min_us=median,
-                      max_us=median, median_ci_us=[median, median], p90_ci_us=[median, median], rel_noise=0.0)
-    return MicrobenchRow(family="t3", case=f"{model}-{stage}-T{t}",
-                         params={"model": model, "stage": stage, "tokens": t}, variant=variant, role="baseline",
-                         summary=summary)
+    summary = Summary(
+        n=20,
+        median_us=median,
+        p90_us=median,
+        mean_us=median,
+        stdev_us=0.0,
+        min_us=median,
+        max_us=median,
+        median_ci_us=[median, median],
+        p90_ci_us=[median, median],
+        rel_noise=0.0,
+    )
+    return MicrobenchRow(
+        family="t3",
+        case=f"{model}-{stage}-T{t}",
+        params={"model": model, "stage": stage, "tokens": t},
+        variant=variant,
+        role="baseline",
+        summary=summary,
+    )
 
 
 def _document(medians: dict) -> dict:
@@ -195,9 +227,17 @@ def _document(medians: dict) -> dict:
 
 
 def test_the_share_table_sums_the_stages():
-    medians = {("scan", "engine"): 6000.0, ("scan", "chunked"): 500.0, ("scan", "block"): 9000.0,
-               ("conv1d", "engine"): 100.0, ("norm", "engine"): 50.0, ("attn_qkv", "engine"): 400.0,
-               ("attn_gate", "engine"): 250.0, ("ssm_alpha_beta", "engine"): 60.0, ("ssm_out", "engine"): 240.0}
+    medians = {
+        ("scan", "engine"): 6000.0,
+        ("scan", "chunked"): 500.0,
+        ("scan", "block"): 9000.0,
+        ("conv1d", "engine"): 100.0,
+        ("norm", "engine"): 50.0,
+        ("attn_qkv", "engine"): 400.0,
+        ("attn_gate", "engine"): 250.0,
+        ("ssm_alpha_beta", "engine"): 60.0,
+        ("ssm_out", "engine"): 240.0,
+    }
     (row,) = t3_view.share_rows(_document(medians))
     assert row["proj"] == pytest.approx(950.0)
     assert row["layer"] == pytest.approx(7100.0)
@@ -209,9 +249,16 @@ def test_the_share_table_sums_the_stages():
 
 
 def test_the_share_table_fits_80_columns():
-    medians = {("scan", "engine"): 123456.0, ("scan", "chunked"): 12345.0, ("conv1d", "engine"): 1234.0,
-               ("norm", "engine"): 1234.0, ("attn_qkv", "engine"): 12345.0, ("attn_gate", "engine"): 1234.0,
-               ("ssm_alpha_beta", "engine"): 1234.0, ("ssm_out", "engine"): 1234.0}
+    medians = {
+        ("scan", "engine"): 123456.0,
+        ("scan", "chunked"): 12345.0,
+        ("conv1d", "engine"): 1234.0,
+        ("norm", "engine"): 1234.0,
+        ("attn_qkv", "engine"): 12345.0,
+        ("attn_gate", "engine"): 1234.0,
+        ("ssm_alpha_beta", "engine"): 1234.0,
+        ("ssm_out", "engine"): 1234.0,
+    }
     console = Console(width=80, record=True, force_terminal=False)
     t3_view.print_view(_document(medians), console)
     text = console.export_text()
@@ -225,8 +272,13 @@ def test_the_share_table_fits_80_columns():
 
 
 def test_the_scan_table_puts_the_candidate_beside_fla():
-    medians = {("scan", "engine"): 488.0, ("scan", "chunked"): 150.0, ("scan", "fla"): 120.0,
-               ("scan", "fla_bf16"): 60.0, ("conv1d", "engine"): 246.0}
+    medians = {
+        ("scan", "engine"): 488.0,
+        ("scan", "chunked"): 150.0,
+        ("scan", "fla"): 120.0,
+        ("scan", "fla_bf16"): 60.0,
+        ("conv1d", "engine"): 246.0,
+    }
     (row,) = t3_view.scan_rows(_document(medians))
     assert row["vs_fla"] == pytest.approx(1.25) and row["vs_fla_bf16"] == pytest.approx(2.5)
     assert row["engine_warp"] is None
@@ -244,8 +296,11 @@ def test_the_microbench_table_appends_the_families_view():
     assert family_view("t1") is None
 
 
-STAGE_TENSORS = {"scan": {"conv_out", "dt_bias", "alpha", "beta", "ssm_a", "state", "out"},
-                 "conv1d": {"x", "weight", "state", "out"}, "norm": {"o", "z", "weight", "out"}}
+STAGE_TENSORS = {
+    "scan": {"conv_out", "dt_bias", "alpha", "beta", "ssm_a", "state", "out"},
+    "conv1d": {"x", "weight", "state", "out"},
+    "norm": {"o", "z", "weight", "out"},
+}
 
 
 def test_the_engine_packs_t3_launches_evaluate_in_every_case():
@@ -313,9 +368,13 @@ def numpy_as_cupy(monkeypatch):
 def _small_experiment(tmp_path):
     import yaml
 
-    spec = {"description": "small", "tokens": [37], "check_heads": 3,
-            "models": [{"name": "small", "n_embd": 256, "dt_rank": 4, "head_v_dim": 8, "d_state": 8, "n_group": 2}],
-            "gate": {"candidate": "chunked", "baseline": "engine", "when": {}}}
+    spec = {
+        "description": "small",
+        "tokens": [37],
+        "check_heads": 3,
+        "models": [{"name": "small", "n_embd": 256, "dt_rank": 4, "head_v_dim": 8, "d_state": 8, "n_group": 2}],
+        "gate": {"candidate": "chunked", "baseline": "engine", "when": {}},
+    }
     path = tmp_path / "t3.yaml"
     path.write_text(yaml.safe_dump(spec))
     family = load_family("t3")
@@ -328,8 +387,9 @@ def test_the_family_checks_outputs_and_the_final_state_of_the_sampled_heads(tmp_
     inp = family.build_inputs(cfg, case, rng)
     assert len(inp.heads) == 3
     h = inp.host
-    out, state = ssm_ref.delta_net_block(h["conv_out"], h["alpha"], h["beta"], h["dt_bias"], h["ssm_a"], h["state"],
-                                         inp.dims)
+    out, state = ssm_ref.delta_net_block(
+        h["conv_out"], h["alpha"], h["beta"], h["dt_bias"], h["ssm_a"], h["state"], inp.dims
+    )
     inp.dev["out"][...] = out.reshape(37, -1)  # what a correct kernel leaves behind
     inp.dev["state"][...] = state
     rel, written = family.check(cfg, case, inp, inp.dev["out"])
@@ -371,9 +431,16 @@ class _RecordedLaunch:
         self.buffers = buffers
 
 
-@pytest.mark.parametrize("kind, declared_variant", [("warp", "engine_warp"), ("block", "engine_block"),
-                                                    ("chunked", "engine_warp"), ("conv1d", "engine_conv1d"),
-                                                    ("norm", "engine_gated_norm")])
+@pytest.mark.parametrize(
+    "kind, declared_variant",
+    [
+        ("warp", "engine_warp"),
+        ("block", "engine_block"),
+        ("chunked", "engine_warp"),
+        ("conv1d", "engine_conv1d"),
+        ("norm", "engine_gated_norm"),
+    ],
+)
 def test_the_launchers_pack_what_the_engine_pack_declares(monkeypatch, numpy_as_cupy, rng, kind, declared_variant):
     """ops/ssm.py and experiments/engine_zinc.yaml name their push values independently; both lay them out
     through the kernel's own struct (kernel_abi). The launcher's whole parameter buffer must equal the one
@@ -399,8 +466,9 @@ def test_the_launchers_pack_what_the_engine_pack_declares(monkeypatch, numpy_as_
     inp = family.build_inputs(cfg, case, rng)
     d = inp.dev
     if stage == "scan":
-        op = ssm.DeltaNetScan(kind, inp.dims, d["conv_out"], d["dt_bias"], d["alpha"], d["beta"], d["ssm_a"],
-                              d["state"], d["out"])
+        op = ssm.DeltaNetScan(
+            kind, inp.dims, d["conv_out"], d["dt_bias"], d["alpha"], d["beta"], d["ssm_a"], d["state"], d["out"]
+        )
     elif stage == "conv1d":
         op = ssm.Conv1dBatched(d["x"], d["weight"], d["state"], d["out"], CONV_STATE_OFFSET)
     else:
@@ -411,8 +479,11 @@ def test_the_launchers_pack_what_the_engine_pack_declares(monkeypatch, numpy_as_
     names = _names(pack, Binding({}, family.declared_params(cfg, case), "out", Traffic(0, 0)))
     ((step, step_names, _),) = expand(pack.variant("t3", declared_variant), pack, names).steps
     abi = kernel_abi((KERNELS_DIR / "ssm_scan.cu").read_text(), step.kernel)
-    declared_params = abi.parameters([d[name].data.ptr for name in step.buffers],
-                                     {f: evaluate(e, step_names) for f, e in step.push.items()}, "declared")
+    declared_params = abi.parameters(
+        [d[name].data.ptr for name in step.buffers],
+        {f: evaluate(e, step_names) for f, e in step.push.items()},
+        "declared",
+    )
     assert launch.params == declared_params
     assert [a.data.ptr for a in launch.buffers] == [d[name].data.ptr for name in step.buffers]  # kept alive
     if kind == "chunked":
@@ -420,6 +491,7 @@ def test_the_launchers_pack_what_the_engine_pack_declares(monkeypatch, numpy_as_
         assert launch.grid == (2, 128 // 32, 1) and launch.block == (128, 1, 1) and launch.shared == 160 * 1024
     else:
         assert launch.name == step.kernel
+
         def extent(exprs):
             return [evaluate_int(e, step_names, minimum=1) for e in exprs] + [1] * (3 - len(exprs))
 

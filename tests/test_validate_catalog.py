@@ -59,9 +59,11 @@ def test_for_file_uses_the_matching_row_or_the_defaults(tmp_path):
 
 def test_per_model_values_and_env_merge(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("defaults:\n  n_gen: 16\n  engine_env: {A: '1', B: '1'}\n"
-                    "models:\n  m:\n    gguf: /x/m.gguf\n    arch: llama\n    shape: dense\n"
-                    "    min_match: 10\n    prompt: Hello\n    engine_env: {B: '2', N: 3}\n")
+    path.write_text(
+        "defaults:\n  n_gen: 16\n  engine_env: {A: '1', B: '1'}\n"
+        "models:\n  m:\n    gguf: /x/m.gguf\n    arch: llama\n    shape: dense\n"
+        "    min_match: 10\n    prompt: Hello\n    engine_env: {B: '2', N: 3}\n"
+    )
     model = load_catalog(path).models["m"]
     assert (model.n_gen, model.min_match, model.prompt) == (16, 10, "Hello")
     assert model.engine_env == {"A": "1", "B": "2", "N": "3"}
@@ -70,18 +72,21 @@ def test_per_model_values_and_env_merge(tmp_path):
 MODEL = "models:\n  m:\n    gguf: /x/m.gguf\n    arch: llama\n    shape: dense\n"
 
 
-@pytest.mark.parametrize("text, words", [
-    (MODEL + "    colour: red\n", "models.m: unknown key 'colour'"),
-    (MODEL + "    n_gen: twelve\n", "models.m.n_gen: expected an integer"),
-    (MODEL.replace("dense", "sparse"), "models.m.shape: must be one of"),
-    (MODEL + "    min_match: 13\n", "models.m.min_match: must be between 1 and n_gen (12)"),
-    (MODEL + "    aliases: [m]\n", "already used by m"),
-    (MODEL.replace("/x/m.gguf", "${1BAD}/m.gguf"), "bad ${VAR} placeholder"),
-    ("defaults: {n_gen: 12}\n", "missing required key 'models'"),
-    ("models: {}\n", "lists no models"),
-    ("models: [a, b]\n", "models: expected a mapping"),
-    (MODEL + "  n:\n    gguf: /x/n.gguf\n    arch: llama\n", "models.n: missing required key 'shape'"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (MODEL + "    colour: red\n", "models.m: unknown key 'colour'"),
+        (MODEL + "    n_gen: twelve\n", "models.m.n_gen: expected an integer"),
+        (MODEL.replace("dense", "sparse"), "models.m.shape: must be one of"),
+        (MODEL + "    min_match: 13\n", "models.m.min_match: must be between 1 and n_gen (12)"),
+        (MODEL + "    aliases: [m]\n", "already used by m"),
+        (MODEL.replace("/x/m.gguf", "${1BAD}/m.gguf"), "bad ${VAR} placeholder"),
+        ("defaults: {n_gen: 12}\n", "missing required key 'models'"),
+        ("models: {}\n", "lists no models"),
+        ("models: [a, b]\n", "models: expected a mapping"),
+        (MODEL + "  n:\n    gguf: /x/n.gguf\n    arch: llama\n", "models.n: missing required key 'shape'"),
+    ],
+)
 def test_schema_errors_name_file_and_key(tmp_path, text, words):
     path = tmp_path / "catalog.yaml"
     path.write_text(text)

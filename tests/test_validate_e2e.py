@@ -29,14 +29,29 @@ def tiny(tmp_path_factory):
     refs = root / "refs"
     recorded = _zincbench("validate", "record", "--gguf", str(model), "--references-dir", str(refs), cwd=root)
     assert recorded.returncode == 0, recorded.stderr
-    return {"root": root, "model": model, "refs": refs,
-            "reference": reference_store.load(refs, model, DEFAULT_PROMPT, N_GEN)}
+    return {
+        "root": root,
+        "model": model,
+        "refs": refs,
+        "reference": reference_store.load(refs, model, DEFAULT_PROMPT, N_GEN),
+    }
 
 
 def _validate(tiny, gguf, *args):
-    result = _zincbench("validate", "--engine-kind", "llama-cpp", "--gguf", str(gguf), "--references-dir",
-                        str(tiny["refs"]), "--results-dir", str(tiny["root"] / "results"), "--json", *args,
-                        cwd=tiny["root"])
+    result = _zincbench(
+        "validate",
+        "--engine-kind",
+        "llama-cpp",
+        "--gguf",
+        str(gguf),
+        "--references-dir",
+        str(tiny["refs"]),
+        "--results-dir",
+        str(tiny["root"] / "results"),
+        "--json",
+        *args,
+        cwd=tiny["root"],
+    )
     assert result.returncode in (0, 1), result.stderr
     (outcome,) = json.loads(result.stdout)["outcomes"]
     return result.returncode, outcome
@@ -112,8 +127,16 @@ def test_perturbed_copy_fails_at_the_targeted_position(tiny):
 
 def test_a_renamed_copy_has_no_reference(tiny, tmp_path):
     renamed = shutil.copyfile(tiny["model"], tmp_path / "renamed.gguf")
-    result = _zincbench("validate", "--engine-kind", "llama-cpp", "--gguf", str(renamed), "--references-dir",
-                        str(tiny["refs"]), cwd=tmp_path)
+    result = _zincbench(
+        "validate",
+        "--engine-kind",
+        "llama-cpp",
+        "--gguf",
+        str(renamed),
+        "--references-dir",
+        str(tiny["refs"]),
+        cwd=tmp_path,
+    )
     assert result.returncode == 2 and "zincbench validate record --gguf" in result.stderr
 
 

@@ -30,17 +30,20 @@ def test_last_gen_ids_line_wins():
     assert parse_gen_ids("GEN_IDS:1,2\nretrying\nGEN_IDS:3, 4\n") == [3, 4]
 
 
-@pytest.mark.parametrize("text, words", [
-    ("no ids here\n", "no GEN_IDS line"),
-    ("GEN_IDS:\n", "empty GEN_IDS line"),
-    ("GEN_IDS:1,2,x,4\n", "malformed number 'x'"),
-    ("GEN_IDS:1,,2\n", "malformed number ''"),
-    ("GEN_IDS:1.5,2\n", "malformed number '1.5'"),
-    ("GEN_IDS:1,2_16\n", "malformed number '2_16'"),  # int() reads 216
-    ("GEN_IDS:+197,2\n", "malformed number '+197'"),
-    ("GEN_IDS:-1,2\n", "malformed number '-1'"),
-    ("GEN_IDS:\u0663,2\n", "malformed number"),  # an Arabic-Indic 3, which int() also reads
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("no ids here\n", "no GEN_IDS line"),
+        ("GEN_IDS:\n", "empty GEN_IDS line"),
+        ("GEN_IDS:1,2,x,4\n", "malformed number 'x'"),
+        ("GEN_IDS:1,,2\n", "malformed number ''"),
+        ("GEN_IDS:1.5,2\n", "malformed number '1.5'"),
+        ("GEN_IDS:1,2_16\n", "malformed number '2_16'"),  # int() reads 216
+        ("GEN_IDS:+197,2\n", "malformed number '+197'"),
+        ("GEN_IDS:-1,2\n", "malformed number '-1'"),
+        ("GEN_IDS:\u0663,2\n", "malformed number"),  # an Arabic-Indic 3, which int() also reads
+    ],
+)
 def test_bad_gen_ids_are_garbage(text, words):
     with pytest.raises(EngineFailure) as info:
         parse_gen_ids(text)
@@ -70,11 +73,14 @@ def test_decode_line_is_optional_for_a_single_token():
     assert (t.prefill_tokens, t.prefill_tps, t.decode_tokens, t.decode_tps) == (250, 2500.0, None, None)
 
 
-@pytest.mark.parametrize("text", [
-    "GEN_IDS:1,2\n",  # no PREFILL line (a 1-token prompt prints none)
-    "PREFILL: 5 tokens in 0.1s = 1.2.3 tok/s (x)\n",
-    "PREFILL: five tokens in 0.1s = 50.00 tok/s (x)\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "GEN_IDS:1,2\n",  # no PREFILL line (a 1-token prompt prints none)
+        "PREFILL: 5 tokens in 0.1s = 1.2.3 tok/s (x)\n",
+        "PREFILL: five tokens in 0.1s = 50.00 tok/s (x)\n",
+    ],
+)
 def test_bad_throughput_is_garbage(text):
     with pytest.raises(EngineFailure) as info:
         parse_throughput(text)
@@ -82,8 +88,10 @@ def test_bad_throughput_is_garbage(text):
 
 
 def test_command_templates_keep_values_whole():
-    argv = render_command("{bin} --prompt {prompt} -n {n_gen} -m '{model}'",
-                          {"bin": "/opt/e", "prompt": "The capital of France is", "n_gen": 12, "model": "a b.gguf"})
+    argv = render_command(
+        "{bin} --prompt {prompt} -n {n_gen} -m '{model}'",
+        {"bin": "/opt/e", "prompt": "The capital of France is", "n_gen": 12, "model": "a b.gguf"},
+    )
     assert argv == ["/opt/e", "--prompt", "The capital of France is", "-n", "12", "-m", "a b.gguf"]
 
 
@@ -94,18 +102,22 @@ def test_unknown_placeholder_is_input_error():
 
 def test_engine_spec_yaml(tmp_path):
     good = tmp_path / "engine.yaml"
-    good.write_text("bin: /opt/e\ngenerate:\n  command: '{bin} gen {prompt_ids} {n_gen} {model}'\n"
-                    "  ids_regex: 'IDS=(.*)'\n")
+    good.write_text(
+        "bin: /opt/e\ngenerate:\n  command: '{bin} gen {prompt_ids} {n_gen} {model}'\n  ids_regex: 'IDS=(.*)'\n"
+    )
     spec = load_engine_spec(good)
     assert isinstance(spec, EngineSpec) and spec.generate.ids_regex == "IDS=(.*)" and spec.teacher_forced is None
     assert load_yaml(good)["bin"] == spec.bin
 
 
-@pytest.mark.parametrize("body, words", [
-    ("generate:\n  command: x\n  ids_regex: '(unclosed'\n", "invalid regex"),
-    ("generate:\n  command: x\n  ids_regex: 'a(.*)'\n  colour: red\n", "unknown key 'colour'"),
-    ("max_prompt_ids: many\n", "max_prompt_ids: expected an integer"),
-])
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        ("generate:\n  command: x\n  ids_regex: '(unclosed'\n", "invalid regex"),
+        ("generate:\n  command: x\n  ids_regex: 'a(.*)'\n  colour: red\n", "unknown key 'colour'"),
+        ("max_prompt_ids: many\n", "max_prompt_ids: expected an integer"),
+    ],
+)
 def test_engine_spec_errors_name_file_and_key(tmp_path, body, words):
     path = tmp_path / "engine.yaml"
     path.write_text(body)
@@ -123,10 +135,17 @@ def test_the_documented_generic_example_reads_zincs_log_lines(tmp_path):
     example = textwrap.dedent(generic.__doc__.split("::\n\n")[1].split("\n\nPlaceholders")[0])
     (tmp_path / "zinc.yaml").write_text(example)
     spec = load_engine_spec(tmp_path / "zinc.yaml")
-    log = ("info(forward): Prefill complete: 512 tokens in 210.3 ms (2434.65 tok/s)\n"
-           "info(forward): Generated 160 tokens in 1500.0 ms — 106.60 tok/s (9.38 ms/tok)\n")
+    log = (
+        "info(forward): Prefill complete: 512 tokens in 210.3 ms (2434.65 tok/s)\n"
+        "info(forward): Generated 160 tokens in 1500.0 ms — 106.60 tok/s (9.38 ms/tok)\n"
+    )
     rates = generic.parse_throughput(log, spec.throughput.prefill_regex, spec.throughput.decode_regex)
-    assert (rates.prefill_tokens, rates.prefill_tps, rates.decode_tokens, rates.decode_tps) == (512, 2434.65, 160, 106.6)
+    assert (rates.prefill_tokens, rates.prefill_tps, rates.decode_tokens, rates.decode_tps) == (
+        512,
+        2434.65,
+        160,
+        106.6,
+    )
 
 
 @given(st.lists(st.text(max_size=6), min_size=1, max_size=5))

@@ -53,9 +53,16 @@ TOKENS = [TokenRow(5, 2.5, 9, 1.0), TokenRow(6, 1.0, 8, 0.9), TokenRow(7, 3.0, 4
 
 
 def _reference(gguf, prompt="The capital of France is", n_gen=3) -> Reference:
-    return Reference(gguf=str(gguf), identity=gguf_identity(gguf), prompt=prompt, n_gen=n_gen, prompt_ids=[1, 2],
-                     generated_ids=[5, 6, 7][:n_gen], tokens=TOKENS[:n_gen],
-                     producer={"llama_cpp_python": "test"})
+    return Reference(
+        gguf=str(gguf),
+        identity=gguf_identity(gguf),
+        prompt=prompt,
+        n_gen=n_gen,
+        prompt_ids=[1, 2],
+        generated_ids=[5, 6, 7][:n_gen],
+        tokens=TOKENS[:n_gen],
+        producer={"llama_cpp_python": "test"},
+    )
 
 
 def test_save_and_load_round_trip(models, tmp_path):
@@ -81,8 +88,13 @@ def test_load_misses_for_another_prompt_length_layout_or_hash(models, tmp_path, 
     reference_store.save(_reference(models["base"]), tmp_path)
     gguf = models[change.get("gguf", "base")]
     with pytest.raises(InputError, match="zincbench validate record"):
-        reference_store.load(tmp_path, gguf, change.get("prompt", "The capital of France is"), change.get("n_gen", 3),
-                             full=change.get("full", False))
+        reference_store.load(
+            tmp_path,
+            gguf,
+            change.get("prompt", "The capital of France is"),
+            change.get("n_gen", 3),
+            full=change.get("full", False),
+        )
 
 
 def test_a_corrupt_reference_is_input_error(models, tmp_path):
@@ -203,12 +215,28 @@ def test_a_gguf_with_a_duplicated_key_is_one_input_error(tmp_path):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-GOOD_DOCUMENT = records.to_jsonable(Reference(
-    gguf="/m/tiny.gguf", identity="header:abc", prompt="Hi", n_gen=3, prompt_ids=[1, 2], generated_ids=[5, 6, 7],
-    tokens=TOKENS, producer={}).to_document())
-JSON_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                        st.sampled_from(["2_16", "+197", "7", " 7", "1e3", "nan", ""]), st.text(max_size=5),
-                        st.lists(st.integers(0, 9), max_size=3), st.just({}))
+GOOD_DOCUMENT = records.to_jsonable(
+    Reference(
+        gguf="/m/tiny.gguf",
+        identity="header:abc",
+        prompt="Hi",
+        n_gen=3,
+        prompt_ids=[1, 2],
+        generated_ids=[5, 6, 7],
+        tokens=TOKENS,
+        producer={},
+    ).to_document()
+)
+JSON_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.sampled_from(["2_16", "+197", "7", " 7", "1e3", "nan", ""]),
+    st.text(max_size=5),
+    st.lists(st.integers(0, 9), max_size=3),
+    st.just({}),
+)
 ROW_KEYS = ("position", "token", "top1_logit", "top2_token", "top2_logit", "margin")
 
 
@@ -222,15 +250,31 @@ def test_token_rows_round_trip_through_json():
 def _holds_together(ref: Reference) -> bool:
     ints = [*ref.prompt_ids, *ref.generated_ids, *(t for row in ref.tokens for t in (row.token, row.top2_token))]
     logits = [v for row in ref.tokens for v in (row.top1_logit, row.top2_logit)]
-    return (all(type(i) is int and i >= 0 for i in ints) and all(type(v) is float and math.isfinite(v) for v in logits)
-            and all(ref.margin(i) >= 0 for i in range(ref.n_gen)) and len(ref.tokens) == ref.n_gen == len(ref.generated_ids)
-            and all(row.token != row.top2_token for row in ref.tokens))
+    return (
+        all(type(i) is int and i >= 0 for i in ints)
+        and all(type(v) is float and math.isfinite(v) for v in logits)
+        and all(ref.margin(i) >= 0 for i in range(ref.n_gen))
+        and len(ref.tokens) == ref.n_gen == len(ref.generated_ids)
+        and all(row.token != row.top2_token for row in ref.tokens)
+    )
 
 
-@given(edits=st.lists(st.one_of(
-    st.tuples(st.just("row"), st.integers(0, 2), st.sampled_from(ROW_KEYS), JSON_VALUES),
-    st.tuples(st.just("config"), st.just(0), st.sampled_from(["n_gen", "prompt_ids", "prompt", "identity"]), JSON_VALUES),
-    st.tuples(st.just("prompt_id"), st.integers(0, 1), st.just(""), JSON_VALUES)), min_size=1, max_size=3))
+@given(
+    edits=st.lists(
+        st.one_of(
+            st.tuples(st.just("row"), st.integers(0, 2), st.sampled_from(ROW_KEYS), JSON_VALUES),
+            st.tuples(
+                st.just("config"),
+                st.just(0),
+                st.sampled_from(["n_gen", "prompt_ids", "prompt", "identity"]),
+                JSON_VALUES,
+            ),
+            st.tuples(st.just("prompt_id"), st.integers(0, 1), st.just(""), JSON_VALUES),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
 @settings(deadline=None)
 def test_a_damaged_reference_loads_whole_or_is_one_input_error(edits):
     doc = copy.deepcopy(GOOD_DOCUMENT)
@@ -249,16 +293,19 @@ def test_a_damaged_reference_loads_whole_or_is_one_input_error(edits):
         assert _holds_together(ref)
 
 
-@pytest.mark.parametrize("key, value, words", [
-    ("top2_logit", 9.0, "negative margin"),
-    ("top1_logit", float("nan"), "finite logit"),
-    ("token", "2_16", "expected an integer"),
-    ("token", "+197", "expected an integer"),
-    ("token", 5.0, "expected an integer"),
-    ("top2_token", True, "expected an integer"),
-    ("token", -1, "expected an integer >= 0"),
-    ("margin", 99.0, "is not top1 - top2"),
-])
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("top2_logit", 9.0, "negative margin"),
+        ("top1_logit", float("nan"), "finite logit"),
+        ("token", "2_16", "expected an integer"),
+        ("token", "+197", "expected an integer"),
+        ("token", 5.0, "expected an integer"),
+        ("top2_token", True, "expected an integer"),
+        ("token", -1, "expected an integer >= 0"),
+        ("margin", 99.0, "is not top1 - top2"),
+    ],
+)
 def test_references_that_cannot_be_are_exit_2(models, tmp_path, key, value, words):
     path, _ = reference_store.save(_reference(models["base"]), tmp_path)
     doc = records.read(path)

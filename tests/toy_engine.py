@@ -31,5 +31,9 @@ class ToyEngine(Engine):
 
     def throughput(self, model, prompt_text, n_gen, *, env=None, timeout_s=600.0) -> ThroughputResult:
         speed = float((env or {}).get("TOY_SPEED", "1")) * next(WOBBLE)
-        return ThroughputResult(prefill_tokens=len(prompt_text.split()), prefill_tps=1000.0 * speed,
-                                decode_tokens=n_gen, decode_tps=100.0 * speed)
+        return ThroughputResult(
+            prefill_tokens=len(prompt_text.split()),
+            prefill_tps=1000.0 * speed,
+            decode_tokens=n_gen,
+            decode_tps=100.0 * speed,
+        )

@@ -133,8 +133,16 @@ class Catalog:
         if match is not None:
             return match.with_gguf(gguf)
         d = self.defaults
-        return CatalogModel(name=Path(gguf).stem, gguf_template=str(gguf), arch=None, shape=None, prompt=d.prompt,
-                            n_gen=d.n_gen, min_match=d.min_match, engine_env=dict(d.engine_env))
+        return CatalogModel(
+            name=Path(gguf).stem,
+            gguf_template=str(gguf),
+            arch=None,
+            shape=None,
+            prompt=d.prompt,
+            n_gen=d.n_gen,
+            min_match=d.min_match,
+            engine_env=dict(d.engine_env),
+        )
 
 
 def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
@@ -156,9 +164,15 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
                 raise ConfigError(f"{where}: name or alias {label!r} is already used by {seen[label.lower()]}")
             seen[label.lower()] = name
         models[name] = CatalogModel(
-            name=name, gguf_template=entry.gguf, arch=entry.arch, shape=entry.shape,
-            prompt=entry.prompt if entry.prompt is not None else d.prompt, n_gen=n_gen, min_match=min_match,
-            engine_env={**d.engine_env, **entry.engine_env}, aliases=tuple(entry.aliases),
+            name=name,
+            gguf_template=entry.gguf,
+            arch=entry.arch,
+            shape=entry.shape,
+            prompt=entry.prompt if entry.prompt is not None else d.prompt,
+            n_gen=n_gen,
+            min_match=min_match,
+            engine_env={**d.engine_env, **entry.engine_env},
+            aliases=tuple(entry.aliases),
         )
     if not models:
         raise ConfigError(f"{p}: models: the catalog lists no models")

@@ -41,8 +41,9 @@ class Step:
         return self.after / self.before
 
 
-def _real(levels: np.ndarray, lows: np.ndarray, highs: np.ndarray, sizes: np.ndarray, min_change: float,
-          min_runs: int) -> np.ndarray:
+def _real(
+    levels: np.ndarray, lows: np.ndarray, highs: np.ndarray, sizes: np.ndarray, min_change: float, min_runs: int
+) -> np.ndarray:
     """For each adjacent pair of segments: whether the boundary between them passes the rule."""
     apart = (highs[:-1] < lows[1:]) | (highs[1:] < lows[:-1])
     change = np.abs(levels[1:] / levels[:-1] - 1.0)
@@ -51,8 +52,9 @@ def _real(levels: np.ndarray, lows: np.ndarray, highs: np.ndarray, sizes: np.nda
     return apart & (change >= min_change) & long_enough[:-1] & long_enough[1:]
 
 
-def find_steps(medians: Sequence[float], lows: Sequence[float], highs: Sequence[float],
-               min_change: float, min_runs: int = 1) -> list[Step]:
+def find_steps(
+    medians: Sequence[float], lows: Sequence[float], highs: Sequence[float], min_change: float, min_runs: int = 1
+) -> list[Step]:
     """The steps of one history, oldest first. ``medians[i]`` is run i's median, ``[lows[i], highs[i]]``
     its interval (a missing bound, NaN, counts as the median itself: no evidence beyond the point)."""
     values = np.asarray(medians, dtype=float)
@@ -70,11 +72,17 @@ def find_steps(medians: Sequence[float], lows: Sequence[float], highs: Sequence[
         gaps = np.where(failing, np.abs(np.log(levels[1:] / levels[:-1])), np.inf)
         j = int(np.argmin(gaps))  # merge segment j+1 into segment j
         end = starts[j + 2] if j + 2 < starts.size else values.size
-        levels[j] = float(np.median(values[starts[j]:end]))
+        levels[j] = float(np.median(values[starts[j] : end]))
         seg_lo[j], seg_hi[j] = min(seg_lo[j], seg_lo[j + 1]), max(seg_hi[j], seg_hi[j + 1])
         starts, levels = np.delete(starts, j + 1), np.delete(levels, j + 1)
         seg_lo, seg_hi = np.delete(seg_lo, j + 1), np.delete(seg_hi, j + 1)
-    return [Step(index=int(starts[k]), before=float(levels[k - 1]), after=float(levels[k]),
-                 before_interval=(float(seg_lo[k - 1]), float(seg_hi[k - 1])),
-                 after_interval=(float(seg_lo[k]), float(seg_hi[k])))
-            for k in range(1, starts.size)]
+    return [
+        Step(
+            index=int(starts[k]),
+            before=float(levels[k - 1]),
+            after=float(levels[k]),
+            before_interval=(float(seg_lo[k - 1]), float(seg_hi[k - 1])),
+            after_interval=(float(seg_lo[k]), float(seg_hi[k])),
+        )
+        for k in range(1, starts.size)
+    ]

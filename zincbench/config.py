@@ -52,7 +52,8 @@ class _BoundedLoader(yaml.SafeLoader):
                 key = (key_node.tag, key_node.value)
                 if key in seen:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key_node.value!r} (each key may appear once)", key_node.start_mark)
+                        None, None, f"duplicate key {key_node.value!r} (each key may appear once)", key_node.start_mark
+                    )
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -60,8 +61,9 @@ class _BoundedLoader(yaml.SafeLoader):
 def _expanded_size(node, sizes: dict, depth: int) -> int:
     """Nodes in the tree ``node`` expands to (aliases counted every time they are used)."""
     if depth > MAX_YAML_DEPTH:
-        raise yaml.constructor.ConstructorError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels",
-                                                node.start_mark)
+        raise yaml.constructor.ConstructorError(
+            None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", node.start_mark
+        )
     if id(node) in sizes:
         return sizes[id(node)]
     if isinstance(node, yaml.SequenceNode):
@@ -72,7 +74,8 @@ def _expanded_size(node, sizes: dict, depth: int) -> int:
         size = 1
     if size > MAX_YAML_NODES:
         raise yaml.constructor.ConstructorError(
-            None, None, f"expands to more than {MAX_YAML_NODES} values (aliases of aliases?)", node.start_mark)
+            None, None, f"expands to more than {MAX_YAML_NODES} values (aliases of aliases?)", node.start_mark
+        )
     sizes[id(node)] = size
     return size
 

@@ -49,8 +49,15 @@ def worst(codes) -> ExitCode:
     A failed check outranks an inconclusive one; broken input or environment outranks both because
     the run could not judge at all.
     """
-    order = [ExitCode.INTERNAL, ExitCode.ENVIRONMENT, ExitCode.USAGE, ExitCode.FAIL, ExitCode.INCONCLUSIVE,
-             ExitCode.NOTHING_CHECKED, ExitCode.OK]
+    order = [
+        ExitCode.INTERNAL,
+        ExitCode.ENVIRONMENT,
+        ExitCode.USAGE,
+        ExitCode.FAIL,
+        ExitCode.INCONCLUSIVE,
+        ExitCode.NOTHING_CHECKED,
+        ExitCode.OK,
+    ]
     codes = [ExitCode(c) for c in codes]
     for code in order:
         if code in codes:

@@ -179,18 +179,25 @@ def _runs(sources: list[Source]) -> dict[SeriesKey, list[Run]]:
                 continue  # not timed (skipped, failed its check): nothing to put in a history
             family = row.family or (source.doc.get("config") or {}).get("family") or "?"
             runs[SeriesKey(family, row.case, row.variant, source.device)].append(
-                Run(row=row, commit=commit, run_id=run_id, timestamp=stamp, path=source.path))
+                Run(row=row, commit=commit, run_id=run_id, timestamp=stamp, path=source.path)
+            )
     return runs
 
 
 def analyse(key: SeriesKey, runs: list[Run], rules: HistoryRules) -> Series:
     """One series' steps and its latest change; ``runs`` oldest first."""
     series = Series(key=key, runs=runs)
-    series.steps = find_steps([r.median_us for r in runs], [r.interval_us[0] for r in runs],
-                              [r.interval_us[1] for r in runs], rules.min_change, rules.min_runs)
+    series.steps = find_steps(
+        [r.median_us for r in runs],
+        [r.interval_us[0] for r in runs],
+        [r.interval_us[1] for r in runs],
+        rules.min_change,
+        rules.min_runs,
+    )
     if len(runs) >= 2:
-        series.change = judge.compare_medians(runs[-2].samples_us, runs[-1].samples_us, threshold=rules.min_change,
-                                              confidence=rules.confidence)
+        series.change = judge.compare_medians(
+            runs[-2].samples_us, runs[-1].samples_us, threshold=rules.min_change, confidence=rules.confidence
+        )
     return series
 
 
@@ -202,12 +209,16 @@ def build_history(paths: Iterable[str | os.PathLike], rules: HistoryRules) -> Hi
     sources = load_sources(files)
     microbench = [s for s in sources if s.kind == "microbench"]
     others = collections.Counter(s.kind for s in sources if s.kind != "microbench")
-    notes = [f"left out {n} {kind} document(s): a history is read from microbench documents"
-             for kind, n in sorted(others.items())]
+    notes = [
+        f"left out {n} {kind} document(s): a history is read from microbench documents"
+        for kind, n in sorted(others.items())
+    ]
     if not microbench:
         raise InputError(f"no microbench documents among the {len(sources)} read")
     by_key = _runs(microbench)
     # grouped by family and GPU; cases and variants in the order the documents list them
-    series = [analyse(key, sorted(runs, key=lambda r: (r.timestamp, str(r.path))), rules)
-              for key, runs in sorted(by_key.items(), key=lambda kv: (kv[0].family, kv[0].gpu))]
+    series = [
+        analyse(key, sorted(runs, key=lambda r: (r.timestamp, str(r.path))), rules)
+        for key, runs in sorted(by_key.items(), key=lambda kv: (kv[0].family, kv[0].gpu))
+    ]
     return History(series=series, rules=rules, documents=len(microbench), notes=notes)

@@ -40,16 +40,19 @@ def regular_file(path: str | os.PathLike, what: str = "file") -> Path:
     return p
 
 
-def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_TEXT_BYTES,
-              errors: str = "strict") -> str:
+def read_text(
+    path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_TEXT_BYTES, errors: str = "strict"
+) -> str:
     """The UTF-8 text of a regular file of at most ``max_bytes`` (``errors="replace"`` for tool logs
     that mix in undecodable output)."""
     p = regular_file(path, what)
     try:
         size = p.stat().st_size
         if size > max_bytes:
-            raise InputError(f"{p}: {size / 2**20:.0f} MiB is more than a {what} can be "
-                             f"({max_bytes / 2**20:.0f} MiB); is it the right file?")
+            raise InputError(
+                f"{p}: {size / 2**20:.0f} MiB is more than a {what} can be "
+                f"({max_bytes / 2**20:.0f} MiB); is it the right file?"
+            )
         with p.open("rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
@@ -60,8 +63,9 @@ def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_
         raise InputError(f"{p}: not a text file (not UTF-8), expected a {what}") from None
 
 
-def read_lines(path: str | os.PathLike, what: str = "file", max_line_chars: int = MAX_LINE_CHARS,
-               errors: str = "strict") -> Iterator[str]:
+def read_lines(
+    path: str | os.PathLike, what: str = "file", max_line_chars: int = MAX_LINE_CHARS, errors: str = "strict"
+) -> Iterator[str]:
     """The lines of a regular file's UTF-8 text, without their line ends (\\n, \\r\\n or \\r), read one at a
     time: memory stays bounded by ``max_line_chars`` whatever the file's size. The file is checked now; read
     errors and an over-long line are InputErrors raised while iterating."""

@@ -17,11 +17,10 @@ import numpy as np
 
 from zincbench.errors import ExitCode
 
-
-
 # Fewer samples than this on either side and a comparison is inconclusive, whatever its interval says:
 # a bootstrap over 2-4 samples cannot carry a 99% claim.
 MIN_SAMPLES_TO_JUDGE = 5
+
 
 class Verdict(str, enum.Enum):
     FASTER = "faster"
@@ -171,7 +170,9 @@ def compare_medians(
     b = np.asarray(candidate, dtype=float)
     if a.size < 2 or b.size < 2:
         ratio = float(np.median(b) / np.median(a)) if a.size and b.size else NAN
-        return Comparison(ratio, (NAN, NAN), confidence, threshold, higher_is_better, Verdict.INCONCLUSIVE, "bootstrap-median")
+        return Comparison(
+            ratio, (NAN, NAN), confidence, threshold, higher_is_better, Verdict.INCONCLUSIVE, "bootstrap-median"
+        )
     rng = np.random.default_rng(seed)
     ma = np.median(a[rng.integers(0, a.size, size=(n_boot, a.size))], axis=1)
     mb = np.median(b[rng.integers(0, b.size, size=(n_boot, b.size))], axis=1)
@@ -179,7 +180,15 @@ def compare_medians(
     alpha = 1.0 - confidence
     ci = (float(np.quantile(boots, alpha / 2.0)), float(np.quantile(boots, 1.0 - alpha / 2.0)))
     ratio = float(np.median(b) / np.median(a))
-    return Comparison(ratio, ci, confidence, threshold, higher_is_better, decide(ratio, ci, threshold, higher_is_better), "bootstrap-median")
+    return Comparison(
+        ratio,
+        ci,
+        confidence,
+        threshold,
+        higher_is_better,
+        decide(ratio, ci, threshold, higher_is_better),
+        "bootstrap-median",
+    )
 
 
 def _exp(x: float) -> float:
@@ -209,15 +218,27 @@ def compare_paired(
     logs = np.log(b) - np.log(a)  # not log(b / a): a ratio of extreme rates would underflow to 0
     n = logs.size
     if n == 0:
-        return Comparison(NAN, (NAN, NAN), confidence, threshold, higher_is_better, Verdict.INCONCLUSIVE, "paired-t-log")
+        return Comparison(
+            NAN, (NAN, NAN), confidence, threshold, higher_is_better, Verdict.INCONCLUSIVE, "paired-t-log"
+        )
     mean = float(np.mean(logs))
     if n < 2:
-        return Comparison(_exp(mean), (NAN, NAN), confidence, threshold, higher_is_better, Verdict.INCONCLUSIVE, "paired-t-log")
+        return Comparison(
+            _exp(mean), (NAN, NAN), confidence, threshold, higher_is_better, Verdict.INCONCLUSIVE, "paired-t-log"
+        )
     se = float(np.std(logs, ddof=1)) / math.sqrt(n)
     half = float(stats.t.ppf(0.5 + confidence / 2.0, n - 1)) * se
     ratio = _exp(mean)
     ci = (_exp(mean - half), _exp(mean + half))  # a wild interval overflows to inf: inconclusive, not an error
-    return Comparison(ratio, ci, confidence, threshold, higher_is_better, decide(ratio, ci, threshold, higher_is_better), "paired-t-log")
+    return Comparison(
+        ratio,
+        ci,
+        confidence,
+        threshold,
+        higher_is_better,
+        decide(ratio, ci, threshold, higher_is_better),
+        "paired-t-log",
+    )
 
 
 def require_all(verdicts: Sequence[Verdict], wanted: Verdict = Verdict.FASTER, failed: bool = False) -> GateDecision:

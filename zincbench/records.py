@@ -59,7 +59,9 @@ def git_commit() -> str | None:
     try:
         out = subprocess.run(
             ["git", "-C", str(here), "describe", "--always", "--dirty", "--abbrev=12"],
-            capture_output=True, text=True, timeout=5,
+            capture_output=True,
+            text=True,
+            timeout=5,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -170,9 +172,15 @@ def write(doc: Document, path: str | os.PathLike | None = None, directory: str |
 
 
 # The document-level fields a reader relies on, with their JSON types (None: may be null).
-_DOCUMENT_FIELDS = {"kind": (str,), "results": (list,), "config": (dict, type(None)),
-                    "environment": (dict, type(None)), "verdict": (dict, type(None)), "notes": (list, type(None)),
-                    "complete": (bool,)}
+_DOCUMENT_FIELDS = {
+    "kind": (str,),
+    "results": (list,),
+    "config": (dict, type(None)),
+    "environment": (dict, type(None)),
+    "verdict": (dict, type(None)),
+    "notes": (list, type(None)),
+    "complete": (bool,),
+}
 
 
 # Documents are a handful of levels deep; far deeper nesting is not ours, and the copying and
@@ -201,19 +209,32 @@ def check_document(data, where: str) -> dict:
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise InputError(f"{where}: schema_version must be a positive integer, got {version!r}")
     if version > SCHEMA_VERSION:
-        raise InputError(f"{where}: schema version {version} is newer than this zincbench understands ({SCHEMA_VERSION})")
+        raise InputError(
+            f"{where}: schema version {version} is newer than this zincbench understands ({SCHEMA_VERSION})"
+        )
     for name, types in _DOCUMENT_FIELDS.items():
         if name in data and not isinstance(data[name], types):
-            raise InputError(f"{where}: field {name!r} must be {' or '.join(_JSON_TYPE[t] for t in types)}, "
-                             f"got {_JSON_TYPE.get(type(data[name]), type(data[name]).__name__)}")
+            raise InputError(
+                f"{where}: field {name!r} must be {' or '.join(_JSON_TYPE[t] for t in types)}, "
+                f"got {_JSON_TYPE.get(type(data[name]), type(data[name]).__name__)}"
+            )
     for i, row in enumerate(data.get("results") or []):
         if not isinstance(row, dict):
-            raise InputError(f"{where}: results[{i}] must be an object, got {_JSON_TYPE.get(type(row), type(row).__name__)}")
+            raise InputError(
+                f"{where}: results[{i}] must be an object, got {_JSON_TYPE.get(type(row), type(row).__name__)}"
+            )
     return data
 
 
-_JSON_TYPE = {str: "a string", list: "a list", dict: "an object", type(None): "null", bool: "true/false",
-              int: "an integer", float: "a number"}
+_JSON_TYPE = {
+    str: "a string",
+    list: "a list",
+    dict: "an object",
+    type(None): "null",
+    bool: "true/false",
+    int: "an integer",
+    float: "a number",
+}
 
 
 def read(path: str | os.PathLike) -> dict:

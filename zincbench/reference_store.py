@@ -76,8 +76,14 @@ class TokenRow:
         return self.top1_logit - self.top2_logit
 
     def to_json(self, position: int) -> dict:
-        return {"position": position, "token": self.token, "top1_logit": self.top1_logit,
-                "top2_token": self.top2_token, "top2_logit": self.top2_logit, "margin": self.margin}
+        return {
+            "position": position,
+            "token": self.token,
+            "top1_logit": self.top1_logit,
+            "top2_token": self.top2_token,
+            "top2_logit": self.top2_logit,
+            "margin": self.margin,
+        }
 
     @classmethod
     def from_json(cls, row, position: int) -> TokenRow:
@@ -91,7 +97,10 @@ class TokenRow:
             raise ValueError(f"{where}.position: {row['position']} is not its place in the list")
         first_id = _integer(row["token"], f"{where}.token")
         second_id = _integer(row["top2_token"], f"{where}.top2_token")
-        first, second = _logit(row["top1_logit"], f"{where}.top1_logit"), _logit(row["top2_logit"], f"{where}.top2_logit")
+        first, second = (
+            _logit(row["top1_logit"], f"{where}.top1_logit"),
+            _logit(row["top2_logit"], f"{where}.top2_logit"),
+        )
         if first_id == second_id:
             raise ValueError(f"{where}: top-1 and top-2 are the same token {first_id}")
         if first < second:
@@ -121,8 +130,13 @@ class Reference:
     def to_document(self) -> records.Document:
         return records.Document(
             kind="reference",
-            config={"gguf": self.gguf, "identity": self.identity, "prompt": self.prompt, "n_gen": self.n_gen,
-                    "prompt_ids": self.prompt_ids},
+            config={
+                "gguf": self.gguf,
+                "identity": self.identity,
+                "prompt": self.prompt,
+                "n_gen": self.n_gen,
+                "prompt_ids": self.prompt_ids,
+            },
             environment={"producer": self.producer},
             results=[row.to_json(position) for position, row in enumerate(self.tokens)],
         )
@@ -139,17 +153,24 @@ class Reference:
                 raise TypeError(f"results is a {type(rows).__name__}, not a list of token rows")
             n_gen = _integer(cfg["n_gen"], "config.n_gen", minimum=1)
             if len(rows) != n_gen:
-                raise InputError(f"{where}: reference holds {len(rows)} token rows for n_gen {n_gen}; "
-                                 f"record it again with `zincbench validate record --force`")
+                raise InputError(
+                    f"{where}: reference holds {len(rows)} token rows for n_gen {n_gen}; "
+                    f"record it again with `zincbench validate record --force`"
+                )
             prompt_ids = cfg["prompt_ids"]
             if not isinstance(prompt_ids, list) or not prompt_ids:
                 raise ValueError("config.prompt_ids: expected a non-empty list of token ids")
             tokens = [TokenRow.from_json(row, i) for i, row in enumerate(rows)]
-            ref = cls(gguf=_string(cfg["gguf"], "config.gguf"), identity=_string(cfg["identity"], "config.identity"),
-                      prompt=_string(cfg["prompt"], "config.prompt"), n_gen=n_gen,
-                      prompt_ids=[_integer(t, f"config.prompt_ids[{i}]") for i, t in enumerate(prompt_ids)],
-                      generated_ids=[row.token for row in tokens], tokens=tokens,
-                      producer=(doc.get("environment") or {}).get("producer", {}))
+            ref = cls(
+                gguf=_string(cfg["gguf"], "config.gguf"),
+                identity=_string(cfg["identity"], "config.identity"),
+                prompt=_string(cfg["prompt"], "config.prompt"),
+                n_gen=n_gen,
+                prompt_ids=[_integer(t, f"config.prompt_ids[{i}]") for i, t in enumerate(prompt_ids)],
+                generated_ids=[row.token for row in tokens],
+                tokens=tokens,
+                producer=(doc.get("environment") or {}).get("producer", {}),
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"{where}: not a valid reference document ({type(exc).__name__}: {exc})") from None
         return ref
@@ -180,8 +201,9 @@ def default_directory(results_dir: str | os.PathLike | None = None) -> Path:
     return records.results_dir(results_dir) / "references"
 
 
-def reference_path(directory: str | os.PathLike, gguf: str | os.PathLike, identity: str, prompt: str,
-                   n_gen: int) -> Path:
+def reference_path(
+    directory: str | os.PathLike, gguf: str | os.PathLike, identity: str, prompt: str, n_gen: int
+) -> Path:
     kind, digest = identity.split(":", 1)
     prompt_hash = hashlib.sha256(prompt.encode()).hexdigest()[:10]
     return Path(directory) / f"{Path(gguf).stem}.{kind}-{digest[:16]}.p{prompt_hash}.n{n_gen}.json"
@@ -194,7 +216,11 @@ def _same(path: Path, reference: Reference) -> bool:
     except InputError:
         return False
     mine = Reference.from_document(records.to_jsonable(reference.to_document()), "new reference")
-    return (stored.prompt_ids, stored.generated_ids, stored.tokens) == (mine.prompt_ids, mine.generated_ids, mine.tokens)
+    return (stored.prompt_ids, stored.generated_ids, stored.tokens) == (
+        mine.prompt_ids,
+        mine.generated_ids,
+        mine.tokens,
+    )
 
 
 def conflict(reference: Reference, directory: str | os.PathLike) -> Path | None:
@@ -226,8 +252,9 @@ def set_aside(path: Path) -> Path | None:
         except FileNotFoundError:
             return None  # replaced or removed meanwhile: nothing left to keep
         except OSError as exc:
-            raise EnvironmentProblem(f"cannot keep the old reference {path} as {aside.name}: "
-                                     f"{exc.strerror or exc}") from None
+            raise EnvironmentProblem(
+                f"cannot keep the old reference {path} as {aside.name}: {exc.strerror or exc}"
+            ) from None
     raise InputError(f"{path}: too many replaced references beside it")  # pragma: no cover
 
 
@@ -241,15 +268,24 @@ def save(reference: Reference, directory: str | os.PathLike, *, force: bool = Fa
     if old is None and path.exists():
         return path, None  # identical: nothing to write
     if old is not None and not force:
-        raise InputError(f"{path} already holds a different reference for {Path(reference.gguf).name} "
-                         f"(other weights or llama.cpp build?); re-run with --force to replace it "
-                         f"(the old one is kept beside it as *.replaced-<time>.json)")
+        raise InputError(
+            f"{path} already holds a different reference for {Path(reference.gguf).name} "
+            f"(other weights or llama.cpp build?); re-run with --force to replace it "
+            f"(the old one is kept beside it as *.replaced-<time>.json)"
+        )
     aside = set_aside(old) if old is not None else None
     return records.write(reference.to_document(), path), aside
 
 
-def load(directory: str | os.PathLike, gguf: str | os.PathLike, prompt: str, n_gen: int, *,
-         full: bool = False, record_args: str | None = None) -> Reference:
+def load(
+    directory: str | os.PathLike,
+    gguf: str | os.PathLike,
+    prompt: str,
+    n_gen: int,
+    *,
+    full: bool = False,
+    record_args: str | None = None,
+) -> Reference:
     """The reference recorded for this exact file, prompt and n_gen; otherwise an InputError saying
     how to record it (``record_args``: the `validate record` options that select this model)."""
     identity = gguf_identity(gguf, full=full)
@@ -271,5 +307,8 @@ def rejudge(doc: dict, where: str) -> records.Rejudged:
     """A recorded reference must still hold together (``Reference.from_document``: n_gen token rows, integer
     ids, finite logits, top-1 >= top-2); anything else is an InputError naming the row."""
     ref = Reference.from_document(doc, where)
-    return records.Rejudged(ExitCode.OK, f"reference for {Path(ref.gguf).name}: {ref.n_gen} tokens, min margin "
-                                         f"{min((row.margin for row in ref.tokens), default=float('nan')):.3f}")
+    return records.Rejudged(
+        ExitCode.OK,
+        f"reference for {Path(ref.gguf).name}: {ref.n_gen} tokens, min margin "
+        f"{min((row.margin for row in ref.tokens), default=float('nan')):.3f}",
+    )

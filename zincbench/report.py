@@ -82,25 +82,73 @@ _MAPPING = (dict, type(None))
 # The fields the tables read, per kind, with their JSON types ("*": every key of a mapping; rows and
 # scoreboard models are checked one by one). Those in _REQUIRED must be present.
 _SCHEMAS = {
-    "microbench": {"case": (str,), "variant": (str,), "family": _TEXT, "role": _TEXT, "summary": _MAPPING,
-                   "summary.median_us": _NUMBER, "summary.p90_us": _NUMBER, "vs_baseline": _MAPPING,
-                   "vs_baseline.speedup": _NUMBER, "vs_baseline.verdict": _TEXT, "check": _MAPPING,
-                   "check.rel_error": _NUMBER, "check.tolerance": (int, float), "check.failure": _TEXT,
-                   "check.fully_written": (bool,), "skipped": _TEXT},
-    "document": {"environment.gpu": _MAPPING, "environment.gpu.name": _TEXT, "environment.gpu.uuid": _TEXT,
-                 "config.family": _TEXT, "run_id": _TEXT, "timestamp": _TEXT},
+    "microbench": {
+        "case": (str,),
+        "variant": (str,),
+        "family": _TEXT,
+        "role": _TEXT,
+        "summary": _MAPPING,
+        "summary.median_us": _NUMBER,
+        "summary.p90_us": _NUMBER,
+        "vs_baseline": _MAPPING,
+        "vs_baseline.speedup": _NUMBER,
+        "vs_baseline.verdict": _TEXT,
+        "check": _MAPPING,
+        "check.rel_error": _NUMBER,
+        "check.tolerance": (int, float),
+        "check.failure": _TEXT,
+        "check.fully_written": (bool,),
+        "skipped": _TEXT,
+    },
+    "document": {
+        "environment.gpu": _MAPPING,
+        "environment.gpu.name": _TEXT,
+        "environment.gpu.uuid": _TEXT,
+        "config.family": _TEXT,
+        "run_id": _TEXT,
+        "timestamp": _TEXT,
+    },
     "validate": {"model": (str,), "status": _TEXT, "match": _NUMBER, "n_gen": _NUMBER, "reason": _TEXT},
-    "ab-model": {"model": (str,), "verdict": (str,), "errors": (list,), "arms": (dict,), "arms.*": (dict,),
-                 "arms.*.prefill_p90": _NUMBER, "arms.*.prefill_median": _NUMBER, "arms.*.decode_p90": _NUMBER,
-                 "prefill": _MAPPING, "prefill.ratio": (int, float), "prefill.ci": (list,), "prefill.ci.*": _NUMBER,
-                 "decode": _MAPPING, "decode.ratio": (int, float), "decode.ci": (list,), "decode.ci.*": _NUMBER,
-                 "llama": _MAPPING, "llama.pp": _MAPPING, "llama.pp.avg_ts": _NUMBER, "llama.pp.test": _TEXT,
-                 "gap": _NUMBER, "shape": _TEXT},
+    "ab-model": {
+        "model": (str,),
+        "verdict": (str,),
+        "errors": (list,),
+        "arms": (dict,),
+        "arms.*": (dict,),
+        "arms.*.prefill_p90": _NUMBER,
+        "arms.*.prefill_median": _NUMBER,
+        "arms.*.decode_p90": _NUMBER,
+        "prefill": _MAPPING,
+        "prefill.ratio": (int, float),
+        "prefill.ci": (list,),
+        "prefill.ci.*": _NUMBER,
+        "decode": _MAPPING,
+        "decode.ratio": (int, float),
+        "decode.ci": (list,),
+        "decode.ci.*": _NUMBER,
+        "llama": _MAPPING,
+        "llama.pp": _MAPPING,
+        "llama.pp.avg_ts": _NUMBER,
+        "llama.pp.test": _TEXT,
+        "gap": _NUMBER,
+        "shape": _TEXT,
+    },
 }
-_REQUIRED = {"document": (), "microbench": ("case", "variant"), "validate": ("model",),
-             "ab-model": ("model", "verdict", "errors", "arms")}
-_TYPE_NAMES = {str: "a string", int: "a number", float: "a number", dict: "an object", list: "a list",
-               bool: "true or false", type(None): "null"}
+_REQUIRED = {
+    "document": (),
+    "microbench": ("case", "variant"),
+    "validate": ("model",),
+    "ab-model": ("model", "verdict", "errors", "arms"),
+}
+_TYPE_NAMES = {
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    dict: "an object",
+    list: "a list",
+    bool: "true or false",
+    type(None): "null",
+}
 
 
 def _values_at(obj, dotted: str, where: str):
@@ -154,8 +202,9 @@ def check_tabulated(path: Path, doc: dict) -> dict:
         except ValueError as exc:
             raise InputError(f"{path}: {exc}") from None
     if kind in ROW_TYPES:
-        doc["results"] = [_typed_row(ROW_TYPES[kind], row, f"{path}: results[{i}]")
-                          for i, row in enumerate(doc.get("results") or [])]
+        doc["results"] = [
+            _typed_row(ROW_TYPES[kind], row, f"{path}: results[{i}]") for i, row in enumerate(doc.get("results") or [])
+        ]
     if kind == "ab":
         arms = doc["config"].get("arms")  # arm name -> engine and env
         if not isinstance(arms, (dict, list)) or not arms or not all(isinstance(a, str) for a in arms):
@@ -166,9 +215,15 @@ def check_tabulated(path: Path, doc: dict) -> dict:
         for i, model in enumerate(models):
             _check_fields(model, "ab-model", f"{path}: verdict.models[{i}]")
             if set(arms) - set(model["arms"]):
-                raise InputError(f"{path}: verdict.models[{i}].arms lacks arm(s) {sorted(set(arms) - set(model['arms']))}")
-        doc["verdict"] = {**doc["verdict"], "models": [_typed_row(ScoreboardRow, model, f"{path}: verdict.models[{i}]")
-                                                       for i, model in enumerate(models)]}
+                raise InputError(
+                    f"{path}: verdict.models[{i}].arms lacks arm(s) {sorted(set(arms) - set(model['arms']))}"
+                )
+        doc["verdict"] = {
+            **doc["verdict"],
+            "models": [
+                _typed_row(ScoreboardRow, model, f"{path}: verdict.models[{i}]") for i, model in enumerate(models)
+            ],
+        }
     return doc
 
 
@@ -197,8 +252,10 @@ def check_devices(sources: list[Source], ignore_device: bool = False) -> None:
                 by_device[s.device].append(s.path.name)
         if len(by_device) > 1:
             listing = "; ".join(f"{device}: {', '.join(names)}" for device, names in by_device.items())
-            raise InputError(f"refusing to compare {kind} runs from different devices ({listing}): their numbers "
-                             f"differ by hardware, not by code; pass --ignore-device to show them side by side anyway")
+            raise InputError(
+                f"refusing to compare {kind} runs from different devices ({listing}): their numbers "
+                f"differ by hardware, not by code; pass --ignore-device to show them side by side anyway"
+            )
 
 
 def _label(sources: list[Source]) -> None:
@@ -215,14 +272,18 @@ def _microbench_rows(sources: list[Source]) -> list[dict]:
         r: MicrobenchRow
         for r in s.doc.get("results") or []:
             key = (r.family or s.doc["config"].get("family"), r.case, r.variant)
-            row = rows.setdefault(key, {"family": key[0], "case": key[1], "variant": key[2], "role": r.role,
-                                        "runs": {}})
+            row = rows.setdefault(
+                key, {"family": key[0], "case": key[1], "variant": key[2], "role": r.role, "runs": {}}
+            )
             status = "n/a" if r.skipped is not None else ("ok" if r.passed else "FAIL") if r.ran else "?"
             summary, vs = r.summary, r.vs_baseline
-            row["runs"][s.label] = {"median_us": summary.median_us if summary else None,
-                                    "p90_us": summary.p90_us if summary else None,
-                                    "speedup": vs.speedup if vs else None, "verdict": vs.verdict if vs else None,
-                                    "check": status}
+            row["runs"][s.label] = {
+                "median_us": summary.median_us if summary else None,
+                "p90_us": summary.p90_us if summary else None,
+                "speedup": vs.speedup if vs else None,
+                "verdict": vs.verdict if vs else None,
+                "check": status,
+            }
     return list(rows.values())
 
 
@@ -241,10 +302,19 @@ def _ab_runs(sources: list[Source], notes: list[str]) -> list[dict]:
     for s in sources:
         models = (s.doc.get("verdict") or {}).get("models")
         if not models:
-            notes.append(f"{s.path.name}: ab run with no scoreboard yet ({len(s.doc.get('results') or [])} runs recorded)")
+            notes.append(
+                f"{s.path.name}: ab run with no scoreboard yet ({len(s.doc.get('results') or [])} runs recorded)"
+            )
             continue
-        out.append({"run": s.label, "arms": list(s.doc["config"]["arms"]), "models": models,
-                    "overall": (s.doc.get("verdict") or {}).get("overall"), "path": str(s.path)})
+        out.append(
+            {
+                "run": s.label,
+                "arms": list(s.doc["config"]["arms"]),
+                "models": models,
+                "overall": (s.doc.get("verdict") or {}).get("overall"),
+                "path": str(s.path),
+            }
+        )
     return out
 
 
@@ -257,7 +327,9 @@ def build_report(paths: Iterable[str | os.PathLike], ignore_device: bool = False
         if s.kind not in TABULATED:
             report.notes.append(f"{s.path.name}: {s.kind} documents have no report table; left out")
         elif not s.complete:
-            report.notes.append(f"{s.path.name}: incomplete run ({'; '.join(s.doc.get('notes') or []) or 'interrupted'})")
+            report.notes.append(
+                f"{s.path.name}: incomplete run ({'; '.join(s.doc.get('notes') or []) or 'interrupted'})"
+            )
     if not report.sources:
         raise InputError(f"nothing to report: no {', '.join(TABULATED)} documents among the {len(sources)} given")
     _label(report.sources)
@@ -269,8 +341,23 @@ def build_report(paths: Iterable[str | os.PathLike], ignore_device: bool = False
 
 def to_dict(report: Report) -> dict:
     """The merged view as JSON-ready data (``--json``)."""
-    return records.to_jsonable({
-        "runs": [{"path": str(s.path), "kind": s.kind, "label": s.label, "device": s.device, "complete": s.complete,
-                  "run_id": s.doc.get("run_id"), "timestamp": s.doc.get("timestamp")} for s in report.sources],
-        "microbench": report.microbench, "validate": report.validate, "ab": report.ab, "notes": report.notes,
-    })
+    return records.to_jsonable(
+        {
+            "runs": [
+                {
+                    "path": str(s.path),
+                    "kind": s.kind,
+                    "label": s.label,
+                    "device": s.device,
+                    "complete": s.complete,
+                    "run_id": s.doc.get("run_id"),
+                    "timestamp": s.doc.get("timestamp"),
+                }
+                for s in report.sources
+            ],
+            "microbench": report.microbench,
+            "validate": report.validate,
+            "ab": report.ab,
+            "notes": report.notes,
+        }
+    )

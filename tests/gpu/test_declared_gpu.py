@@ -15,15 +15,30 @@ from zincbench.errors import InputError
 
 pytestmark = pytest.mark.gpu
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "engine_abi"
-QUICK_TIMER = {"mode": "cold", "warmup": 1, "stopping": "noise", "min_samples": 5, "min_time_s": 0.0,
-               "max_time_s": 0.05}
+QUICK_TIMER = {
+    "mode": "cold",
+    "warmup": 1,
+    "stopping": "noise",
+    "min_samples": 5,
+    "min_time_s": 0.0,
+    "max_time_s": 0.05,
+}
 
 
 def _t2_experiment(tmp_path, packs, *, candidate="abi_switch", tokens_per_expert=(3, 20)) -> Path:
-    spec = {"description": "declared variants at odd shapes", "weights": "q4_k", "k": 512, "top_k": 4,
-            "shapes": [{"experts": 16, "rows": 96}], "tokens_per_expert": list(tokens_per_expert),
-            "variants": ["matvec"], "kernel_packs": [str(p) for p in packs], "correctness_experts": 16,
-            "timer": QUICK_TIMER, "gate": {"candidate": candidate, "baseline": "engine", "when": {}}}
+    spec = {
+        "description": "declared variants at odd shapes",
+        "weights": "q4_k",
+        "k": 512,
+        "top_k": 4,
+        "shapes": [{"experts": 16, "rows": 96}],
+        "tokens_per_expert": list(tokens_per_expert),
+        "variants": ["matvec"],
+        "kernel_packs": [str(p) for p in packs],
+        "correctness_experts": 16,
+        "timer": QUICK_TIMER,
+        "gate": {"candidate": candidate, "baseline": "engine", "when": {}},
+    }
     path = tmp_path / "t2.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -40,14 +55,24 @@ def test_declared_t2_variants_pass_their_checks(tmp_path, monkeypatch):
     rows = _rows(doc)
     # T = 12 (engine: matvec path) and T = 80 (engine: order build + grouped TC), M = 96: a partial row tile.
     for case in ("E16-M96-K512-Ne3", "E16-M96-K512-Ne20"):
-        for variant in ("matvec", "engine", "engine_matvec", "engine_grouped_tc", "abi_routed_dot", "abi_two_step",
-                        "abi_switch"):
+        for variant in (
+            "matvec",
+            "engine",
+            "engine_matvec",
+            "engine_grouped_tc",
+            "abi_routed_dot",
+            "abi_two_step",
+            "abi_switch",
+        ):
             row = rows[(case, variant)]
             assert row.passed, (case, variant, row.check)
             assert row.timed
     assert rows[("E16-M96-K512-Ne3", "engine")].detail["launches"][0]["kernel"] == "dmmv_q4k_experts_batched"
     tc = rows[("E16-M96-K512-Ne20", "engine")].detail
-    assert [launch["kernel"] for launch in tc["launches"]] == ["build_expert_order_padded", "gemm_q4k_experts_grouped_tc"]
+    assert [launch["kernel"] for launch in tc["launches"]] == [
+        "build_expert_order_padded",
+        "gemm_q4k_experts_grouped_tc",
+    ]
     assert tc["source"] == "stand-in" and tc["nvrtc_options"][1:2] == ["--std=c++17"]
     assert doc.config["declared_sources"]["engine"] == "stand-in"
     assert doc.config["declared_sources"]["abi_two_step"] == "file"
@@ -55,9 +80,15 @@ def test_declared_t2_variants_pass_their_checks(tmp_path, monkeypatch):
 
 def test_declared_t1_variants(tmp_path, monkeypatch):
     monkeypatch.delenv("ZINC_SRC", raising=False)
-    spec = {"description": "declared dense", "tokens": [40, 300], "shapes": [{"name": "odd", "rows": 200, "k": 512}],
-            "variants": ["round_trip"], "kernel_packs": ["engine_zinc"], "timer": QUICK_TIMER,
-            "gate": {"candidate": "engine_round_trip", "baseline": "round_trip", "require": "same"}}
+    spec = {
+        "description": "declared dense",
+        "tokens": [40, 300],
+        "shapes": [{"name": "odd", "rows": 200, "k": 512}],
+        "variants": ["round_trip"],
+        "kernel_packs": ["engine_zinc"],
+        "timer": QUICK_TIMER,
+        "gate": {"candidate": "engine_round_trip", "baseline": "round_trip", "require": "same"},
+    }
     path = tmp_path / "t1.yaml"
     path.write_text(yaml.safe_dump(spec))
     doc, _, _ = run_microbench("t1", str(path), results_dir=tmp_path, ceilings=False, progress=False, seed=3)
@@ -82,20 +113,27 @@ def _bad_pack(tmp_path, variant: dict, source_text: str | None = None) -> Path:
     return path
 
 
-OVERRUN = {"name": "overrun", "workspace": {"tmp": {"dtype": "f32", "shape": [16]}},
-           "steps": [{"kernel": "abi_overrun", "grid": [1], "block": [64], "buffers": ["tmp"], "push": {"n": 64}}]}
-UNKNOWN_ENTRY = {"name": "typo", "steps": [{"kernel": "abi_routed_dott", "grid": [1], "block": [64],
-                                            "buffers": ["y"]}]}
-UNKNOWN_NAME = {"name": "names", "steps": [{"kernel": "abi_overrun", "grid": ["n_tokens"], "block": [64],
-                                            "buffers": ["y"], "push": {"n": 1}}]}
+OVERRUN = {
+    "name": "overrun",
+    "workspace": {"tmp": {"dtype": "f32", "shape": [16]}},
+    "steps": [{"kernel": "abi_overrun", "grid": [1], "block": [64], "buffers": ["tmp"], "push": {"n": 64}}],
+}
+UNKNOWN_ENTRY = {"name": "typo", "steps": [{"kernel": "abi_routed_dott", "grid": [1], "block": [64], "buffers": ["y"]}]}
+UNKNOWN_NAME = {
+    "name": "names",
+    "steps": [{"kernel": "abi_overrun", "grid": ["n_tokens"], "block": [64], "buffers": ["y"], "push": {"n": 1}}],
+}
 
 
-@pytest.mark.parametrize("variant, source_text, message", [
-    (OVERRUN, None, "workspace.tmp: a launch wrote past its end"),
-    (UNKNOWN_ENTRY, None, "kernel: no kernel named 'abi_routed_dott'"),
-    (UNKNOWN_NAME, None, "grid[0]: 'n_tokens': unknown name 'n_tokens'"),
-    ({**UNKNOWN_ENTRY, "name": "broken"}, "extern \"C\" __global__ void k( { }", "NVRTC failed"),
-])
+@pytest.mark.parametrize(
+    "variant, source_text, message",
+    [
+        (OVERRUN, None, "workspace.tmp: a launch wrote past its end"),
+        (UNKNOWN_ENTRY, None, "kernel: no kernel named 'abi_routed_dott'"),
+        (UNKNOWN_NAME, None, "grid[0]: 'n_tokens': unknown name 'n_tokens'"),
+        ({**UNKNOWN_ENTRY, "name": "broken"}, 'extern "C" __global__ void k( { }', "NVRTC failed"),
+    ],
+)
 def test_specs_that_fail_at_launch_time(tmp_path, monkeypatch, variant, source_text, message):
     monkeypatch.delenv("ZINC_SRC", raising=False)
     pack = _bad_pack(tmp_path, variant, source_text)

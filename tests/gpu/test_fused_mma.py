@@ -44,7 +44,7 @@ def test_permuted_activation_layout(cupy, rng):
                     e = 64 * (2 * h + (c >> 1)) + 16 * (c & 1) + 4 * i
                     base = sb * 256 + 128 * h + 32 * i + 8 * c
                     src = sb * 256 + e + np.array([0, 2, 1, 3, 32, 34, 33, 35])
-                    want[:, base:base + 8] = x[:, src].astype(np.float16)
+                    want[:, base : base + 8] = x[:, src].astype(np.float16)
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
@@ -86,7 +86,8 @@ def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     permute_activations(cupy.asarray(x_host.reshape(x_rows, k)), xp)
     y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
     FusedKQuantGemm(tile_obj, grouped=True, weights=weights).grouped_call(
-        cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=x_per_slot)
+        cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=x_per_slot
+    )
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"
     assert ref.rel_frobenius(got, ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
@@ -119,9 +120,16 @@ def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
         x_host *= 0.01  # gate and up of order 1-10: silu(gate) * up stays far inside fp16's range
     xp = fused.permuted_activations(cupy, x_host.size // k, k)
     fused.permute_activations(cupy.asarray(x_host.reshape(-1, k)), xp)
-    gemm = fused.FusedKQuantGemm(tile_obj, grouped=True, weights=weights, epilogue={
-        "swiglu_perm": fused.EPILOGUE_SWIGLU_F16_PERM, "swiglu_grouped": fused.EPILOGUE_SWIGLU_F16_GROUPED,
-        "combine": fused.EPILOGUE_COMBINE}[epilogue])
+    gemm = fused.FusedKQuantGemm(
+        tile_obj,
+        grouped=True,
+        weights=weights,
+        epilogue={
+            "swiglu_perm": fused.EPILOGUE_SWIGLU_F16_PERM,
+            "swiglu_grouped": fused.EPILOGUE_SWIGLU_F16_GROUPED,
+            "combine": fused.EPILOGUE_COMBINE,
+        }[epilogue],
+    )
     args = (m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
     if epilogue == "combine":
         hidden = rng.standard_normal((t, m), dtype=np.float32)
@@ -149,6 +157,6 @@ def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
     offsets, sorted_ids, got = ws.offsets.get(), ws.sorted_ids.get(), h.get()
     assert offsets[-1] == t * top_k
     # place p of expert e's bucket holds item sorted_ids[offsets[e] + p]; places past the bucket stay unwritten
-    got_rows = np.concatenate([got[ex, :offsets[ex + 1] - offsets[ex]] for ex in range(e)])
+    got_rows = np.concatenate([got[ex, : offsets[ex + 1] - offsets[ex]] for ex in range(e)])
     assert not np.isnan(got_rows).any(), "unwritten outputs"
     assert ref.rel_frobenius(got_rows.astype(np.float64), act.reshape(t * top_k, m)[sorted_ids]) < TOL

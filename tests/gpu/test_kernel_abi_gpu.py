@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from zincbench.gpu.kernel_abi import QUALIFIERS, KernelAbi, source_abi
@@ -37,10 +36,12 @@ def _echo_module(path: Path):
     for kernel in _by_value(path):
         params = abi.kernels[kernel.entry]
         struct_param = QUALIFIERS.sub(" ", params.split(",")[-1]).split()[-1]
-        twins.append(f'extern "C" __global__ void zb_echo_{kernel.entry}({params}) {{\n'
-                     f"    const unsigned char* zb_src = (const unsigned char*)&{struct_param};\n"
-                     f"    unsigned char* zb_dst = (unsigned char*)(void*){kernel.buffers[0]};\n"
-                     f"    for (unsigned i = 0; i < sizeof({struct_param}); ++i) zb_dst[i] = zb_src[i];\n}}\n")
+        twins.append(
+            f'extern "C" __global__ void zb_echo_{kernel.entry}({params}) {{\n'
+            f"    const unsigned char* zb_src = (const unsigned char*)&{struct_param};\n"
+            f"    unsigned char* zb_dst = (unsigned char*)(void*){kernel.buffers[0]};\n"
+            f"    for (unsigned i = 0; i < sizeof({struct_param}); ++i) zb_dst[i] = zb_src[i];\n}}\n"
+        )
     source = text + "\n" + "\n".join(twins)
     options = engine_options(cupy.cuda.Device().compute_capability)
     return LoadedModule(compile_cubin(source, filename=f"echo-{path.name}", options=options))
@@ -68,8 +69,11 @@ def test_every_struct_kernel_receives_the_fields_we_pack(path, rng):
         buffers = [cupy.full(64, 0xA5, dtype=cupy.uint8) for _ in kernel.buffers]
         values = {}
         for name, kind, length in kernel.push.fields:  # distinct, non-zero, full-width values
-            draw = (rng.uniform(-1e3, 1e3, length) if kind == "f32" else
-                    rng.integers(1, 2**31 - 1, length) * (-1 if kind.startswith("i") else 1))
+            draw = (
+                rng.uniform(-1e3, 1e3, length)
+                if kind == "f32"
+                else rng.integers(1, 2**31 - 1, length) * (-1 if kind.startswith("i") else 1)
+            )
             values[name] = draw.tolist() if length > 1 else draw.item()
         params = kernel.parameters([b.data.ptr for b in buffers], values, kernel.entry)
         got = _received(module, kernel, params, buffers[0])
@@ -90,8 +94,13 @@ def test_the_ssm_launchers_deliver_their_push(kind, rng):
     f32 = cupy.float32
     if kind == "conv1d":
         x = cupy.asarray(rng.standard_normal((t, dims.conv_channels)), f32)
-        op = ssm.Conv1dBatched(x, cupy.ones((dims.conv_channels, 4), f32), cupy.zeros((3, dims.conv_channels), f32),
-                               cupy.empty_like(x), state_offset=2)
+        op = ssm.Conv1dBatched(
+            x,
+            cupy.ones((dims.conv_channels, 4), f32),
+            cupy.zeros((3, dims.conv_channels), f32),
+            cupy.empty_like(x),
+            state_offset=2,
+        )
         entry, first = "ssm_conv1d_batched", x
     elif kind == "norm":
         o = cupy.asarray(rng.standard_normal((t, dims.d_inner)), f32)
@@ -101,9 +110,17 @@ def test_the_ssm_launchers_deliver_their_push(kind, rng):
         conv_out = cupy.asarray(rng.standard_normal((t, dims.conv_channels)), f32)
         heads = cupy.ones(dims.dt_rank, f32)
         ab = cupy.zeros((t, dims.dt_rank), f32)
-        op = ssm.DeltaNetScan(kind, dims, conv_out, heads, ab, ab.copy(), -heads,
-                              cupy.zeros((dims.dt_rank, dims.head_v_dim, dims.d_state), f32),
-                              cupy.empty((t, dims.d_inner), f32))
+        op = ssm.DeltaNetScan(
+            kind,
+            dims,
+            conv_out,
+            heads,
+            ab,
+            ab.copy(),
+            -heads,
+            cupy.zeros((dims.dt_rank, dims.head_v_dim, dims.d_state), f32),
+            cupy.empty((t, dims.d_inner), f32),
+        )
         entry, first = ssm.SCANS[kind], conv_out
     module = _echo_module(KERNELS_DIR / "ssm_scan.cu")
     kernel = kernel_abi((KERNELS_DIR / "ssm_scan.cu").read_text(encoding="utf-8"), entry)

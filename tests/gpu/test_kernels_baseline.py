@@ -60,6 +60,7 @@ def assert_fp16_path_close(actual, w, x, exact_fn):
 
 # ---- dequant / downcast ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
 @pytest.mark.parametrize("shape", [(3, 5, 256), (67, 512), (2, 64, 768)], ids=str)
 def test_dequant_to_f16_matches_reference(cupy, rng, fmt, shape):
@@ -107,8 +108,9 @@ def test_experts_matvec_matches_reference(cupy, rng, fmt, t, top_k, n_experts, m
     ids = routing_table(rng, t, top_k, n_experts, top_k * stride_factor)
     x = activations(rng, (t, top_k, k) if x_per_slot else (t, k))
     y = poisoned(cupy, (t, top_k, m))
-    ExpertsMatvec(fmt, cupy.asarray(blocks), cupy.asarray(x), cupy.asarray(ids), y,
-                  top_k=top_k, x_per_slot=x_per_slot)()
+    ExpertsMatvec(
+        fmt, cupy.asarray(blocks), cupy.asarray(x), cupy.asarray(ids), y, top_k=top_k, x_per_slot=x_per_slot
+    )()
     got = y.get()
     assert np.isfinite(got).all()
     scale = ref.experts_matvec(np.abs(w), np.abs(x), ids, top_k)
@@ -123,13 +125,14 @@ ROUTING_CASES = [
     pytest.param(37, 8, 256, 64, 2, id="engine-table-many-empty-experts"),
     pytest.param(300, 8, 16, 16, 1, id="large-buckets"),
     pytest.param(64, 6, 1024, 8, 1, id="1024-experts"),
-    pytest.param(2999, 8, 256, 16, 1, id="many-blocks-P23992"),    # multi-block: 24 chunks, the last one partial
+    pytest.param(2999, 8, 256, 16, 1, id="many-blocks-P23992"),  # multi-block: 24 chunks, the last one partial
     pytest.param(701, 7, 1000, 8, 2, id="1000-experts-many-blocks"),  # E not a warp multiple, 1024-thread blocks
 ]
 
 
-def built_routing(cupy, ids: np.ndarray, top_k: int, n_experts: int, tile_n: int,
-                  build: str = "single_block") -> RoutingWorkspace:
+def built_routing(
+    cupy, ids: np.ndarray, top_k: int, n_experts: int, tile_n: int, build: str = "single_block"
+) -> RoutingWorkspace:
     ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n, build=build)
     ws.sorted_ids.fill(0xFFFFFFFF)
     build_routing(cupy.asarray(ids), ws)
@@ -143,7 +146,7 @@ def assert_routing_matches(ws: RoutingWorkspace, ids: np.ndarray) -> None:
     got_offsets, got_sorted = ws.offsets.get(), ws.sorted_ids.get()
     np.testing.assert_array_equal(got_offsets, offsets)
     for e in range(n_experts):
-        bucket = got_sorted[offsets[e]:offsets[e + 1]].tolist()
+        bucket = got_sorted[offsets[e] : offsets[e + 1]].tolist()
         assert len(bucket) == len(buckets[e]) and set(bucket) == buckets[e], f"bucket of expert {e}"
     expected_tiles = ref.work_tiles(counts, tile_n, max_tiles(t, top_k, n_experts, tile_n))
     np.testing.assert_array_equal(ws.tiles.get(), expected_tiles)
@@ -218,6 +221,7 @@ def test_gather_then_scatter_place_every_item(cupy, rng, padded, x_per_slot):
 
 # ---- engine-style Tensor-core GEMM -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("accumulate", [False, True], ids=["overwrite", "accumulate"])
 @pytest.mark.parametrize("m, t, k", [(67, 70, 512), (64, 1, 256), (130, 129, 256)], ids=str)
 def test_gemm_q4k_tc_matches_fp16_reference(cupy, rng, m, t, k, accumulate):
@@ -231,6 +235,7 @@ def test_gemm_q4k_tc_matches_fp16_reference(cupy, rng, m, t, k, accumulate):
 
 
 # ---- cuBLAS fp16 GEMM and the dequant-once MoE path --------------------------------------------------
+
 
 @pytest.mark.parametrize("m, n, k", [(67, 1, 256), (130, 45, 512)], ids=str)
 def test_cublas_gemm_f16_matches_reference(cupy, rng, m, n, k):
@@ -269,8 +274,16 @@ def test_moe_dequant_cublas_matches_fp16_reference(cupy, rng, fmt, t, top_k, n_e
     x = activations(rng, (t, top_k, k) if x_per_slot else (t, k))
     capacity = int(ref.routing(ids, top_k, n_experts)[0].max())  # exactly full: the edge of the padding
     y = poisoned(cupy, (t, top_k, m))
-    path = MoeDequantCublas(fmt, cupy.asarray(blocks), cupy.asarray(x), cupy.asarray(ids), y,
-                            top_k=top_k, capacity=capacity, x_per_slot=x_per_slot)
+    path = MoeDequantCublas(
+        fmt,
+        cupy.asarray(blocks),
+        cupy.asarray(x),
+        cupy.asarray(ids),
+        y,
+        top_k=top_k,
+        capacity=capacity,
+        x_per_slot=x_per_slot,
+    )
     path()
     path.check()
     assert_fp16_path_close(y.get(), w, x, lambda w_, x_, fp16=False: ref.experts_matvec(w_, x_, ids, top_k, fp16=fp16))
@@ -281,8 +294,15 @@ def test_moe_dequant_cublas_reports_capacity_overflow(cupy, rng):
     blocks, _ = quantized_experts(rng, "q4_k", n_experts, m, k)
     ids = routing_table(rng, t, top_k, n_experts, top_k)
     largest = int(ref.routing(ids, top_k, n_experts)[0].max())
-    path = MoeDequantCublas("q4_k", cupy.asarray(blocks), cupy.asarray(activations(rng, (t, k))), cupy.asarray(ids),
-                            cupy.empty((t, top_k, m), dtype=cupy.float32), top_k=top_k, capacity=largest - 1)
+    path = MoeDequantCublas(
+        "q4_k",
+        cupy.asarray(blocks),
+        cupy.asarray(activations(rng, (t, k))),
+        cupy.asarray(ids),
+        cupy.empty((t, top_k, m), dtype=cupy.float32),
+        top_k=top_k,
+        capacity=largest - 1,
+    )
     path()
     with pytest.raises(CapacityExceeded):
         path.check()

@@ -1,6 +1,7 @@
 """The whole MoE FFN block on the GPU against float64 NumPy: the candidate (every down type, every
-epilogue, the fused Q5_K down and the dequant + cuBLAS down) and the engine's block as declared in engine_zinc.yaml (matvec path below moe_tc_min_t, the
-grouped-TC path from it), at odd token counts, uniform and Zipf routing, every token checked.
+epilogue, the fused Q5_K down and the dequant + cuBLAS down) and the engine's block as declared in
+engine_zinc.yaml (matvec path below moe_tc_min_t, the grouped-TC path from it), at odd token counts,
+uniform and Zipf routing, every token checked.
 
 Tolerance (the variants' own, 5e-3 relative Frobenius error of the block's contribution): the TC paths
 round weights and activations (and the candidate its SwiGLU intermediate) to fp16 with f32
@@ -26,8 +27,18 @@ TILES = ["1,8,8,1,2", "1,2,4,1,3"]
 
 def small_experiment(tmp_path, tokens, down_types=("q4_k", "q5_k", "q6_k"), shared_width=256, routing=("uniform",)):
     data = yaml.safe_load(experiment_path("moe_layer").read_text())
-    data["shapes"] = [{"name": "small", "experts": 24, "top_k": 4, "n_embd": 512, "expert_width": 256,
-                       "down_types": list(down_types), "shared_width": shared_width, "shared_type": "q6_k"}]
+    data["shapes"] = [
+        {
+            "name": "small",
+            "experts": 24,
+            "top_k": 4,
+            "n_embd": 512,
+            "expert_width": 256,
+            "down_types": list(down_types),
+            "shared_width": shared_width,
+            "shared_type": "q6_k",
+        }
+    ]
     data["tokens"], data["routing"] = list(tokens), list(routing)
     data["correctness_tokens"] = max(tokens)  # every token
     data["kernel_packs"] = [str(experiment_path("engine_zinc"))]
@@ -74,7 +85,8 @@ def test_candidate_block_matches_float64(cupy, rng, tmp_path, tile, routing):
     checked = run_cases(cupy, rng, path, ["fused_block", "fused_block_cublas_down"], tile)
     assert {key.split("-")[1] for key, _, _ in checked} == {"q4k", "q5k", "q6k"}
     assert {(key.split("-")[1], name) for key, name, _ in checked} == {
-        (down, name) for down in ("q4k", "q5k", "q6k") for name in ("fused_block", "fused_block_cublas_down")}
+        (down, name) for down in ("q4k", "q5k", "q6k") for name in ("fused_block", "fused_block_cublas_down")
+    }
 
 
 @pytest.mark.parametrize("t", [33, 77])  # below and above moe_tc_min_t = 64
@@ -118,6 +130,7 @@ def test_a_broken_router_fails_the_check(cupy, rng, tmp_path):
     def broken():
         run()
         inputs.buffers.logits[:, 0] += 1.0  # after the block: the output is right, the logits are not
+
     rel, _ = family.check(cfg, case, inputs, _ran(cupy, dataclasses.replace(prepared, run=broken)))
     assert rel > 1e-2
 
@@ -143,12 +156,18 @@ def test_warp_topk_is_the_engines_topk_bit_for_bit(cupy, rng, experts, top_k):
     logits = rng.integers(-3, 4, size=(t, experts)).astype(np.float32)  # small integers: many exact ties
     logits[:5] += rng.standard_normal((5, experts), dtype=np.float32)  # and a few rows without ties
     logits[5] = 0.0  # every logit tied
-    b = SimpleNamespace(logits=cupy.asarray(logits), table=cupy.full((t, 2 * top_k), 7, dtype=cupy.uint32),
-                        t=t, experts=experts, top_k=top_k)
+    b = SimpleNamespace(
+        logits=cupy.asarray(logits),
+        table=cupy.full((t, 2 * top_k), 7, dtype=cupy.uint32),
+        t=t,
+        experts=experts,
+        top_k=top_k,
+    )
     topk_softmax(b)()
     engine_table = cupy.zeros_like(b.table)
-    get_kernel("moe_layer.cu", "softmax_topk_batched")((t,), (64,), (b.logits, engine_table, np.uint32(experts),
-                                                                      np.uint32(top_k)))
+    get_kernel("moe_layer.cu", "softmax_topk_batched")(
+        (t,), (64,), (b.logits, engine_table, np.uint32(experts), np.uint32(top_k))
+    )
     ours = b.table.get()
     np.testing.assert_array_equal(ours, engine_table.get())
     ids, weights = engine_topk(logits, top_k)
@@ -167,9 +186,15 @@ def test_tensor_core_router_logits_are_tf32_close_and_route_by_them(cupy, rng):
     t, experts, n_embd, top_k = 301, 256, 2048, 8
     x = rng.standard_normal((t, n_embd), dtype=np.float32) * np.float32(0.05)
     router = rng.standard_normal((experts, n_embd), dtype=np.float32) / np.float32(np.sqrt(n_embd) * 0.05)
-    b = SimpleNamespace(x=cupy.asarray(x), router=cupy.asarray(router), t=t, experts=experts, top_k=top_k,
-                        logits=cupy.full((t, experts), np.nan, dtype=cupy.float32),
-                        table=cupy.zeros((t, 2 * top_k), dtype=cupy.uint32))
+    b = SimpleNamespace(
+        x=cupy.asarray(x),
+        router=cupy.asarray(router),
+        t=t,
+        experts=experts,
+        top_k=top_k,
+        logits=cupy.full((t, experts), np.nan, dtype=cupy.float32),
+        table=cupy.zeros((t, 2 * top_k), dtype=cupy.uint32),
+    )
     tensor_core_routing(b)()
     got = b.logits.get()
     ref = x.astype(np.float64) @ router.astype(np.float64).T

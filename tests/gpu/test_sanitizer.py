@@ -49,14 +49,23 @@ def sanitizer_report(text: str) -> str:
     first = FIRST_ERROR.search(text)
     if first is None or first.start() >= len(text) - REPORT_TAIL:
         return text[-REPORT_TAIL:]
-    return text[first.start():first.start() + REPORT_TAIL] + "\n[...]\n" + text[-REPORT_TAIL:]
+    return text[first.start() : first.start() + REPORT_TAIL] + "\n[...]\n" + text[-REPORT_TAIL:]
 
 
 @pytest.mark.parametrize("tool", TOOLS)
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_kernel_group_is_sanitizer_clean(group, tool):
-    argv = [shutil.which("compute-sanitizer"), "--tool", tool, "--error-exitcode", str(ERROR_EXIT),
-            sys.executable, "-m", "zincbench.testing.sanitize_driver", group]
+    argv = [
+        shutil.which("compute-sanitizer"),
+        "--tool",
+        tool,
+        "--error-exitcode",
+        str(ERROR_EXIT),
+        sys.executable,
+        "-m",
+        "zincbench.testing.sanitize_driver",
+        group,
+    ]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as exc:

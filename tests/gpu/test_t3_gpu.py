@@ -15,8 +15,14 @@ from zincbench.reference import ssm_ref
 from zincbench.reference.ssm_ref import SsmDims
 
 pytestmark = pytest.mark.gpu
-QUICK_TIMER = {"mode": "cold", "warmup": 1, "stopping": "noise", "min_samples": 5, "min_time_s": 0.0,
-               "max_time_s": 0.05}
+QUICK_TIMER = {
+    "mode": "cold",
+    "warmup": 1,
+    "stopping": "noise",
+    "min_samples": 5,
+    "min_time_s": 0.0,
+    "max_time_s": 0.05,
+}
 SCAN_TOLERANCE = {"block": 1e-3, "warp": 1e-3, "chunked": 2e-3, "chunked_tf32": 1e-2}
 
 
@@ -28,12 +34,14 @@ def _host_inputs(rng, dims: SsmDims, t: int) -> dict:
     h = dims.dt_rank
     dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), size=h))  # decays ~0.2 .. ~0.999: state crosses chunks
     f32 = np.float32
-    return {"conv_out": rng.standard_normal((t, dims.conv_channels)).astype(f32),
-            "alpha": (0.5 * rng.standard_normal((t, h))).astype(f32),
-            "beta": rng.standard_normal((t, h)).astype(f32),
-            "dt_bias": np.log(np.expm1(dt)).astype(f32),
-            "ssm_a": (-rng.uniform(1, 16, size=h)).astype(f32),
-            "state": (0.5 * rng.standard_normal((h, dims.head_v_dim, dims.d_state))).astype(f32)}
+    return {
+        "conv_out": rng.standard_normal((t, dims.conv_channels)).astype(f32),
+        "alpha": (0.5 * rng.standard_normal((t, h))).astype(f32),
+        "beta": rng.standard_normal((t, h)).astype(f32),
+        "dt_bias": np.log(np.expm1(dt)).astype(f32),
+        "ssm_a": (-rng.uniform(1, 16, size=h)).astype(f32),
+        "state": (0.5 * rng.standard_normal((h, dims.head_v_dim, dims.d_state))).astype(f32),
+    }
 
 
 def _scan(kind: str, dims: SsmDims, host: dict):
@@ -44,26 +52,32 @@ def _scan(kind: str, dims: SsmDims, host: dict):
 
     dev = {k: cupy.asarray(v) for k, v in host.items()}
     out = cupy.full((host["conv_out"].shape[0], dims.d_inner), cupy.nan, dtype=cupy.float32)
-    DeltaNetScan(kind, dims, dev["conv_out"], dev["dt_bias"], dev["alpha"], dev["beta"], dev["ssm_a"], dev["state"],
-                 out)()
+    DeltaNetScan(
+        kind, dims, dev["conv_out"], dev["dt_bias"], dev["alpha"], dev["beta"], dev["ssm_a"], dev["state"], out
+    )()
     cupy.cuda.Device().synchronize()
     return out.get(), dev["state"].get()
 
 
 def _expected(dims: SsmDims, host: dict):
-    out, state = ssm_ref.delta_net_block(host["conv_out"], host["alpha"], host["beta"], host["dt_bias"], host["ssm_a"],
-                                         host["state"], dims)
+    out, state = ssm_ref.delta_net_block(
+        host["conv_out"], host["alpha"], host["beta"], host["dt_bias"], host["ssm_a"], host["state"], dims
+    )
     return out.reshape(out.shape[0], -1), state
 
 
 @pytest.mark.parametrize("kind", ["block", "warp", "chunked", "chunked_tf32"])
-@pytest.mark.parametrize("dims, t", [
-    (SsmDims(6, 128, 128, 3), 37),     # a partial chunk only; two heads per key group
-    (SsmDims(6, 128, 128, 3), 130),    # two whole chunks and a 2-token tail
-    (SsmDims(5, 128, 128, 5), 64),     # exactly one chunk; one group per head
-    (SsmDims(3, 128, 128, 1), 1),      # one token
-    (SsmDims(7, 128, 128, 7), 200),
-], ids=lambda v: f"T{v}" if isinstance(v, int) else f"H{v.dt_rank}G{v.n_group}")
+@pytest.mark.parametrize(
+    "dims, t",
+    [
+        (SsmDims(6, 128, 128, 3), 37),  # a partial chunk only; two heads per key group
+        (SsmDims(6, 128, 128, 3), 130),  # two whole chunks and a 2-token tail
+        (SsmDims(5, 128, 128, 5), 64),  # exactly one chunk; one group per head
+        (SsmDims(3, 128, 128, 1), 1),  # one token
+        (SsmDims(7, 128, 128, 7), 200),
+    ],
+    ids=lambda v: f"T{v}" if isinstance(v, int) else f"H{v.dt_rank}G{v.n_group}",
+)
 def test_scans_match_the_float64_recurrence(kind, dims, t, rng):
     host = _host_inputs(rng, dims, t)
     out, state = _scan(kind, dims, host)
@@ -133,18 +147,28 @@ def test_the_family_runs_every_variant_and_renders_the_share(tmp_path, monkeypat
     from zincbench.show.microbench_table import print_microbench
 
     monkeypatch.delenv("ZINC_SRC", raising=False)
-    spec = {"description": "t3 at odd shapes", "tokens": [37, 130],
-            "models": [{"name": "odd", "n_embd": 512, "dt_rank": 6, "head_v_dim": 128, "d_state": 128, "n_group": 3}],
-            "kernel_packs": ["engine_zinc"], "check_heads": 6, "timer": QUICK_TIMER,
-            "gate": {"candidate": "chunked", "baseline": "engine", "when": {"min_tokens": 0}}}
+    spec = {
+        "description": "t3 at odd shapes",
+        "tokens": [37, 130],
+        "models": [{"name": "odd", "n_embd": 512, "dt_rank": 6, "head_v_dim": 128, "d_state": 128, "n_group": 3}],
+        "kernel_packs": ["engine_zinc"],
+        "check_heads": 6,
+        "timer": QUICK_TIMER,
+        "gate": {"candidate": "chunked", "baseline": "engine", "when": {"min_tokens": 0}},
+    }
     path = tmp_path / "t3.yaml"
     path.write_text(yaml.safe_dump(spec))
     doc, decision, _ = run_microbench("t3", str(path), results_dir=tmp_path, ceilings=False, progress=False, seed=11)
     rows = {(r.case, r.variant): r for r in doc.results}
     for t in (37, 130):
-        for stage, variants in {"scan": ["engine", "block", "chunked", "chunked_tf32", "engine_warp", "engine_block"],
-                                "conv1d": ["engine", "engine_conv1d"], "norm": ["engine", "engine_gated_norm"],
-                                "attn_qkv": ["engine"], "ssm_out": ["engine"], "ssm_alpha_beta": ["engine"]}.items():
+        for stage, variants in {
+            "scan": ["engine", "block", "chunked", "chunked_tf32", "engine_warp", "engine_block"],
+            "conv1d": ["engine", "engine_conv1d"],
+            "norm": ["engine", "engine_gated_norm"],
+            "attn_qkv": ["engine"],
+            "ssm_out": ["engine"],
+            "ssm_alpha_beta": ["engine"],
+        }.items():
             for variant in variants:
                 row = rows[(f"odd-{stage}-T{t}", variant)]
                 assert row.passed and row.timed, (stage, t, variant, row.skipped, row.check)
@@ -164,14 +188,27 @@ def test_an_engine_source_without_the_ssm_kernels_reports_them_absent(tmp_path, 
     tree = tmp_path / "engine"
     (tree / "src" / "shaders" / "cuda").mkdir(parents=True)
     (tree / "src" / "shaders" / "cuda" / "kernels.cu").write_text('extern "C" __global__ void unrelated() {}\n')
-    spec = {"description": "absent engine kernels", "tokens": [37], "stages": ["scan"],
-            "models": [{"name": "odd", "n_embd": 512, "dt_rank": 2, "head_v_dim": 128, "d_state": 128, "n_group": 1}],
-            "kernel_packs": ["engine_zinc"], "timer": QUICK_TIMER,
-            "gate": {"candidate": "chunked", "baseline": "engine", "when": {}}}
+    spec = {
+        "description": "absent engine kernels",
+        "tokens": [37],
+        "stages": ["scan"],
+        "models": [{"name": "odd", "n_embd": 512, "dt_rank": 2, "head_v_dim": 128, "d_state": 128, "n_group": 1}],
+        "kernel_packs": ["engine_zinc"],
+        "timer": QUICK_TIMER,
+        "gate": {"candidate": "chunked", "baseline": "engine", "when": {}},
+    }
     path = tmp_path / "t3.yaml"
     path.write_text(yaml.safe_dump(spec))
-    doc, _, _ = run_microbench("t3", str(path), results_dir=tmp_path, ceilings=False, progress=False, seed=3,
-                               engine_src=str(tree), variant_filter=["engine", "chunked", "engine_warp", "engine_block"])
+    doc, _, _ = run_microbench(
+        "t3",
+        str(path),
+        results_dir=tmp_path,
+        ceilings=False,
+        progress=False,
+        seed=3,
+        engine_src=str(tree),
+        variant_filter=["engine", "chunked", "engine_warp", "engine_block"],
+    )
     rows = {r.variant: r for r in doc.results}
     for name in ("engine_warp", "engine_block"):
         assert rows[name].skipped.startswith("absent: no ssm_delta_net"), rows[name]

@@ -46,6 +46,7 @@ def warn(message: str) -> None:
 
 # ---- the cache -----------------------------------------------------------------------------------
 
+
 def cache_path() -> Path:
     """``autotune.json`` in $ZINCBENCH_CACHE (a folder) or ~/.cache/zincbench; InputError when the
     variable names something that is not a folder."""
@@ -61,16 +62,22 @@ def cache_path() -> Path:
 
 def _medians(value) -> bool:
     return isinstance(value, dict) and all(
-        isinstance(k, str) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for k, v in value.items())
+        isinstance(k, str) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for k, v in value.items()
+    )
 
 
 def _valid_entry(entry) -> bool:
-    if not (isinstance(entry, dict) and isinstance(entry.get("choice"), str) and _medians(entry.get("medians_us"))
-            and entry["choice"] in entry["medians_us"]):
+    if not (
+        isinstance(entry, dict)
+        and isinstance(entry.get("choice"), str)
+        and _medians(entry.get("medians_us"))
+        and entry["choice"] in entry["medians_us"]
+    ):
         return False
     recheck = entry.get("recheck")
-    return recheck is None or (isinstance(recheck, dict) and _medians(recheck.get("medians_us"))
-                               and entry["choice"] in recheck["medians_us"])
+    return recheck is None or (
+        isinstance(recheck, dict) and _medians(recheck.get("medians_us")) and entry["choice"] in recheck["medians_us"]
+    )
 
 
 class TuneCache:
@@ -93,7 +100,9 @@ class TuneCache:
         except (OSError, ValueError, RecursionError) as exc:
             self._note(f"autotune cache {self.path} unreadable ({type(exc).__name__}); ignoring it, it is rebuilt")
             return {}
-        if not (isinstance(data, dict) and data.get("version") == CACHE_VERSION and isinstance(data.get("entries"), dict)):
+        if not (
+            isinstance(data, dict) and data.get("version") == CACHE_VERSION and isinstance(data.get("entries"), dict)
+        ):
             self._note(f"autotune cache {self.path} has another layout; ignoring it, it is rebuilt")
             return {}
         entries = {k: v for k, v in data["entries"].items() if _valid_entry(v)}
@@ -137,10 +146,13 @@ class TuneCache:
                         os.unlink(tmp)
                     raise
         except OSError as exc:
-            self._note(f"autotune cache {self.path} not written ({exc.strerror or exc}); the pick holds for this run only")
+            self._note(
+                f"autotune cache {self.path} not written ({exc.strerror or exc}); the pick holds for this run only"
+            )
 
 
 # ---- tuning --------------------------------------------------------------------------------------
+
 
 def kernels_hash() -> str:
     """One digest of every bundled kernel source: any kernel edit invalidates every cached pick."""
@@ -157,8 +169,10 @@ def device_scope(device_name: str) -> str:
     from zincbench.gpu.nvrtc import nvrtc_version
 
     rt = cupy.cuda.runtime
-    return (f"{device_name}|driver {rt.driverGetVersion()}|runtime {rt.runtimeGetVersion()}|nvrtc {nvrtc_version()}"
-            f"|kernels {kernels_hash()}")
+    return (
+        f"{device_name}|driver {rt.driverGetVersion()}|runtime {rt.runtimeGetVersion()}|nvrtc {nvrtc_version()}"
+        f"|kernels {kernels_hash()}"
+    )
 
 
 @dataclass
@@ -201,8 +215,14 @@ class Autotuner:
         full_key = f"{self.scope}|{key}|{','.join(candidates)}"
         cached = None if self.retune else self.cache.get(full_key)
         if cached is not None and cached["choice"] in candidates:
-            return Tuning(cached["choice"], cached["medians_us"], cached.get("recheck"), cached=True,
-                          notes=list(self.cache.notes), key=full_key)
+            return Tuning(
+                cached["choice"],
+                cached["medians_us"],
+                cached.get("recheck"),
+                cached=True,
+                notes=list(self.cache.notes),
+                key=full_key,
+            )
         runs = {}
         for cand in candidates:
             try:
@@ -240,10 +260,19 @@ class Autotuner:
             choice = runner_up if cmp.ratio < 1.0 else best
         else:
             choice = min((best, runner_up), key=declared.index)
-        return choice, {"pair": [best, runner_up], "rounds": RECHECK_ROUNDS, "samples_per_round": SAMPLES_PER_ROUND,
-                        "medians_us": {c: judge.summarize(v).median for c, v in pooled.items()},
-                        "runner_up_vs_best": {"time_ratio": cmp.ratio, "ci": list(cmp.ci), "verdict": cmp.verdict.value,
-                                              "confidence": cmp.confidence, "method": cmp.method}}
+        return choice, {
+            "pair": [best, runner_up],
+            "rounds": RECHECK_ROUNDS,
+            "samples_per_round": SAMPLES_PER_ROUND,
+            "medians_us": {c: judge.summarize(v).median for c, v in pooled.items()},
+            "runner_up_vs_best": {
+                "time_ratio": cmp.ratio,
+                "ci": list(cmp.ci),
+                "verdict": cmp.verdict.value,
+                "confidence": cmp.confidence,
+                "method": cmp.method,
+            },
+        }
 
 
 def record(tuning: Tuning) -> dict:
@@ -265,8 +294,10 @@ def flag_drift(row, threshold: float = DRIFT_WARN, cache: TuneCache | None = Non
     tuning["final_vs_tuned"] = departure
     if abs(departure) <= threshold:
         return None
-    message = (f"{row.case} {row.variant}: timed median {final:.1f} µs departs {departure:+.0%} from "
-               f"the autotuned {tuned:.1f} µs (beyond {threshold:.0%}); try --retune")
+    message = (
+        f"{row.case} {row.variant}: timed median {final:.1f} µs departs {departure:+.0%} from "
+        f"the autotuned {tuned:.1f} µs (beyond {threshold:.0%}); try --retune"
+    )
     row.warnings = (row.warnings or []) + [message]
     warn(message)
     key = tuning.get("key")

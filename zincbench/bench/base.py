@@ -56,7 +56,12 @@ class CheckResult:
     @property
     def passed(self) -> bool:
         # a recorded rel_error of null was non-finite
-        return self.failure is None and self.fully_written and self.rel_error is not None and self.rel_error <= self.tolerance
+        return (
+            self.failure is None
+            and self.fully_written
+            and self.rel_error is not None
+            and self.rel_error <= self.tolerance
+        )
 
 
 @dataclass

@@ -36,8 +36,7 @@ from zincbench.errors import ConfigError, InputError, KernelCompileError
 from zincbench.measure.traffic import Traffic
 
 TYPED_PUSH = re.compile(r"^\s*(u32|i32|u64|i64|f32|f32_bits)\s+(.+)$", re.S)
-DTYPES = {"u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "i32": np.int32, "f16": np.float16,
-          "f32": np.float32}
+DTYPES = {"u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "i32": np.int32, "f16": np.float16, "f32": np.float32}
 GUARD_BYTES = 4096
 GUARD_BYTE = 0xA5
 POISON_BYTE = 0xFF  # NaN in f16/f32, 0xFFFFFFFF (the engine's INV) in u32
@@ -165,8 +164,9 @@ def _list(value, where: str) -> list:
 def _keys(spec: dict, where: str, allowed: set[str], required: set[str] = frozenset()) -> None:
     unknown = set(spec) - allowed
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-                          f"(allowed: {', '.join(sorted(allowed))})")
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} (allowed: {', '.join(sorted(allowed))})"
+        )
     missing = required - set(spec)
     if missing:
         raise ConfigError(f"{where}: missing key(s) {', '.join(sorted(missing))}")
@@ -202,8 +202,10 @@ def _push(value, where: str) -> dict:
     for name, expr in _mapping(value, where).items():
         typed = TYPED_PUSH.match(expr) if isinstance(expr, str) else None
         if typed:
-            raise ConfigError(f"{where}.{name}: write only the expression ({typed.group(2).strip()!r}): the "
-                              f"field's type and place come from the kernel's struct in its source")
+            raise ConfigError(
+                f"{where}.{name}: write only the expression ({typed.group(2).strip()!r}): the "
+                f"field's type and place come from the kernel's struct in its source"
+            )
         fields[str(name)] = _expr(expr, f"{where}.{name}")
     return fields
 
@@ -225,22 +227,51 @@ def _step(spec, where: str, default_source: str | None) -> Step:
         if op not in HOST_OPS:
             raise ConfigError(f"{where}.host: unknown host operation {op!r} (known: {', '.join(sorted(HOST_OPS))})")
         return HostStep(where, condition, op, dict(_mapping(spec.get("args", {}), f"{where}.args")), stage=stage)
-    _keys(spec, where, {"kernel", "source", "grid", "block", "shared", "buffers", "push", "if", "stage"},
-          {"kernel", "grid", "block", "buffers"})
+    _keys(
+        spec,
+        where,
+        {"kernel", "source", "grid", "block", "shared", "buffers", "push", "if", "stage"},
+        {"kernel", "grid", "block", "buffers"},
+    )
     source = spec.get("source", default_source)
     if source is None:
         raise ConfigError(f"{where}.source: several sources are declared; say which one")
     buffers = [_text(b, f"{where}.buffers[{i}]") for i, b in enumerate(_list(spec["buffers"], f"{where}.buffers"))]
-    return LaunchStep(where, condition, str(source), _text(spec["kernel"], f"{where}.kernel"),
-                      _extent(spec["grid"], f"{where}.grid"), _extent(spec["block"], f"{where}.block"),
-                      _expr(spec.get("shared", 0), f"{where}.shared"), buffers,
-                      _push(spec.get("push", {}), f"{where}.push"), stage=stage)
+    return LaunchStep(
+        where,
+        condition,
+        str(source),
+        _text(spec["kernel"], f"{where}.kernel"),
+        _extent(spec["grid"], f"{where}.grid"),
+        _extent(spec["block"], f"{where}.block"),
+        _expr(spec.get("shared", 0), f"{where}.shared"),
+        buffers,
+        _push(spec.get("push", {}), f"{where}.push"),
+        stage=stage,
+    )
 
 
 def _variant(spec, where: str, family: str | None, default_source: str | None) -> DeclaredVariant:
     spec = _mapping(spec, where)
-    _keys(spec, where, {"name", "family", "role", "tolerance", "description", "steps", "workspace", "let",
-                        "output", "bytes", "applies", "optional"}, {"name", "steps"})
+    _keys(
+        spec,
+        where,
+        {
+            "name",
+            "family",
+            "role",
+            "tolerance",
+            "description",
+            "steps",
+            "workspace",
+            "let",
+            "output",
+            "bytes",
+            "applies",
+            "optional",
+        },
+        {"name", "steps"},
+    )
     name = _text(spec["name"], f"{where}.name")
     role = spec.get("role", "candidate")
     if role not in ROLES:
@@ -251,7 +282,9 @@ def _variant(spec, where: str, family: str | None, default_source: str | None) -
     fam = spec.get("family", family)
     if fam is None:
         raise ConfigError(f"{where}.family: which microbench family does this variant belong to?")
-    steps = [_step(s, f"{where}.steps[{i}]", default_source) for i, s in enumerate(_list(spec["steps"], f"{where}.steps"))]
+    steps = [
+        _step(s, f"{where}.steps[{i}]", default_source) for i, s in enumerate(_list(spec["steps"], f"{where}.steps"))
+    ]
     if not steps:
         raise ConfigError(f"{where}.steps: at least one step")
     workspace = []
@@ -264,14 +297,23 @@ def _variant(spec, where: str, family: str | None, default_source: str | None) -
         workspace.append(Workspace(str(ws_name), ws["dtype"], _extent(ws["shape"], f"{w}.shape")))
     let = {str(k): _expr(v, f"{where}.let.{k}") for k, v in _mapping(spec.get("let", {}), f"{where}.let").items()}
     info = VariantInfo(name, role, float(tolerance), str(spec.get("description", "")))
-    return DeclaredVariant(info, str(fam), where, steps, workspace, let, spec.get("output"),
-                           _expr(spec["bytes"], f"{where}.bytes") if "bytes" in spec else None,
-                           _expr(spec["applies"], f"{where}.applies") if "applies" in spec else None,
-                           bool(spec.get("optional", False)))
+    return DeclaredVariant(
+        info,
+        str(fam),
+        where,
+        steps,
+        workspace,
+        let,
+        spec.get("output"),
+        _expr(spec["bytes"], f"{where}.bytes") if "bytes" in spec else None,
+        _expr(spec["applies"], f"{where}.applies") if "applies" in spec else None,
+        bool(spec.get("optional", False)),
+    )
 
 
-def parse_pack(data: dict, path: Path, *, family: str | None = None, sources_key: str = "sources",
-               variants_key: str = "variants") -> KernelPack:
+def parse_pack(
+    data: dict, path: Path, *, family: str | None = None, sources_key: str = "sources", variants_key: str = "variants"
+) -> KernelPack:
     """A pack from already loaded YAML (a pack file, or an experiment's inline keys)."""
     where = str(path)
     sources = {}
@@ -287,8 +329,9 @@ def parse_pack(data: dict, path: Path, *, family: str | None = None, sources_key
         path_text = _text(spec["path"], f"{w}.path")
         if not ENV_VAR.search(path_text) and not Path(path_text).is_absolute():
             path_text = str(path.parent / path_text)  # relative to the YAML that names it
-        sources[str(name)] = KernelSource(str(name), w, path_text, [str(s) for s in stand_in],
-                                          None if options == "engine" else options)
+        sources[str(name)] = KernelSource(
+            str(name), w, path_text, [str(s) for s in stand_in], None if options == "engine" else options
+        )
     let = {str(k): _expr(v, f"{where}: let.{k}") for k, v in _mapping(data.get("let", {}), f"{where}: let").items()}
     engine_tree = data.get("engine_tree")
     if engine_tree is not None:
@@ -307,8 +350,10 @@ def parse_pack(data: dict, path: Path, *, family: str | None = None, sources_key
         for variant in same_family.values():
             for step in variant.steps:
                 if isinstance(step, LaunchStep) and step.source not in sources:
-                    raise ConfigError(f"{step.where}.source: unknown source {step.source!r} "
-                                      f"(declared: {', '.join(sources) or 'none'})")
+                    raise ConfigError(
+                        f"{step.where}.source: unknown source {step.source!r} "
+                        f"(declared: {', '.join(sources) or 'none'})"
+                    )
                 if isinstance(step, UseStep) and step.variant not in same_family:
                     raise ConfigError(f"{step.where}.use: no {variant.family} variant {step.variant!r} in this pack")
     return KernelPack(path, sources, let, variants, engine_tree)
@@ -385,6 +430,7 @@ def kernel_function(source: KernelSource, entry: str, where: str, optional: bool
     kind, files = source.resolve(variables)
     arch = cupy.cuda.Device().compute_capability
     options = tuple(source.options) if source.options is not None else engine_options(arch)
+
     def module(path: Path, text: str):
         try:
             return load_cached(text, str(path), options, (), cupy.cuda.Device().id)
@@ -406,8 +452,11 @@ def kernel_function(source: KernelSource, entry: str, where: str, optional: bool
             function = loaded.function(entry)
         except KernelNotFound:  # in the text but compiled out (an #if): look on
             continue
-        return function, abi, {"source": kind, "file": str(path), "nvrtc_options": list(options),
-                               "nvrtc": loaded.compiled.nvrtc}
+        return (
+            function,
+            abi,
+            {"source": kind, "file": str(path), "nvrtc_options": list(options), "nvrtc": loaded.compiled.nvrtc},
+        )
     for path, text in texts:  # not found: a source that does not compile says so first
         module(path, text)
     shown = ", ".join(p.name for p in files)
@@ -458,12 +507,23 @@ def prepare(variant: DeclaredVariant, pack: KernelPack, binding: Binding, variab
         model = _evaluated(variant.bytes_model, names, f"{variant.where}.bytes", integer=True)
     traffic = Traffic(binding.traffic.bytes_min, model, binding.traffic.flops, variant.info.description)
     kinds = sorted({o["source"] for o in origins})
-    detail = {"declared_in": str(pack.path), "source": "+".join(kinds) or "host",
-              "files": sorted({o["file"] for o in origins}), "launches": launches,
-              **({"nvrtc_options": origins[-1]["nvrtc_options"], "nvrtc": origins[-1]["nvrtc"]} if origins else {})}
-    return Prepared(run, _output(variant, binding, buffers), traffic, detail=detail, after_check=guards_intact,
-                    before_check=poison, stages=_timed_stages(run_stages, runs),
-                    workspace={ws.name: ws.array for ws in workspaces})
+    detail = {
+        "declared_in": str(pack.path),
+        "source": "+".join(kinds) or "host",
+        "files": sorted({o["file"] for o in origins}),
+        "launches": launches,
+        **({"nvrtc_options": origins[-1]["nvrtc_options"], "nvrtc": origins[-1]["nvrtc"]} if origins else {}),
+    }
+    return Prepared(
+        run,
+        _output(variant, binding, buffers),
+        traffic,
+        detail=detail,
+        after_check=guards_intact,
+        before_check=poison,
+        stages=_timed_stages(run_stages, runs),
+        workspace={ws.name: ws.array for ws in workspaces},
+    )
 
 
 @dataclass
@@ -478,13 +538,14 @@ class GuardedWorkspace:
     where: str
 
     def poison(self) -> None:
-        self.raw[:self.nbytes].fill(POISON_BYTE)
-        self.raw[self.nbytes:].fill(GUARD_BYTE)
+        self.raw[: self.nbytes].fill(POISON_BYTE)
+        self.raw[self.nbytes :].fill(GUARD_BYTE)
 
     def check_guard(self) -> None:
-        if bool((self.raw[self.nbytes:] != GUARD_BYTE).any()):
-            raise InputError(f"{self.where}: a launch wrote past its end ({self.nbytes} bytes): "
-                             f"the buffer is too small for the grid")
+        if bool((self.raw[self.nbytes :] != GUARD_BYTE).any()):
+            raise InputError(
+                f"{self.where}: a launch wrote past its end ({self.nbytes} bytes): the buffer is too small for the grid"
+            )
 
 
 def _allocate_workspaces(plan: Plan, buffers: dict) -> list[GuardedWorkspace]:
@@ -508,16 +569,25 @@ def _host_operation(step: HostStep, names: dict, buffers: dict) -> Callable[[], 
     """A ``host:`` step bound to its buffers (by name) and numbers (by expression)."""
     from zincbench.bench.host_steps import HOST_OPS
 
-    args = {k: buffers[v] if isinstance(v, str) and v in buffers else _evaluated(v, names, f"{step.where}.args.{k}")
-            for k, v in step.args.items()}
+    args = {
+        k: buffers[v] if isinstance(v, str) and v in buffers else _evaluated(v, names, f"{step.where}.args.{k}")
+        for k, v in step.args.items()
+    }
     try:
         return HOST_OPS[step.op](**args)
     except TypeError as exc:
         raise InputError(f"{step.where}.args: {exc}") from None
 
 
-def _kernel_launch(step: LaunchStep, names: dict, pack: KernelPack, variant: DeclaredVariant, binding: Binding,
-                   buffers: dict, variables: dict):
+def _kernel_launch(
+    step: LaunchStep,
+    names: dict,
+    pack: KernelPack,
+    variant: DeclaredVariant,
+    binding: Binding,
+    buffers: dict,
+    variables: dict,
+):
     """(the packed launch, what it launches for the results document, where its kernel came from)."""
     from zincbench.gpu.nvrtc import PackedLaunch
 
@@ -527,7 +597,9 @@ def _kernel_launch(step: LaunchStep, names: dict, pack: KernelPack, variant: Dec
         raise InputError(f"{step.where}.kernel: {step.kernel!r}: unknown field {exc}") from None
     function, abi, origin = kernel_function(pack.sources[step.source], entry, step.where, variant.optional, variables)
     grid = [_evaluated(e, names, f"{step.where}.grid[{i}]", integer=True, minimum=1) for i, e in enumerate(step.grid)]
-    block = [_evaluated(e, names, f"{step.where}.block[{i}]", integer=True, minimum=1) for i, e in enumerate(step.block)]
+    block = [
+        _evaluated(e, names, f"{step.where}.block[{i}]", integer=True, minimum=1) for i, e in enumerate(step.block)
+    ]
     grid, block = (grid + [1, 1])[:3], (block + [1, 1])[:3]
     if any(g > limit for g, limit in zip(grid, MAX_GRID)):
         raise InputError(f"{step.where}.grid: {grid} exceeds the CUDA grid limits {list(MAX_GRID)}")
@@ -536,9 +608,11 @@ def _kernel_launch(step: LaunchStep, names: dict, pack: KernelPack, variant: Dec
     shared = _evaluated(step.shared, names, f"{step.where}.shared", integer=True)
     for name in step.buffers:
         if name not in buffers:
-            raise InputError(f"{step.where}.buffers: unknown buffer {name!r} "
-                             f"(family tensors: {', '.join(binding.tensors)}; workspace: "
-                             f"{', '.join(w.name for w in variant.workspace) or 'none'})")
+            raise InputError(
+                f"{step.where}.buffers: unknown buffer {name!r} "
+                f"(family tensors: {', '.join(binding.tensors)}; workspace: "
+                f"{', '.join(w.name for w in variant.workspace) or 'none'})"
+            )
     arrays = tuple(buffers[name] for name in step.buffers)
     values = {f: _evaluated(e, names, f"{step.where}.push.{f}") for f, e in step.push.items()}
     params = abi.parameters([a.data.ptr for a in arrays], values, f"{step.where}.push")
@@ -556,8 +630,10 @@ def _output(variant: DeclaredVariant, binding: Binding, buffers: dict):
     if output_name == binding.output:
         return output
     if output.size != family_output.size or output.dtype != family_output.dtype:
-        raise InputError(f"{variant.where}.output: {output_name} is {output.dtype}[{output.size}], the checker reads "
-                         f"{family_output.dtype}[{family_output.size}]")
+        raise InputError(
+            f"{variant.where}.output: {output_name} is {output.dtype}[{output.size}], the checker reads "
+            f"{family_output.dtype}[{family_output.size}]"
+        )
     return output.reshape(family_output.shape)
 
 
@@ -578,6 +654,7 @@ def _sequence(fns: list[Callable[[], None]]) -> Callable[[], None]:
     def run() -> None:
         for fn in fns:
             fn()
+
     return run
 
 
@@ -592,8 +669,9 @@ class DeclaredSet:
     def add(self, pack: KernelPack, family: str) -> None:
         for name, variant in pack.variants.get(family, {}).items():
             if name in self.variants:
-                raise ConfigError(f"{variant.where}.name: variant {name!r} is also declared in "
-                                  f"{self.variants[name][1].path}")
+                raise ConfigError(
+                    f"{variant.where}.name: variant {name!r} is also declared in {self.variants[name][1].path}"
+                )
             self.variants[name] = (variant, pack)
 
     def infos(self) -> list[VariantInfo]:

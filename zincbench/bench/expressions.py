@@ -17,14 +17,31 @@ import numpy as np
 MAX_LENGTH = 400
 MAX_MAGNITUDE = 2**64
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift,
-           ast.RShift: operator.rshift, ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
-           ast.Pow: operator.pow}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.Pow: operator.pow,
+}
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert, ast.Not: operator.not_}
-_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-            ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.In: lambda a, b: a in b,
-            ast.NotIn: lambda a, b: a not in b}
+_COMPARE = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
 
 
 def _ceil_div(a, b):
@@ -40,8 +57,17 @@ def _f32_bits(x):
     return int(np.array(x, np.float32).view(np.uint32))
 
 
-FUNCTIONS = {"ceil_div": _ceil_div, "round_up": _round_up, "min": min, "max": max, "abs": abs, "int": int,
-             "float": float, "log2": math.log2, "f32_bits": _f32_bits}
+FUNCTIONS = {
+    "ceil_div": _ceil_div,
+    "round_up": _round_up,
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "int": int,
+    "float": float,
+    "log2": math.log2,
+    "f32_bits": _f32_bits,
+}
 
 
 class ExpressionError(ValueError):
@@ -68,8 +94,25 @@ def evaluate(text, names: dict):
     return text if tree is None else _eval(tree.body, names)
 
 
-_SYNTAX = (ast.Expression, ast.Constant, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
-           ast.IfExp, ast.Tuple, ast.List, ast.Call, ast.And, ast.Or, *_BINARY, *_UNARY, *_COMPARE)
+_SYNTAX = (
+    ast.Expression,
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.BoolOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Tuple,
+    ast.List,
+    ast.Call,
+    ast.And,
+    ast.Or,
+    *_BINARY,
+    *_UNARY,
+    *_COMPARE,
+)
 
 
 def check_syntax(text) -> None:
@@ -79,8 +122,9 @@ def check_syntax(text) -> None:
     if tree is None:
         return
     for node in ast.walk(tree):
-        if not isinstance(node, _SYNTAX) or (isinstance(node, ast.Call) and
-                                             (node.keywords or not isinstance(node.func, ast.Name))):
+        if not isinstance(node, _SYNTAX) or (
+            isinstance(node, ast.Call) and (node.keywords or not isinstance(node.func, ast.Name))
+        ):
             raise ExpressionError(f"unsupported syntax {type(node).__name__}")
 
 

@@ -52,8 +52,11 @@ class LayerShape:
     def check(self) -> None:
         if not 1 <= self.top_k <= min(self.experts, 32) or self.experts > 256:
             raise ValueError(f"{self.name}: need 1 <= top_k <= min(E, 32) and E <= 256 (the top-k kernel's limits)")
-        for what, k in (("n_embd", self.n_embd), ("expert_width", self.expert_width),
-                        ("shared_width", self.shared_width or 256)):
+        for what, k in (
+            ("n_embd", self.n_embd),
+            ("expert_width", self.expert_width),
+            ("shared_width", self.shared_width or 256),
+        ):
             try:
                 check_row_length(k)  # each is some projection's K
             except InputError as exc:
@@ -88,19 +91,27 @@ class LayerConfig(ExperimentConfig):
         self.gate.check_when({"min_tokens"})
         for device, table in self.llama_cpp_pp_tps.items():
             if not all(str(t).isdigit() for t in table):
-                raise ValueError(f"llama_cpp_pp_tps.{device}: keys are prompt lengths (whole numbers), got {sorted(table)}")
+                raise ValueError(
+                    f"llama_cpp_pp_tps.{device}: keys are prompt lengths (whole numbers), got {sorted(table)}"
+                )
 
 
 VARIANTS = {
     "fused_block": VariantInfo(
-        "fused_block", "candidate", 5e-3,
+        "fused_block",
+        "candidate",
+        5e-3,
         "routing once; gate+up one grouped fused-dequant Q4_K GEMM, SwiGLU in its epilogue (fp16); down the "
         "same fused kernel on its type (Q4_K, Q5_K, Q6_K) with the weighted combine in its epilogue; shared "
-        "expert dense"),
+        "expert dense",
+    ),
     "fused_block_cublas_down": VariantInfo(
-        "fused_block_cublas_down", "reference", 5e-3,
+        "fused_block_cublas_down",
+        "reference",
+        5e-3,
         "fused_block with the down by dequant + batched cuBLAS on every type: what the fused down is worth "
-        "(and the fallback candidate)"),
+        "(and the fallback candidate)",
+    ),
 }
 DOWN_OF_VARIANT = {"fused_block": "fused", "fused_block_cublas_down": "cublas"}
 
@@ -113,8 +124,7 @@ def engine_topk(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     t, e = logits.shape
     index = np.arange(e)
     # lexsort: last key is primary -> value descending, then thread, then index within the thread
-    order = np.stack([np.lexsort((index // TOPK_BLOCK, index % TOPK_BLOCK, -row.astype(np.float64)))
-                      for row in logits])
+    order = np.stack([np.lexsort((index // TOPK_BLOCK, index % TOPK_BLOCK, -row.astype(np.float64))) for row in logits])
     ids = order[:, :k]
     chosen = np.take_along_axis(logits.astype(np.float64), ids, axis=1)
     w = np.exp(chosen - chosen.max(axis=1, keepdims=True))
@@ -193,11 +203,25 @@ class LayerFamily(FamilyBase):
                 for routing in cfg.routing:
                     for t in cfg.tokens:
                         key = f"{s.name}-{down.replace('_', '')}-T{t}-{routing}"
-                        out.append(Case(key, {"shape": s.name, "experts": s.experts, "top_k": s.top_k,
-                                              "n_embd": s.n_embd, "expert_width": s.expert_width,
-                                              "down_type": down, "tokens": t, "routing": routing,
-                                              "shared_width": s.shared_width, "shared_type": s.shared_type,
-                                              "moe_layers": s.moe_layers.get(down, 0), "gguf": cfg.gguf}))
+                        out.append(
+                            Case(
+                                key,
+                                {
+                                    "shape": s.name,
+                                    "experts": s.experts,
+                                    "top_k": s.top_k,
+                                    "n_embd": s.n_embd,
+                                    "expert_width": s.expert_width,
+                                    "down_type": down,
+                                    "tokens": t,
+                                    "routing": routing,
+                                    "shared_width": s.shared_width,
+                                    "shared_type": s.shared_type,
+                                    "moe_layers": s.moe_layers.get(down, 0),
+                                    "gguf": cfg.gguf,
+                                },
+                            )
+                        )
         return out
 
     def variants(self, cfg: LayerConfig) -> list[VariantInfo]:
@@ -227,15 +251,20 @@ class LayerFamily(FamilyBase):
             return host, {name: t.qtype for name, t in tensors.items()}
         e, ef, n = s.experts, s.expert_width, s.n_embd
         types = {"gate": "q4_k", "up": "q4_k", "down": down_type}
-        host = {name: get_format(types[name]).random_blocks(rng, e * rows, k).reshape(e, rows, -1)
-                for name, rows, k in (("gate", ef, n), ("up", ef, n), ("down", n, ef))}
-        host["router"] = (rng.standard_normal((e, n), dtype=np.float32) / np.float32(math.sqrt(n) * X_SCALE))
+        host = {
+            name: get_format(types[name]).random_blocks(rng, e * rows, k).reshape(e, rows, -1)
+            for name, rows, k in (("gate", ef, n), ("up", ef, n), ("down", n, ef))
+        }
+        host["router"] = rng.standard_normal((e, n), dtype=np.float32) / np.float32(math.sqrt(n) * X_SCALE)
         if s.shared_width:
-            for name, rows, k in (("shared_gate", s.shared_width, n), ("shared_up", s.shared_width, n),
-                                  ("shared_down", n, s.shared_width)):
+            for name, rows, k in (
+                ("shared_gate", s.shared_width, n),
+                ("shared_up", s.shared_width, n),
+                ("shared_down", n, s.shared_width),
+            ):
                 types[name] = s.shared_type
                 host[name] = get_format(s.shared_type).random_blocks(rng, rows, k)
-            host["shared_gate_inp"] = (rng.standard_normal(n, dtype=np.float32) / np.float32(math.sqrt(n) * X_SCALE))
+            host["shared_gate_inp"] = rng.standard_normal(n, dtype=np.float32) / np.float32(math.sqrt(n) * X_SCALE)
         return host, types
 
     def build_inputs(self, cfg: LayerConfig, case: Case, rng) -> LayerInputs:
@@ -247,7 +276,7 @@ class LayerFamily(FamilyBase):
         s = next(sh for sh in cfg.shapes if sh.name == p["shape"])
         w = self._weights(cfg, s, p["down_type"], rng)
         t, n = p["tokens"], s.n_embd
-        x = (rng.standard_normal((t, n), dtype=np.float32) * np.float32(X_SCALE))
+        x = rng.standard_normal((t, n), dtype=np.float32) * np.float32(X_SCALE)
         if p["routing"] == "zipf":
             # Skewed popularity through the router itself: x[:, 0] = 1 and router column 0 = log popularity,
             # so logit = log p_e + noise of about unit scale (the other columns).
@@ -259,18 +288,28 @@ class LayerFamily(FamilyBase):
         d = w.device
         shared = s.shared_width > 0
         buffers = LayerBuffers(
-            x=cupy.asarray(x), hidden=cupy.empty((t, n), dtype=cupy.float32), residual=cupy.asarray(residual),
-            router=d["router"], gate=d["gate"], up=d["up"], down=d["down"], down_type=w.types["down"],
-            shared_gate=d.get("shared_gate") if shared else None, shared_up=d.get("shared_up") if shared else None,
-            shared_down=d.get("shared_down") if shared else None, shared_type=w.types.get("shared_gate", s.shared_type),
+            x=cupy.asarray(x),
+            hidden=cupy.empty((t, n), dtype=cupy.float32),
+            residual=cupy.asarray(residual),
+            router=d["router"],
+            gate=d["gate"],
+            up=d["up"],
+            down=d["down"],
+            down_type=w.types["down"],
+            shared_gate=d.get("shared_gate") if shared else None,
+            shared_up=d.get("shared_up") if shared else None,
+            shared_down=d.get("shared_down") if shared else None,
+            shared_type=w.types.get("shared_gate", s.shared_type),
             shared_gate_inp=d.get("shared_gate_inp") if shared else None,
             logits=cupy.empty((t, s.experts), dtype=cupy.float32),
-            table=cupy.empty((t, 2 * s.top_k), dtype=cupy.uint32), top_k=s.top_k)
+            table=cupy.empty((t, 2 * s.top_k), dtype=cupy.uint32),
+            top_k=s.top_k,
+        )
 
         # This case's routing, once, as the candidate routes (its padded down path is sized by the largest
         # bucket); the traffic floor counts the hit experts.
         tensor_core_routing(buffers)()
-        counts = np.bincount(buffers.table[:, :s.top_k].get().ravel(), minlength=s.experts)
+        counts = np.bincount(buffers.table[:, : s.top_k].get().ravel(), minlength=s.experts)
         return LayerInputs(s, p["down_type"], w, x, residual, buffers, counts)
 
     # ---- variants ------------------------------------------------------------------------------------
@@ -288,20 +327,31 @@ class LayerFamily(FamilyBase):
         capacity = int(-(-max(int(inp.counts.max()), 1) // 8) * 8)
 
         def make_run(tile_text: str):
-            stages = candidate_stages(inp.buffers, MmaTile.parse(tile_text), shared=shared,
-                                      down=DOWN_OF_VARIANT[variant], capacity=capacity)
+            stages = candidate_stages(
+                inp.buffers, MmaTile.parse(tile_text), shared=shared, down=DOWN_OF_VARIANT[variant], capacity=capacity
+            )
 
             def run() -> None:
                 for _, stage in stages:
                     stage()
+
             run.stages = stages
             return run
 
         tuning = tuner(f"layer/{variant}/{case.key}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
-        return Prepared(run, inp.buffers.hidden, self.block_traffic(inp), stages=run.stages,
-                        detail={"tile": MmaTile.parse(tuning.choice).label, "tile_spec": tuning.choice, "capacity": capacity,
-                                "autotune": autotune.record(tuning)})
+        return Prepared(
+            run,
+            inp.buffers.hidden,
+            self.block_traffic(inp),
+            stages=run.stages,
+            detail={
+                "tile": MmaTile.parse(tuning.choice).label,
+                "tile_spec": tuning.choice,
+                "capacity": capacity,
+                "autotune": autotune.record(tuning),
+            },
+        )
 
     def block_traffic(self, inp: LayerInputs) -> Traffic:
         """minimum: the weights of the experts this routing hits, once, the router and shared expert
@@ -310,30 +360,44 @@ class LayerFamily(FamilyBase):
         hit = int((inp.counts > 0).sum())
         h = inp.weights.host
         per_expert = sum(h[name][0].nbytes for name in ("gate", "up", "down"))
-        shared = sum(h[name].nbytes for name in ("shared_gate", "shared_up", "shared_down", "shared_gate_inp")
-                     if name in h)
+        shared = sum(
+            h[name].nbytes for name in ("shared_gate", "shared_up", "shared_down", "shared_gate_inp") if name in h
+        )
         io = 4 * b.t * b.n_embd * 3
         routed = 2 * b.t * s.top_k * 3 * s.expert_width * b.n_embd
         flops = routed + 2 * b.t * s.experts * b.n_embd + 2 * b.t * 3 * s.shared_width * b.n_embd
         floor = hit * per_expert + h["router"].nbytes + shared + io
-        return Traffic(floor, floor, flops, "floor: hit experts' weights once + router + shared expert + x, residual, hidden")
+        return Traffic(
+            floor, floor, flops, "floor: hit experts' weights once + router + shared expert + x, residual, hidden"
+        )
 
     def declared_binding(self, cfg: LayerConfig, case: Case, inp: LayerInputs):
         from zincbench.bench.declared import Binding
 
         b, s = inp.buffers, inp.shape
-        tensors = {name: getattr(b, name) for name in ("x", "hidden", "residual", "router", "gate", "up", "down",
-                                                        "logits", "table")}
+        tensors = {
+            name: getattr(b, name)
+            for name in ("x", "hidden", "residual", "router", "gate", "up", "down", "logits", "table")
+        }
         if s.shared_width:
-            tensors.update({name: getattr(b, name) for name in ("shared_gate", "shared_up", "shared_down",
-                                                                 "shared_gate_inp")})
+            tensors.update(
+                {name: getattr(b, name) for name in ("shared_gate", "shared_up", "shared_down", "shared_gate_inp")}
+            )
         fmt = get_format
-        params = {"T": b.t, "E": s.experts, "top_k": s.top_k, "n_embd": s.n_embd, "ef": s.expert_width,
-                  "ef_sh": s.shared_width, "down_qtype": b.down_type.replace("_", ""),
-                  "shared_qtype": b.shared_type.replace("_", ""), "gate_row_bytes": fmt("q4_k").row_bytes(s.n_embd),
-                  "down_row_bytes": fmt(b.down_type).row_bytes(s.expert_width),
-                  "gate_slice": s.expert_width * fmt("q4_k").row_bytes(s.n_embd),
-                  "down_slice": s.n_embd * fmt(b.down_type).row_bytes(s.expert_width)}
+        params = {
+            "T": b.t,
+            "E": s.experts,
+            "top_k": s.top_k,
+            "n_embd": s.n_embd,
+            "ef": s.expert_width,
+            "ef_sh": s.shared_width,
+            "down_qtype": b.down_type.replace("_", ""),
+            "shared_qtype": b.shared_type.replace("_", ""),
+            "gate_row_bytes": fmt("q4_k").row_bytes(s.n_embd),
+            "down_row_bytes": fmt(b.down_type).row_bytes(s.expert_width),
+            "gate_slice": s.expert_width * fmt("q4_k").row_bytes(s.n_embd),
+            "down_slice": s.n_embd * fmt(b.down_type).row_bytes(s.expert_width),
+        }
         return Binding(tensors, params, "hidden", self.block_traffic(inp))
 
     # ---- correctness -----------------------------------------------------------------------------------
@@ -354,8 +418,9 @@ class LayerFamily(FamilyBase):
         key = (tokens.tobytes(), ids.tobytes(), weights.tobytes())
         if key not in inp.reference_cache:
             inp.reference_cache.clear()
-            inp.reference_cache[key] = reference_block(x, inp.residual_host[tokens], ids, weights,
-                                                       self._expert_reader(inp), self._shared_reference(inp))
+            inp.reference_cache[key] = reference_block(
+                x, inp.residual_host[tokens], ids, weights, self._expert_reader(inp), self._shared_reference(inp)
+            )
         ref = inp.reference_cache[key]
         got = output[cupy.asarray(tokens)].get().astype(np.float64)
         # The block adds onto the residual: judge the block's contribution, not the residual it carries.
@@ -366,23 +431,34 @@ class LayerFamily(FamilyBase):
         h, types = inp.weights.host, inp.weights.types
 
         def expert(e: int):
-            return tuple(get_format(types[name]).dequantize(h[name][e]).astype(np.float64)
-                         for name in ("gate", "up", "down"))
+            return tuple(
+                get_format(types[name]).dequantize(h[name][e]).astype(np.float64) for name in ("gate", "up", "down")
+            )
+
         return expert
 
     def _shared_reference(self, inp: LayerInputs):
         h, types = inp.weights.host, inp.weights.types
         if not inp.shape.shared_width:
             return None
-        mats = tuple(get_format(types[name]).dequantize(h[name]).astype(np.float64)
-                     for name in ("shared_gate", "shared_up", "shared_down"))
+        mats = tuple(
+            get_format(types[name]).dequantize(h[name]).astype(np.float64)
+            for name in ("shared_gate", "shared_up", "shared_down")
+        )
         return (*mats, h["shared_gate_inp"].astype(np.float64))
 
 
 # ---- a real layer from a GGUF file -------------------------------------------------------------------------
-GGUF_ROLES = {"router": "ffn_gate_inp", "gate": "ffn_gate_exps", "up": "ffn_up_exps", "down": "ffn_down_exps",
-              "shared_gate": "ffn_gate_shexp", "shared_up": "ffn_up_shexp", "shared_down": "ffn_down_shexp",
-              "shared_gate_inp": "ffn_gate_inp_shexp"}
+GGUF_ROLES = {
+    "router": "ffn_gate_inp",
+    "gate": "ffn_gate_exps",
+    "up": "ffn_up_exps",
+    "down": "ffn_down_exps",
+    "shared_gate": "ffn_gate_shexp",
+    "shared_up": "ffn_up_shexp",
+    "shared_down": "ffn_down_shexp",
+    "shared_gate_inp": "ffn_gate_inp_shexp",
+}
 REQUIRED_ROLES = ("router", "gate", "up", "down")
 
 
@@ -393,15 +469,20 @@ def gguf_layer_tensors(path: str, layer: int | None) -> dict:
     if layer is None:
         layer = int(next(iter(expert_tensors(path).values())).name.split(".")[1])
     names = {name for name, _, _ in list_tensors(path)}
-    found = {ours: read_tensor(path, f"blk.{layer}.{role}.weight") for ours, role in GGUF_ROLES.items()
-             if f"blk.{layer}.{role}.weight" in names}
+    found = {
+        ours: read_tensor(path, f"blk.{layer}.{role}.weight")
+        for ours, role in GGUF_ROLES.items()
+        if f"blk.{layer}.{role}.weight" in names
+    }
     missing = [GGUF_ROLES[r] for r in REQUIRED_ROLES if r not in found]
     if missing:
         raise InputError(f"{path}: layer {layer} lacks {', '.join(f'blk.{layer}.{m}.weight' for m in missing)}")
     shared = [r for r in GGUF_ROLES if r.startswith("shared")]
     if any(r in found for r in shared) and not all(r in found for r in shared):
-        raise InputError(f"{path}: layer {layer} has only part of the shared expert "
-                         f"({', '.join(GGUF_ROLES[r] for r in shared if r in found)})")
+        raise InputError(
+            f"{path}: layer {layer} has only part of the shared expert "
+            f"({', '.join(GGUF_ROLES[r] for r in shared if r in found)})"
+        )
     return found
 
 
@@ -418,7 +499,9 @@ def shape_of_gguf(tensors: dict, template: LayerShape | None, path: str, layer: 
         raise InputError(f"{where}: the router is {tensors['router'].qtype}; the engine's block needs F32")
     for name in ("gate", "up"):
         if tensors[name].qtype != "q4_k":
-            raise InputError(f"{where}: {GGUF_ROLES[name]} is {tensors[name].qtype}; the block's gate/up kernels read q4_k")
+            raise InputError(
+                f"{where}: {GGUF_ROLES[name]} is {tensors[name].qtype}; the block's gate/up kernels read q4_k"
+            )
     down = tensors["down"].qtype
     if down not in DOWN_TYPES:
         raise InputError(f"{where}: ffn_down_exps is {down}; the block reads {', '.join(DOWN_TYPES)}")
@@ -427,7 +510,9 @@ def shape_of_gguf(tensors: dict, template: LayerShape | None, path: str, layer: 
         shared_width, _ = tensors["shared_gate"].shape
         shared_type = tensors["shared_gate"].qtype
         if {tensors[r].qtype for r in ("shared_gate", "shared_up", "shared_down")} - set(SHARED_TYPES):
-            raise InputError(f"{where}: the shared expert must be {' or '.join(SHARED_TYPES)} (dense-path dequant kernels)")
+            raise InputError(
+                f"{where}: the shared expert must be {' or '.join(SHARED_TYPES)} (dense-path dequant kernels)"
+            )
     top_k = template.top_k if template else 8
     name = template.name if template else "gguf"
     layers = {down: (template.moe_layers.get(down, 0) if template else 0)}

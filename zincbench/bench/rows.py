@@ -40,8 +40,18 @@ class Summary:
     @classmethod
     def of_samples(cls, samples) -> Summary:
         s = judge.summarize(samples)
-        return cls(n=s.n, median_us=s.median, p90_us=s.p90, mean_us=s.mean, stdev_us=s.stdev, min_us=s.minimum,
-                   max_us=s.maximum, median_ci_us=list(s.median_ci), p90_ci_us=list(s.p90_ci), rel_noise=s.rel_noise)
+        return cls(
+            n=s.n,
+            median_us=s.median,
+            p90_us=s.p90,
+            mean_us=s.mean,
+            stdev_us=s.stdev,
+            min_us=s.minimum,
+            max_us=s.maximum,
+            median_ci_us=list(s.median_ci),
+            p90_ci_us=list(s.p90_ci),
+            rel_noise=s.rel_noise,
+        )
 
 
 @dataclass(kw_only=True)
@@ -68,8 +78,11 @@ class Floor:
     pct_of_floor: float | None = None
 
     def to_json(self) -> dict:
-        return {"us": self.us, "bound": self.bound,
-                **({} if self.pct_of_floor is None else {"pct_of_floor": self.pct_of_floor})}
+        return {
+            "us": self.us,
+            "bound": self.bound,
+            **({} if self.pct_of_floor is None else {"pct_of_floor": self.pct_of_floor}),
+        }
 
 
 @dataclass(kw_only=True)
@@ -104,14 +117,23 @@ class MicrobenchRow:
         return self.check is not None and self.check.passed
 
     def to_json(self) -> dict:
-        out = {"family": self.family, "case": self.case, "params": self.params, "variant": self.variant,
-               "role": self.role}
+        out = {
+            "family": self.family,
+            "case": self.case,
+            "params": self.params,
+            "variant": self.variant,
+            "role": self.role,
+        }
         if self.skipped is not None:
             out["skipped"] = self.skipped
         if self.check is not None:
-            out.update(check={**dataclasses.asdict(self.check), "passed": self.check.passed}, traffic=self.traffic,
-                       detail=self.detail, reference=self.reference,
-                       floor=(self.floor or Floor(us=None, bound=None)).to_json())
+            out.update(
+                check={**dataclasses.asdict(self.check), "passed": self.check.passed},
+                traffic=self.traffic,
+                detail=self.detail,
+                reference=self.reference,
+                floor=(self.floor or Floor(us=None, bound=None)).to_json(),
+            )
         if self.measurement is not None:
             out["measurement"] = dataclasses.asdict(self.measurement)
         if self.summary is not None:
@@ -135,10 +157,16 @@ class MicrobenchRow:
         if isinstance(check, dict):  # ``passed`` is not stored: it follows from the rest
             check = {k: v for k, v in check.items() if k != "passed"}
         check = _load("check", CheckResult, check)
-        return cls(**{**obj, "check": check, "floor": _load("floor", Floor, obj.get("floor")),
-                      "measurement": _load("measurement", Measurement, obj.get("measurement")),
-                      "summary": _load("summary", Summary, obj.get("summary")),
-                      "vs_baseline": _load("vs_baseline", VsBaseline, obj.get("vs_baseline"))})
+        return cls(
+            **{
+                **obj,
+                "check": check,
+                "floor": _load("floor", Floor, obj.get("floor")),
+                "measurement": _load("measurement", Measurement, obj.get("measurement")),
+                "summary": _load("summary", Summary, obj.get("summary")),
+                "vs_baseline": _load("vs_baseline", VsBaseline, obj.get("vs_baseline")),
+            }
+        )
 
 
 def _load(key: str, kind, obj: dict | None):

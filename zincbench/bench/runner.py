@@ -74,18 +74,32 @@ def trace_non_finite(prepared, stream) -> str:
             bad = ~kept & ~cupy.isfinite(a)
             if bool(bad.any()):
                 first = np.unravel_index(int(cupy.argmax(bad.ravel())), a.shape)
-                return (f"stage {stage!r} wrote {int(bad.sum())} non-finite value(s) into {name} "
-                        f"(first at {[int(i) for i in first]})")
+                return (
+                    f"stage {stage!r} wrote {int(bad.sum())} non-finite value(s) into {name} "
+                    f"(first at {[int(i) for i in first]})"
+                )
     return "no stage wrote a non-finite value; an output element was never written"
 
 
-def run_microbench(family_name: str = "t2", experiment: str | None = None, *, results_dir=None,
-                   case_filter: str | None = None, variant_filter: list[str] | None = None, quick: bool = False,
-                   retune: bool = False,
-                   progress: bool = True, seed: int | None = None, ceilings: bool = True,
-                   gguf: str | None = None, layer: int | None = None, kernel_packs=(),
-                   engine_src: str | None = None, candidate: str | None = None, baseline: str | None = None,
-                   ) -> tuple[records.Document, judge.GateDecision, Path]:
+def run_microbench(
+    family_name: str = "t2",
+    experiment: str | None = None,
+    *,
+    results_dir=None,
+    case_filter: str | None = None,
+    variant_filter: list[str] | None = None,
+    quick: bool = False,
+    retune: bool = False,
+    progress: bool = True,
+    seed: int | None = None,
+    ceilings: bool = True,
+    gguf: str | None = None,
+    layer: int | None = None,
+    kernel_packs=(),
+    engine_src: str | None = None,
+    candidate: str | None = None,
+    baseline: str | None = None,
+) -> tuple[records.Document, judge.GateDecision, Path]:
     """Run one family's gate end to end; returns the document, the decision and where it was written.
 
     ``gguf``/``layer`` take shapes and weights from a real model file instead of random blocks.
@@ -100,24 +114,41 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from zincbench.gpu.device import environment_report
     from zincbench.gpu import require_cupy
+    from zincbench.gpu.device import environment_report
     from zincbench.measure.ceilings import measure_ceilings
     from zincbench.measure.timer import GpuTimer
 
     family = load_family(family_name)
     path = experiment_path(experiment or family.default_experiment)
     config = family.load(path, gguf=gguf, layer=layer)
-    plan = plan_run(family, config, path, case_filter=case_filter, variant_filter=variant_filter,
-                    kernel_packs=kernel_packs, engine_src=engine_src, candidate=candidate, baseline=baseline)
+    plan = plan_run(
+        family,
+        config,
+        path,
+        case_filter=case_filter,
+        variant_filter=variant_filter,
+        kernel_packs=kernel_packs,
+        engine_src=engine_src,
+        candidate=candidate,
+        baseline=baseline,
+    )
     cupy = require_cupy("microbench")
     timer_cfg = family.timer_config(config)
     timer = GpuTimer(timer_cfg.quick() if quick else timer_cfg)
-    doc = records.Document(kind="microbench", config={"family": family_name, "experiment": str(path),
-                                                      "settings": records.to_jsonable(config), "quick": quick,
-                                                      "case_filter": case_filter, "seed": seed,
-                                                      "declared_sources": plan.declared_sources},
-                           environment=environment_report(include_tools=False))
+    doc = records.Document(
+        kind="microbench",
+        config={
+            "family": family_name,
+            "experiment": str(path),
+            "settings": records.to_jsonable(config),
+            "quick": quick,
+            "case_filter": case_filter,
+            "seed": seed,
+            "declared_sources": plan.declared_sources,
+        },
+        environment=environment_report(include_tools=False),
+    )
     rng = np.random.default_rng(seed)
     writer = records.IncrementalWriter(doc, directory=results_dir)
     tuner = autotune.Autotuner(timer, autotune.device_scope(timer.device.name), retune=retune)
@@ -127,8 +158,14 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
         if ceil is not None:
             doc.config["ceilings"] = asdict(ceil.ceilings)
             doc.config["ceiling_samples_us"] = {"copy": ceil.copy.gpu_us, "cublas_fp16": ceil.gemm.gpu_us}
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      transient=True, disable=not progress) as bar:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=True,
+            disable=not progress,
+        ) as bar:
             task = bar.add_task(f"{family_name} microbench", total=len(plan.cases) * len(plan.variants))
             for case in plan.cases:
                 inputs = family.build_inputs(config, case, rng)
@@ -145,8 +182,12 @@ def run_microbench(family_name: str = "t2", experiment: str | None = None, *, re
                 cupy.get_default_memory_pool().free_all_blocks()
                 writer.flush()
         decision, cells = decide_gate(family, config, plan.cases, doc.results, plan.rule)
-        doc.verdict = {"decision": decision.value, "rule": asdict(plan.rule), "cells": cells,
-                       "exit_code": int(decision.exit_code)}
+        doc.verdict = {
+            "decision": decision.value,
+            "rule": asdict(plan.rule),
+            "cells": cells,
+            "exit_code": int(decision.exit_code),
+        }
     return doc, decision, writer.path
 
 
@@ -162,8 +203,18 @@ class RunPlan:
     rule: object  # bench.base.GateRule
 
 
-def plan_run(family, config, path: Path, *, case_filter=None, variant_filter=None, kernel_packs=(), engine_src=None,
-             candidate=None, baseline=None) -> RunPlan:
+def plan_run(
+    family,
+    config,
+    path: Path,
+    *,
+    case_filter=None,
+    variant_filter=None,
+    kernel_packs=(),
+    engine_src=None,
+    candidate=None,
+    baseline=None,
+) -> RunPlan:
     """Resolve the command line against the experiment: every name it gives must exist (InputError
     otherwise), before any GPU work."""
     name = family.name
@@ -181,13 +232,17 @@ def plan_run(family, config, path: Path, *, case_filter=None, variant_filter=Non
     rule = dataclasses.replace(rule, candidate=candidate or rule.candidate, baseline=baseline or rule.baseline)
     for role in ("candidate", "baseline"):
         if getattr(rule, role) not in {v.name for v in variants}:
-            raise InputError(f"{path}: gate.{role}: no variant named {getattr(rule, role)!r} "
-                             f"(variants: {', '.join(v.name for v in variants)})")
+            raise InputError(
+                f"{path}: gate.{role}: no variant named {getattr(rule, role)!r} "
+                f"(variants: {', '.join(v.name for v in variants)})"
+            )
     if variant_filter:
         unknown = set(variant_filter) - {v.name for v in variants}
         if unknown:
-            raise InputError(f"unknown variant(s) {', '.join(sorted(unknown))} for {name} "
-                             f"(available: {', '.join(v.name for v in variants)})")
+            raise InputError(
+                f"unknown variant(s) {', '.join(sorted(unknown))} for {name} "
+                f"(available: {', '.join(v.name for v in variants)})"
+            )
         variants = [v for v in variants if v.name in variant_filter]
     if not cases:
         raise InputError(f"no {name} case matches {case_filter!r}")
@@ -207,9 +262,14 @@ def measure_variant(family, config, case, inputs, info, declared, tuner, timer, 
         return MicrobenchRow(**base, skipped=str(exc))
     check = _check(family, config, case, inputs, prepared, info.tolerance, timer.stream)
     floor_us, bound = ceil.ceilings.floor_us(prepared.traffic) if ceil else (None, None)
-    row = MicrobenchRow(**base, check=check, traffic=asdict(prepared.traffic), detail=prepared.detail,
-                        reference=family.reference_columns(config, case, timer.device.name),
-                        floor=Floor(us=floor_us, bound=bound))
+    row = MicrobenchRow(
+        **base,
+        check=check,
+        traffic=asdict(prepared.traffic),
+        detail=prepared.detail,
+        reference=family.reference_columns(config, case, timer.device.name),
+        floor=Floor(us=floor_us, bound=bound),
+    )
     if not check.passed:
         return row
     label = f"{family.name}/{info.name}/{case.key}"
@@ -243,20 +303,35 @@ def compare_case(case_rows: dict[str, MicrobenchRow], rule) -> None:
         if name == rule.baseline or not row.timed:
             continue
         if base is None or not base.timed:
-            row.vs_baseline = VsBaseline(baseline=rule.baseline, verdict=judge.Verdict.INCONCLUSIVE.value,
-                                         note="baseline has no valid timing")
+            row.vs_baseline = VsBaseline(
+                baseline=rule.baseline, verdict=judge.Verdict.INCONCLUSIVE.value, note="baseline has no valid timing"
+            )
             continue
-        short = {who: len(r.measurement.gpu_us) for who, r in ((rule.baseline, base), (name, row))
-                 if len(r.measurement.gpu_us) < judge.MIN_SAMPLES_TO_JUDGE}
+        short = {
+            who: len(r.measurement.gpu_us)
+            for who, r in ((rule.baseline, base), (name, row))
+            if len(r.measurement.gpu_us) < judge.MIN_SAMPLES_TO_JUDGE
+        }
         if short:  # e.g. a stall ran the stopping rule into its timeout after 2 samples
-            row.vs_baseline = VsBaseline(baseline=rule.baseline, verdict=judge.Verdict.INCONCLUSIVE.value,
-                                         note="too few samples to judge: " + ", ".join(f"{k} n={n}" for k, n in short.items()))
+            row.vs_baseline = VsBaseline(
+                baseline=rule.baseline,
+                verdict=judge.Verdict.INCONCLUSIVE.value,
+                note="too few samples to judge: " + ", ".join(f"{k} n={n}" for k, n in short.items()),
+            )
             continue
-        cmp = judge.compare_medians(base.measurement.gpu_us, row.measurement.gpu_us,
-                                    threshold=rule.threshold, confidence=rule.confidence)
-        row.vs_baseline = VsBaseline(baseline=rule.baseline, time_ratio=cmp.ratio, time_ratio_ci=list(cmp.ci),
-                                     speedup=cmp.speedup, speedup_ci=list(cmp.speedup_ci), verdict=cmp.verdict.value,
-                                     confidence=cmp.confidence, method=cmp.method)
+        cmp = judge.compare_medians(
+            base.measurement.gpu_us, row.measurement.gpu_us, threshold=rule.threshold, confidence=rule.confidence
+        )
+        row.vs_baseline = VsBaseline(
+            baseline=rule.baseline,
+            time_ratio=cmp.ratio,
+            time_ratio_ci=list(cmp.ci),
+            speedup=cmp.speedup,
+            speedup_ci=list(cmp.speedup_ci),
+            verdict=cmp.verdict.value,
+            confidence=cmp.confidence,
+            method=cmp.method,
+        )
 
 
 def decide_gate(family, config, cases, rows: list[MicrobenchRow], rule) -> tuple[judge.GateDecision, list[dict]]:

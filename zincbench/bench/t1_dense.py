@@ -59,11 +59,16 @@ class T1Config(ExperimentConfig):
 
 
 VARIANTS = {
-    "round_trip": VariantInfo("round_trip", "baseline", 2e-3,
-                              "engine path: dequant -> fp16 scratch, f32_to_f16(x), cuBLAS fp16 GEMM (fp32 accumulate)"),
+    "round_trip": VariantInfo(
+        "round_trip",
+        "baseline",
+        2e-3,
+        "engine path: dequant -> fp16 scratch, f32_to_f16(x), cuBLAS fp16 GEMM (fp32 accumulate)",
+    ),
     "cublas_f16": VariantInfo("cublas_f16", "ceiling", 2e-3, "cuBLAS alone on pre-dequantized fp16 weights"),
-    "fused": VariantInfo("fused", "candidate", 2e-3,
-                         "fused-dequant Q4_K/Q6_K mma.sync GEMM, cp.async pipeline, autotuned tile"),
+    "fused": VariantInfo(
+        "fused", "candidate", 2e-3, "fused-dequant Q4_K/Q6_K mma.sync GEMM, cp.async pipeline, autotuned tile"
+    ),
 }
 
 
@@ -91,29 +96,40 @@ class T1Family(FamilyBase):
         if gguf:
             cfg.gguf, cfg.gguf_layer = gguf, layer or 0
         if cfg.gguf:
-            cfg.shapes = [DenseShape(name, t.shape[0], t.shape[1], t.qtype) for name, t in self._gguf_tensors(cfg).items()]
+            cfg.shapes = [
+                DenseShape(name, t.shape[0], t.shape[1], t.qtype) for name, t in self._gguf_tensors(cfg).items()
+            ]
         return cfg
 
     def _gguf_tensors(self, cfg: T1Config) -> dict:
         from zincbench.errors import InputError
         from zincbench.quant.gguf_io import dense_projections
 
-        tensors = {name: t for name, t in dense_projections(cfg.gguf, cfg.gguf_layer).items() if t.qtype in ("q4_k", "q6_k")}
+        tensors = {
+            name: t for name, t in dense_projections(cfg.gguf, cfg.gguf_layer).items() if t.qtype in ("q4_k", "q6_k")
+        }
         if not tensors:
             raise InputError(f"{cfg.gguf}: layer {cfg.gguf_layer} has no Q4_K or Q6_K dense projection")
         return tensors
 
     def cases(self, cfg: T1Config) -> list[Case]:
-        return [Case(f"{s.name}-{s.weights}-M{s.rows}-K{s.k}-T{t}",
-                     {"shape": s.name, "rows": s.rows, "k": s.k, "tokens": t, "weights": s.weights})
-                for s in cfg.shapes for t in cfg.tokens]
+        return [
+            Case(
+                f"{s.name}-{s.weights}-M{s.rows}-K{s.k}-T{t}",
+                {"shape": s.name, "rows": s.rows, "k": s.k, "tokens": t, "weights": s.weights},
+            )
+            for s in cfg.shapes
+            for t in cfg.tokens
+        ]
 
     def variants(self, cfg: T1Config) -> list[VariantInfo]:
         return [VARIANTS[v] for v in cfg.variants]
 
     def gate_applies(self, cfg: T1Config, case: Case) -> bool:
         when = cfg.gate.when
-        return case.params["tokens"] >= when.get("min_tokens", 0) and case.params["weights"] == when.get("weights", case.params["weights"])
+        return case.params["tokens"] >= when.get("min_tokens", 0) and case.params["weights"] == when.get(
+            "weights", case.params["weights"]
+        )
 
     def build_inputs(self, cfg: T1Config, case: Case, rng) -> T1Inputs:
         import cupy
@@ -129,8 +145,17 @@ class T1Family(FamilyBase):
             self._weights_cache[key] = (host, cupy.asarray(host))
         w_host, w = self._weights_cache[key]
         x_host = rng.standard_normal((p["tokens"], p["k"]), dtype=np.float32)
-        return T1Inputs(p["rows"], p["k"], p["tokens"], p["weights"], w_host, w, x_host, cupy.asarray(x_host),
-                        cupy.empty((p["tokens"], p["rows"]), dtype=cupy.float32))
+        return T1Inputs(
+            p["rows"],
+            p["k"],
+            p["tokens"],
+            p["weights"],
+            w_host,
+            w,
+            x_host,
+            cupy.asarray(x_host),
+            cupy.empty((p["tokens"], p["rows"]), dtype=cupy.float32),
+        )
 
     def prepare(self, cfg: T1Config, case: Case, inp: T1Inputs, variant: str, tuner) -> Prepared:
         if variant == "round_trip":
@@ -152,7 +177,13 @@ class T1Family(FamilyBase):
     def _prepare_fused(self, cfg: T1Config, case: Case, inp: T1Inputs, tuner) -> Prepared:
         import cupy
 
-        from zincbench.ops.fused import FusedKQuantGemm, MmaTile, dense_traffic, permute_activations, permuted_activations
+        from zincbench.ops.fused import (
+            FusedKQuantGemm,
+            MmaTile,
+            dense_traffic,
+            permute_activations,
+            permuted_activations,
+        )
 
         xp = permuted_activations(cupy, inp.t, inp.k)
 
@@ -163,24 +194,39 @@ class T1Family(FamilyBase):
             def run():
                 permute_activations(inp.x, xp)
                 gemm.dense(inp.w, xp, inp.y, inp.m, inp.k, inp.t)
+
             run.tile = tile
             return run
 
         tuning = tuner(f"t1/fused/{case.key}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
-        return Prepared(run, inp.y, dense_traffic(inp.m, inp.k, inp.t, run.tile, inp.fmt),
-                        detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)})
+        return Prepared(
+            run,
+            inp.y,
+            dense_traffic(inp.m, inp.k, inp.t, run.tile, inp.fmt),
+            detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)},
+        )
 
     def declared_binding(self, cfg: T1Config, case: Case, inp: T1Inputs):
         """Tensors and parameters a declared (YAML) variant can name; y[T][M] is what is checked."""
         from zincbench.bench.declared import Binding
 
         row_bytes = get_format(inp.fmt).row_bytes(inp.k)
-        params = {"T": inp.t, "M": inp.m, "K": inp.k, "row_bytes": row_bytes, "weights": inp.fmt,
-                  "qtype": inp.fmt.replace("_", "")}
+        params = {
+            "T": inp.t,
+            "M": inp.m,
+            "K": inp.k,
+            "row_bytes": row_bytes,
+            "weights": inp.fmt,
+            "qtype": inp.fmt.replace("_", ""),
+        }
         minimum = inp.m * row_bytes + 4 * inp.t * inp.k + 4 * inp.t * inp.m  # weights, x and y once
-        return Binding({"weights": inp.w, "x": inp.x, "y": inp.y}, params, "y",
-                       Traffic(minimum, minimum, 2 * inp.t * inp.m * inp.k))
+        return Binding(
+            {"weights": inp.w, "x": inp.x, "y": inp.y},
+            params,
+            "y",
+            Traffic(minimum, minimum, 2 * inp.t * inp.m * inp.k),
+        )
 
     def check(self, cfg: T1Config, case: Case, inp: T1Inputs, output) -> tuple[float, bool]:
         import cupy

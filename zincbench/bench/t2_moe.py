@@ -45,7 +45,9 @@ class T2Config(ExperimentConfig):
     variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
     fused_tiles: list[str] = field(default_factory=lambda: ["1,2,4,1,3", "1,8,8,1,2"])
     correctness_experts: int = 12
-    gate: GateRule = field(default_factory=lambda: GateRule("fused_grouped", "engine", when={"min_tokens_per_expert": 16}))
+    gate: GateRule = field(
+        default_factory=lambda: GateRule("fused_grouped", "engine", when={"min_tokens_per_expert": 16})
+    )
     # With gguf: which layer and expert tensor supply the shape and weights.
     gguf_layer: Optional[int] = None
     gguf_tensor: Literal["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"] = "ffn_gate_exps"
@@ -70,14 +72,25 @@ class T2Config(ExperimentConfig):
 
 
 VARIANTS = {
-    "matvec": VariantInfo("matvec", "reference", 1e-5,
-                          "our copy of the engine's dmmv_*_experts_batched: grid (top_k*M, T), every routed token "
-                          "re-reads its expert rows"),
-    "dequant_cublas": VariantInfo("dequant_cublas", "candidate", 2e-3,
-                                  "route, dequantize all experts once to fp16, gather, one batched cuBLAS GEMM, scatter"),
-    "fused_grouped": VariantInfo("fused_grouped", "candidate", 2e-3,
-                                 "route, permute x to fp16, grouped fused-dequant Q4_K/Q6_K mma.sync GEMM (one weight read "
-                                 "per tile)"),
+    "matvec": VariantInfo(
+        "matvec",
+        "reference",
+        1e-5,
+        "our copy of the engine's dmmv_*_experts_batched: grid (top_k*M, T), every routed token "
+        "re-reads its expert rows",
+    ),
+    "dequant_cublas": VariantInfo(
+        "dequant_cublas",
+        "candidate",
+        2e-3,
+        "route, dequantize all experts once to fp16, gather, one batched cuBLAS GEMM, scatter",
+    ),
+    "fused_grouped": VariantInfo(
+        "fused_grouped",
+        "candidate",
+        2e-3,
+        "route, permute x to fp16, grouped fused-dequant Q4_K/Q6_K mma.sync GEMM (one weight read per tile)",
+    ),
 }
 
 
@@ -145,9 +158,23 @@ class T2Family(FamilyBase):
             for n_e in cfg.tokens_per_expert:
                 t = max(1, n_e * s.experts // cfg.top_k)
                 key = f"E{s.experts}-M{s.rows}-K{cfg.k}-Ne{n_e}"
-                out.append(Case(key, {"experts": s.experts, "rows": s.rows, "k": cfg.k, "top_k": cfg.top_k,
-                                      "tokens_per_expert": n_e, "tokens": t, "weights": cfg.weights,
-                                      "routing": cfg.routing, "gguf": cfg.gguf, "tensor": cfg.gguf_tensor if cfg.gguf else None}))
+                out.append(
+                    Case(
+                        key,
+                        {
+                            "experts": s.experts,
+                            "rows": s.rows,
+                            "k": cfg.k,
+                            "top_k": cfg.top_k,
+                            "tokens_per_expert": n_e,
+                            "tokens": t,
+                            "weights": cfg.weights,
+                            "routing": cfg.routing,
+                            "gguf": cfg.gguf,
+                            "tensor": cfg.gguf_tensor if cfg.gguf else None,
+                        },
+                    )
+                )
         return out
 
     def reference_applies(self, cfg: T2Config, case: Case) -> bool:
@@ -184,9 +211,22 @@ class T2Family(FamilyBase):
         gate_weights = rng.random((t, top_k), dtype=np.float32) + np.float32(0.05)
         gate_weights /= gate_weights.sum(axis=1, keepdims=True)
         routing = np.concatenate([ids_host, gate_weights.view(np.uint32)], axis=1)
-        return T2Inputs(t, e, m, k, top_k, w_host, w, x_host, cupy.asarray(x_host), ids_host, cupy.asarray(ids_host),
-                        cupy.asarray(routing), cupy.empty((t, top_k, m), dtype=cupy.float32),
-                        np.bincount(ids_host.ravel(), minlength=e))
+        return T2Inputs(
+            t,
+            e,
+            m,
+            k,
+            top_k,
+            w_host,
+            w,
+            x_host,
+            cupy.asarray(x_host),
+            ids_host,
+            cupy.asarray(ids_host),
+            cupy.asarray(routing),
+            cupy.empty((t, top_k, m), dtype=cupy.float32),
+            np.bincount(ids_host.ravel(), minlength=e),
+        )
 
     def prepare(self, cfg: T2Config, case: Case, inp: T2Inputs, variant: str, tuner) -> Prepared:
         hit = int((inp.counts > 0).sum())
@@ -194,15 +234,33 @@ class T2Family(FamilyBase):
             from zincbench.ops.matvec import ExpertsMatvec
 
             op = ExpertsMatvec(cfg.weights, inp.w, inp.x, inp.ids, inp.y, top_k=inp.top_k, x_per_slot=cfg.x_per_slot)
-            return Prepared(op, inp.y, op.traffic(hit).with_flops(op.flops(), "each routed (token, slot) re-reads its expert's rows"))
+            return Prepared(
+                op,
+                inp.y,
+                op.traffic(hit).with_flops(op.flops(), "each routed (token, slot) re-reads its expert's rows"),
+            )
         if variant == "dequant_cublas":
             from zincbench.ops.moe_cublas import MoeDequantCublas
 
             capacity = int(-(-inp.counts.max() // 8) * 8)  # largest bucket of this routing, rounded to 8
-            op = MoeDequantCublas(cfg.weights, inp.w, inp.x, inp.ids, inp.y, top_k=inp.top_k, capacity=capacity,
-                                  x_per_slot=cfg.x_per_slot, routing_build=cfg.routing_build)
-            return Prepared(op, inp.y, op.traffic(hit).with_flops(op.flops(), "dequantizes every expert to fp16 scratch"),
-                            detail={"capacity": capacity}, after_check=_capacity_check(op))
+            op = MoeDequantCublas(
+                cfg.weights,
+                inp.w,
+                inp.x,
+                inp.ids,
+                inp.y,
+                top_k=inp.top_k,
+                capacity=capacity,
+                x_per_slot=cfg.x_per_slot,
+                routing_build=cfg.routing_build,
+            )
+            return Prepared(
+                op,
+                inp.y,
+                op.traffic(hit).with_flops(op.flops(), "dequantizes every expert to fp16 scratch"),
+                detail={"capacity": capacity},
+                after_check=_capacity_check(op),
+            )
         if variant == "fused_grouped":
             return self._prepare_fused(cfg, case, inp, tuner)
         raise ValueError(variant)
@@ -210,7 +268,13 @@ class T2Family(FamilyBase):
     def _prepare_fused(self, cfg: T2Config, case: Case, inp: T2Inputs, tuner) -> Prepared:
         import cupy
 
-        from zincbench.ops.fused import FusedKQuantGemm, MmaTile, grouped_traffic, permute_activations, permuted_activations
+        from zincbench.ops.fused import (
+            FusedKQuantGemm,
+            MmaTile,
+            grouped_traffic,
+            permute_activations,
+            permuted_activations,
+        )
         from zincbench.ops.routing import RoutingWorkspace, build_routing
 
         x_rows = inp.t * inp.top_k if cfg.x_per_slot else inp.t
@@ -225,15 +289,30 @@ class T2Family(FamilyBase):
             def run():
                 build_routing(inp.ids, ws)
                 permute_activations(x2d, xp)
-                gemm.grouped_call(inp.w, xp, inp.y, inp.m, inp.k, ws.tiles, ws.offsets, ws.sorted_ids, inp.top_k,
-                                  x_per_slot=cfg.x_per_slot)
+                gemm.grouped_call(
+                    inp.w,
+                    xp,
+                    inp.y,
+                    inp.m,
+                    inp.k,
+                    ws.tiles,
+                    ws.offsets,
+                    ws.sorted_ids,
+                    inp.top_k,
+                    x_per_slot=cfg.x_per_slot,
+                )
+
             run.tile = tile
             return run
 
         tuning = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}/{cfg.routing_build}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
-        return Prepared(run, inp.y, grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile, cfg.weights),
-                        detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)})
+        return Prepared(
+            run,
+            inp.y,
+            grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile, cfg.weights),
+            detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)},
+        )
 
     def declared_binding(self, cfg: T2Config, case: Case, inp: T2Inputs):
         """Tensors and parameters a declared (YAML) variant can name; y[T][top_k][M] is what is checked."""
@@ -241,11 +320,21 @@ class T2Family(FamilyBase):
         from zincbench.ops.matvec import experts_matvec_traffic
 
         row_bytes = get_format(cfg.weights).row_bytes(inp.k)
-        params = {"T": inp.t, "M": inp.m, "K": inp.k, "E": inp.e, "top_k": inp.top_k,
-                  "N_e": case.params["tokens_per_expert"], "row_bytes": row_bytes, "slice": inp.m * row_bytes,
-                  "weights": cfg.weights, "qtype": cfg.weights.replace("_", ""), "x_per_slot": int(cfg.x_per_slot),
-                  # tiles(n): work tiles of a grouped kernel that pads each expert's tokens to a multiple of n
-                  "tiles": lambda n: int(sum(-(-int(c) // int(n)) for c in inp.counts))}
+        params = {
+            "T": inp.t,
+            "M": inp.m,
+            "K": inp.k,
+            "E": inp.e,
+            "top_k": inp.top_k,
+            "N_e": case.params["tokens_per_expert"],
+            "row_bytes": row_bytes,
+            "slice": inp.m * row_bytes,
+            "weights": cfg.weights,
+            "qtype": cfg.weights.replace("_", ""),
+            "x_per_slot": int(cfg.x_per_slot),
+            # tiles(n): work tiles of a grouped kernel that pads each expert's tokens to a multiple of n
+            "tiles": lambda n: int(sum(-(-int(c) // int(n)) for c in inp.counts)),
+        }
         hit = int((inp.counts > 0).sum())
         minimum = experts_matvec_traffic(cfg.weights, inp.t, inp.top_k, inp.m, inp.k, hit, cfg.x_per_slot)
         flops = 2 * inp.t * inp.top_k * inp.m * inp.k
@@ -277,6 +366,7 @@ def _capacity_check(op):
         except Exception as exc:  # CapacityExceeded: tokens were dropped, the output is wrong
             return str(exc)
         return None
+
     return check
 
 

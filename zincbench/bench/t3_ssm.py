@@ -66,8 +66,12 @@ class SsmModel:
     def projection(self, stage: str) -> tuple[int, int]:
         """(M output features, K input features) of a projection stage."""
         d = self.dims
-        return {"attn_qkv": (d.conv_channels, self.n_embd), "attn_gate": (d.d_inner, self.n_embd),
-                "ssm_alpha_beta": (2 * self.dt_rank, self.n_embd), "ssm_out": (self.n_embd, d.d_inner)}[stage]
+        return {
+            "attn_qkv": (d.conv_channels, self.n_embd),
+            "attn_gate": (d.d_inner, self.n_embd),
+            "ssm_alpha_beta": (2 * self.dt_rank, self.n_embd),
+            "ssm_out": (self.n_embd, d.d_inner),
+        }[stage]
 
 
 @dataclass
@@ -115,20 +119,40 @@ class T3Config(ExperimentConfig):
 
 
 VARIANTS = {
-    "engine": VariantInfo("engine", "baseline", 2e-3,
-                          "what the engine runs: scan = ssm_delta_net_warp (copy), conv1d / norm = copies of "
-                          "ssm_conv1d_batched / ssm_gated_norm_batched, projections = T1's engine path (Q4_K)"),
+    "engine": VariantInfo(
+        "engine",
+        "baseline",
+        2e-3,
+        "what the engine runs: scan = ssm_delta_net_warp (copy), conv1d / norm = copies of "
+        "ssm_conv1d_batched / ssm_gated_norm_batched, projections = T1's engine path (Q4_K)",
+    ),
     # Tolerances from the recorded H200 run (results/h200/t3/): block 2.0e-6, chunked 4.0e-6, chunked_tf32
     # 4.6e-4, fla 1.5e-3, fla_bf16 5.6e-3 at most over every case.
     "block": VariantInfo("block", "reference", 2e-4, "copy of ssm_delta_net, grid (dt_rank, hv), block hv"),
-    "chunked": VariantInfo("chunked", "candidate", 2e-4,
-                           "chunked scan: chunk 64, WY/UT transform, Tensor-core products (tf32 x3 split, fp32-level)"),
-    "chunked_tf32": VariantInfo("chunked_tf32", "reference", 3e-3,
-                                "the chunked scan with one plain tf32 MMA per product (what the x3 split costs)"),
-    "fla": VariantInfo("fla", "reference", 5e-3,
-                       "flash-linear-attention chunk_gated_delta_rule, fp32 q/k/v, CUDA graph replay (anchor)"),
-    "fla_bf16": VariantInfo("fla_bf16", "reference", 1e-2,
-                            "flash-linear-attention chunk_gated_delta_rule, bf16 q/k/v, CUDA graph replay (anchor)"),
+    "chunked": VariantInfo(
+        "chunked",
+        "candidate",
+        2e-4,
+        "chunked scan: chunk 64, WY/UT transform, Tensor-core products (tf32 x3 split, fp32-level)",
+    ),
+    "chunked_tf32": VariantInfo(
+        "chunked_tf32",
+        "reference",
+        3e-3,
+        "the chunked scan with one plain tf32 MMA per product (what the x3 split costs)",
+    ),
+    "fla": VariantInfo(
+        "fla",
+        "reference",
+        5e-3,
+        "flash-linear-attention chunk_gated_delta_rule, fp32 q/k/v, CUDA graph replay (anchor)",
+    ),
+    "fla_bf16": VariantInfo(
+        "fla_bf16",
+        "reference",
+        1e-2,
+        "flash-linear-attention chunk_gated_delta_rule, bf16 q/k/v, CUDA graph replay (anchor)",
+    ),
 }
 FLA_DTYPES = {"fla": "float32", "fla_bf16": "bfloat16"}
 SCAN_ONLY = {"block", "chunked", "chunked_tf32", *FLA_DTYPES}
@@ -158,8 +182,16 @@ class SsmInputs:
         if self.expected is None:
             h = self.host
             if stage == "scan":
-                self.expected = ssm_ref.delta_net_block(h["conv_out"], h["alpha"], h["beta"], h["dt_bias"], h["ssm_a"],
-                                                        h["state"], self.dims, heads=self.heads)
+                self.expected = ssm_ref.delta_net_block(
+                    h["conv_out"],
+                    h["alpha"],
+                    h["beta"],
+                    h["dt_bias"],
+                    h["ssm_a"],
+                    h["state"],
+                    self.dims,
+                    heads=self.heads,
+                )
             elif stage == "conv1d":
                 self.expected = ssm_ref.conv1d_batched(h["x"], h["weight"], h["state"], CONV_STATE_OFFSET)
             else:
@@ -189,8 +221,12 @@ class T3Family(FamilyBase):
         return load_config(T3Config, path)
 
     def cases(self, cfg: T3Config) -> list[Case]:
-        return [Case(f"{m.name}-{stage}-T{t}", {"model": m.name, "stage": stage, "tokens": t})
-                for m in cfg.models for t in cfg.tokens for stage in cfg.stages]
+        return [
+            Case(f"{m.name}-{stage}-T{t}", {"model": m.name, "stage": stage, "tokens": t})
+            for m in cfg.models
+            for t in cfg.tokens
+            for stage in cfg.stages
+        ]
 
     def variants(self, cfg: T3Config) -> list[VariantInfo]:
         return [VARIANTS[v] for v in cfg.variants]
@@ -215,14 +251,19 @@ class T3Family(FamilyBase):
         if stage == "scan":
             return self._scan_inputs(cfg, case, dims, t, rng)
         if stage == "conv1d":
-            host = {"x": rng.standard_normal((t, dims.conv_channels), dtype=np.float32),
-                    "weight": (0.5 * rng.standard_normal((dims.conv_channels, dims.d_conv))).astype(np.float32),
-                    "state": rng.standard_normal((dims.d_conv - 1, dims.conv_channels), dtype=np.float32)}
+            host = {
+                "x": rng.standard_normal((t, dims.conv_channels), dtype=np.float32),
+                "weight": (0.5 * rng.standard_normal((dims.conv_channels, dims.d_conv))).astype(np.float32),
+                "state": rng.standard_normal((dims.d_conv - 1, dims.conv_channels), dtype=np.float32),
+            }
             return self._device_inputs(dims, t, host, (t, dims.conv_channels))
-        host = {"o": rng.standard_normal((t, dims.d_inner), dtype=np.float32),
-                "z": rng.standard_normal((t, dims.d_inner), dtype=np.float32),
-                "weight": (1.0 + 0.1 * rng.standard_normal(dims.d_inner if cfg.norm_per_head else dims.d_state)
-                           ).astype(np.float32)}
+        host = {
+            "o": rng.standard_normal((t, dims.d_inner), dtype=np.float32),
+            "z": rng.standard_normal((t, dims.d_inner), dtype=np.float32),
+            "weight": (1.0 + 0.1 * rng.standard_normal(dims.d_inner if cfg.norm_per_head else dims.d_state)).astype(
+                np.float32
+            ),
+        }
         return self._device_inputs(dims, t, host, (t, dims.d_inner))
 
     @staticmethod
@@ -238,12 +279,14 @@ class T3Family(FamilyBase):
     def _scan_inputs(self, cfg: T3Config, case: Case, dims: SsmDims, t: int, rng) -> SsmInputs:
         h = dims.dt_rank
         dt = np.exp(rng.uniform(*np.log(cfg.dt_range), size=h))
-        host = {"conv_out": rng.standard_normal((t, dims.conv_channels), dtype=np.float32),
-                "alpha": (0.5 * rng.standard_normal((t, h))).astype(np.float32),
-                "beta": rng.standard_normal((t, h), dtype=np.float32),
-                "dt_bias": np.log(np.expm1(dt)).astype(np.float32),
-                "ssm_a": (-rng.uniform(*cfg.a_range, size=h)).astype(np.float32),
-                "state": (cfg.state_std * rng.standard_normal((h, dims.head_v_dim, dims.d_state))).astype(np.float32)}
+        host = {
+            "conv_out": rng.standard_normal((t, dims.conv_channels), dtype=np.float32),
+            "alpha": (0.5 * rng.standard_normal((t, h))).astype(np.float32),
+            "beta": rng.standard_normal((t, h), dtype=np.float32),
+            "dt_bias": np.log(np.expm1(dt)).astype(np.float32),
+            "ssm_a": (-rng.uniform(*cfg.a_range, size=h)).astype(np.float32),
+            "state": (cfg.state_std * rng.standard_normal((h, dims.head_v_dim, dims.d_state))).astype(np.float32),
+        }
         heads = np.sort(_case_rng(case).choice(h, size=min(cfg.check_heads, h), replace=False))
         return self._device_inputs(dims, t, host, (t, dims.d_inner), heads)
 
@@ -261,8 +304,17 @@ class T3Family(FamilyBase):
         d = inp.dev
         try:
             if stage == "scan":
-                op = ssm.DeltaNetScan("warp" if variant == "engine" else variant, inp.dims, d["conv_out"],
-                                      d["dt_bias"], d["alpha"], d["beta"], d["ssm_a"], d["state"], d["out"])
+                op = ssm.DeltaNetScan(
+                    "warp" if variant == "engine" else variant,
+                    inp.dims,
+                    d["conv_out"],
+                    d["dt_bias"],
+                    d["alpha"],
+                    d["beta"],
+                    d["ssm_a"],
+                    d["state"],
+                    d["out"],
+                )
             elif stage == "conv1d":
                 op = ssm.Conv1dBatched(d["x"], d["weight"], d["state"], d["out"], CONV_STATE_OFFSET)
             else:
@@ -296,9 +348,14 @@ class T3Family(FamilyBase):
         # layout. L2 normalisation runs inside fla's kernel.
         x = torch.from_dlpack(d["conv_out"]).to(getattr(torch, dtype))
         groups = torch.tensor([dims.group_of(h) for h in range(dims.dt_rank)], device=x.device)
-        q, k = (x[:, i * dims.qk_dim: (i + 1) * dims.qk_dim].reshape(t, dims.n_group, dims.d_state)[:, groups]
-                .unsqueeze(0).contiguous() for i in (0, 1))
-        v = x[:, 2 * dims.qk_dim:].reshape(1, t, dims.dt_rank, dims.head_v_dim).contiguous()
+        q, k = (
+            x[:, i * dims.qk_dim : (i + 1) * dims.qk_dim]
+            .reshape(t, dims.n_group, dims.d_state)[:, groups]
+            .unsqueeze(0)
+            .contiguous()
+            for i in (0, 1)
+        )
+        v = x[:, 2 * dims.qk_dim :].reshape(1, t, dims.dt_rank, dims.head_v_dim).contiguous()
         sp = torch.nn.functional.softplus(torch.from_dlpack(d["alpha"]) + torch.from_dlpack(d["dt_bias"]))
         g = (sp * torch.from_dlpack(d["ssm_a"])).unsqueeze(0).contiguous()
         beta = torch.sigmoid(torch.from_dlpack(d["beta"])).unsqueeze(0).contiguous()
@@ -306,9 +363,17 @@ class T3Family(FamilyBase):
         state = torch.from_dlpack(d["state"])
 
         def call():
-            o, final = chunk_gated_delta_rule(q=q, k=k, v=v, g=g, beta=beta, scale=dims.d_state ** -0.5,
-                                              initial_state=h0, output_final_state=True,
-                                              use_qk_l2norm_in_kernel=True)
+            o, final = chunk_gated_delta_rule(
+                q=q,
+                k=k,
+                v=v,
+                g=g,
+                beta=beta,
+                scale=dims.d_state**-0.5,
+                initial_state=h0,
+                output_final_state=True,
+                use_qk_l2norm_in_kernel=True,
+            )
             state.copy_(final[0].transpose(-1, -2))
             return o
 
@@ -328,17 +393,30 @@ class T3Family(FamilyBase):
             with torch.cuda.stream(torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr)):
                 graph.replay()
 
-        return Prepared(run, output, ssm.scan_traffic(dims, t),
-                        detail={"fla": getattr(fla, "__version__", "?"), "inputs": dtype, "timed": "CUDA graph replay"},
-                        before_check=inp.reset)
+        return Prepared(
+            run,
+            output,
+            ssm.scan_traffic(dims, t),
+            detail={"fla": getattr(fla, "__version__", "?"), "inputs": dtype, "timed": "CUDA graph replay"},
+            before_check=inp.reset,
+        )
 
     def declared_params(self, cfg: T3Config, case: Case) -> dict:
         """The names a declared variant's expressions see for this case."""
         d = self._model(cfg, case).dims
-        return {"stage": case.params["stage"], "T": case.params["tokens"], "dt_rank": d.dt_rank, "hv": d.head_v_dim,
-                "d_state": d.d_state, "n_group": d.n_group, "d_inner": d.d_inner, "conv_channels": d.conv_channels,
-                "d_conv": d.d_conv, "norm_per_head": int(cfg.norm_per_head),
-                "state_offset": CONV_STATE_OFFSET % (d.d_conv - 1)}
+        return {
+            "stage": case.params["stage"],
+            "T": case.params["tokens"],
+            "dt_rank": d.dt_rank,
+            "hv": d.head_v_dim,
+            "d_state": d.d_state,
+            "n_group": d.n_group,
+            "d_inner": d.d_inner,
+            "conv_channels": d.conv_channels,
+            "d_conv": d.d_conv,
+            "norm_per_head": int(cfg.norm_per_head),
+            "state_offset": CONV_STATE_OFFSET % (d.d_conv - 1),
+        }
 
     def declared_binding(self, cfg: T3Config, case: Case, inp):
         """Tensors and parameters declared variants (experiments/engine_zinc.yaml, family t3) can name."""
@@ -349,9 +427,13 @@ class T3Family(FamilyBase):
             return Binding({}, params, "y", Traffic(0, 0))
         inp.reset()  # the check run starts from the initial state; earlier timed runs moved it on
         tensors = {k: v for k, v in inp.dev.items() if k != "state0"}
-        traffic = (ssm.scan_traffic(d, inp.t) if stage == "scan" else
-                   ssm.conv1d_traffic(inp.t, d.conv_channels, d.d_conv) if stage == "conv1d" else
-                   ssm.gated_norm_traffic(d, inp.t))
+        traffic = (
+            ssm.scan_traffic(d, inp.t)
+            if stage == "scan"
+            else ssm.conv1d_traffic(inp.t, d.conv_channels, d.d_conv)
+            if stage == "conv1d"
+            else ssm.gated_norm_traffic(d, inp.t)
+        )
         return Binding(tensors, params, "out", traffic)
 
     # ---- correctness --------------------------------------------------------------------------------

@@ -18,8 +18,7 @@ from zincbench.errors import ExitCode, ZincbenchError
 
 
 def _missing_package_line(exc: ImportError) -> str:
-    return (f"a Python package zincbench needs cannot be imported ({exc}); reinstall zincbench with its "
-            f"dependencies")
+    return f"a Python package zincbench needs cannot be imported ({exc}); reinstall zincbench with its dependencies"
 
 
 def _is_ours(exc: ImportError) -> bool:

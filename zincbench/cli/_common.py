@@ -10,7 +10,9 @@ import click
 
 from zincbench.records import to_jsonable
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout instead of tables.")
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout instead of tables."
+)
 
 
 class Seconds(click.ParamType):
@@ -47,38 +49,57 @@ def checked_output_file(ctx, param, value):
 
 
 results_dir_option = click.option(
-    "--results-dir", type=click.Path(file_okay=False), default=None, callback=_prepared_results_dir,
+    "--results-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    callback=_prepared_results_dir,
     help="Where to write the results document (default: ./results, or $ZINCBENCH_RESULTS).",
 )
 
 
 def stacked(*decorators):
     """The decorators as one, applied as if written one per line in this order (so --help lists them so)."""
+
     def apply(function):
         for decorator in reversed(decorators):
             function = decorator(function)
         return function
+
     return apply
 
 
 # The A/B's options, shared by `zincbench ab` and `zincbench aa ab` (which runs the same A/B, repeated).
+
 
 def engine_options(function):
     """--engine-kind (an adapter that measures tokens/s) and --engine-config."""
     from zincbench.engines import THROUGHPUT, engine_kinds
 
     return stacked(
-        click.option("--engine-kind", type=click.Choice(engine_kinds(THROUGHPUT)), default="zinc-main", show_default=True),
-        click.option("--engine-config", type=click.Path(exists=True, dir_okay=False), help="Engine YAML (generic kind)."),
+        click.option(
+            "--engine-kind", type=click.Choice(engine_kinds(THROUGHPUT)), default="zinc-main", show_default=True
+        ),
+        click.option(
+            "--engine-config", type=click.Path(exists=True, dir_okay=False), help="Engine YAML (generic kind)."
+        ),
     )(function)
 
 
 model_options = stacked(
-    click.option("--catalog", "catalog_path", type=click.Path(dir_okay=False),
-                 help="Model catalog YAML (default: experiments/catalog.yaml)."),
+    click.option(
+        "--catalog",
+        "catalog_path",
+        type=click.Path(dir_okay=False),
+        help="Model catalog YAML (default: experiments/catalog.yaml).",
+    ),
     click.option("--models", "model_names", help="Comma-separated catalog names or aliases (default: all)."),
-    click.option("--model", "model_pairs", multiple=True, metavar="NAME=PATH",
-                 help="A model file, no catalog needed (repeatable)."),
+    click.option(
+        "--model",
+        "model_pairs",
+        multiple=True,
+        metavar="NAME=PATH",
+        help="A model file, no catalog needed (repeatable).",
+    ),
 )
 
 
@@ -88,8 +109,11 @@ def chosen_models(catalog_path, names, model_pairs):
     from zincbench.catalog import add_model_files, load_catalog
 
     catalog = load_catalog(catalog_path)  # the bundled one when no --catalog: it names shapes and aliases
-    chosen = catalog.select([n.strip() for n in names.split(",") if n.strip()] if names else None) \
-        if catalog_path or names else []
+    chosen = (
+        catalog.select([n.strip() for n in names.split(",") if n.strip()] if names else None)
+        if catalog_path or names
+        else []
+    )
     chosen = add_model_files(catalog, chosen, parse_env_pairs(model_pairs, "--model"))
     if not chosen:
         raise click.UsageError("no models: give --model NAME=PATH, or --catalog FILE / --models NAMES")
@@ -107,13 +131,22 @@ def design_options(defaults):
 
     return stacked(
         click.option("--rounds", type=int, default=None, help="Exactly this many measured rounds (default: adaptive)."),
-        click.option("--min-rounds", type=int, **default("min_rounds"), help="Rounds before the first look at the verdict."),
+        click.option(
+            "--min-rounds", type=int, **default("min_rounds"), help="Rounds before the first look at the verdict."
+        ),
         click.option("--max-rounds", type=int, **default("max_rounds"), help="Budget: most rounds per model."),
-        click.option("--max-time", "max_time_s", type=float, **default("max_time_s"),
-                     help="Budget: seconds per model, checked at every look."),
+        click.option(
+            "--max-time",
+            "max_time_s",
+            type=float,
+            **default("max_time_s"),
+            help="Budget: seconds per model, checked at every look.",
+        ),
         click.option("--order", type=click.Choice(ORDERS), **default("order")),
         click.option("--threshold", type=float, **default("threshold"), help="Smallest relative change that counts."),
-        click.option("--prompt-tokens", type=int, **default("prompt_tokens"), help="Length of the built-in neutral prompt."),
+        click.option(
+            "--prompt-tokens", type=int, **default("prompt_tokens"), help="Length of the built-in neutral prompt."
+        ),
         click.option("--n-gen", type=int, **default("n_gen"), help="Tokens to generate (decode rate)."),
         click.option("--timeout", "timeout_s", type=SECONDS, **default("timeout_s"), help="Seconds per engine run."),
     )

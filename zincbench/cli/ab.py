@@ -8,8 +8,15 @@ from pathlib import Path
 import click
 
 from zincbench.cli._common import (
-    checked_output_file, chosen_models, design_options, echo_json, engine_options, json_option, model_options,
-    parse_env_pairs, results_dir_option,
+    checked_output_file,
+    chosen_models,
+    design_options,
+    echo_json,
+    engine_options,
+    json_option,
+    model_options,
+    parse_env_pairs,
+    results_dir_option,
 )
 from zincbench.runs.ab import ABSettings
 
@@ -23,7 +30,9 @@ def _arm_label(arm, path) -> str:
     return " ".join(parts + [f"{k}={v}" for k, v in arm.env.items()])
 
 
-@click.command("ab", help="""Interleaved A/B of two engine builds with a p90 prefill/decode scoreboard.
+@click.command(
+    "ab",
+    help="""Interleaved A/B of two engine builds with a p90 prefill/decode scoreboard.
 
 \b
 Each model gets one discarded warm-up round, then counterbalanced rounds (abba:
@@ -39,30 +48,90 @@ A and B may be one binary with different --env-a/--env-b (a feature-flag A/B).
 
 \b
 Exit codes: 0 B not slower (or scoreboard measured), 1 B slower on some model,
-3 inconclusive or too many failed runs, 2 bad input, 4 environment (--require-clean-gpu).""")
-@click.option("--a", "bin_a", required=True, type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Engine binary of arm A (baseline).")
-@click.option("--b", "bin_b", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Engine binary of arm B (candidate).")
+3 inconclusive or too many failed runs, 2 bad input, 4 environment (--require-clean-gpu).""",
+)
+@click.option(
+    "--a",
+    "bin_a",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+    help="Engine binary of arm A (baseline).",
+)
+@click.option(
+    "--b",
+    "bin_b",
+    type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+    help="Engine binary of arm B (candidate).",
+)
 @engine_options
 @model_options
 @design_options(DEFAULTS)
-@click.option("--max-failure-rate", type=float, default=DEFAULTS.max_failure_rate, show_default=True,
-              help="Share of failed runs above which a model's verdict is 'error'.")
+@click.option(
+    "--max-failure-rate",
+    type=float,
+    default=DEFAULTS.max_failure_rate,
+    show_default=True,
+    help="Share of failed runs above which a model's verdict is 'error'.",
+)
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True, help="Seed of --order random.")
-@click.option("--gpu", "gpu_uuid", metavar="UUID[,UUID...]|all",
-              help="Pin runs to this GPU (CUDA_VISIBLE_DEVICES); a list or 'all' runs the whole A/B on each GPU in turn.")
+@click.option(
+    "--gpu",
+    "gpu_uuid",
+    metavar="UUID[,UUID...]|all",
+    help="Pin runs to this GPU (CUDA_VISIBLE_DEVICES); a list or 'all' runs the whole A/B on each GPU in turn.",
+)
 @click.option("--env-a", multiple=True, metavar="K=V", help="Extra environment for arm A (repeatable).")
 @click.option("--env-b", multiple=True, metavar="K=V", help="Extra environment for arm B (repeatable).")
-@click.option("--llama-bench", "llama_bench_file", type=click.Path(dir_okay=False), help="llama-bench output (md/csv/json/jsonl/sql) to compare with.")
-@click.option("--llama-bench-bin", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Run llama-bench live at the engine's T.")
+@click.option(
+    "--llama-bench",
+    "llama_bench_file",
+    type=click.Path(dir_okay=False),
+    help="llama-bench output (md/csv/json/jsonl/sql) to compare with.",
+)
+@click.option(
+    "--llama-bench-bin",
+    type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+    help="Run llama-bench live at the engine's T.",
+)
 @click.option("--require-clean-gpu", is_flag=True, help="Abort (exit 4) if another process computes on the GPU.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), callback=checked_output_file,
-              help="Also write the scoreboard as markdown.")
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False),
+    callback=checked_output_file,
+    help="Also write the scoreboard as markdown.",
+)
 @json_option
 @results_dir_option
-def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names, model_pairs, rounds, min_rounds,
-            max_rounds, max_time_s, max_failure_rate, order, seed,
-            prompt_tokens, n_gen, gpu_uuid, env_a, env_b, llama_bench_file, llama_bench_bin, threshold, timeout_s,
-            require_clean_gpu, markdown_path, as_json, results_dir):
+def command(
+    bin_a,
+    bin_b,
+    engine_kind,
+    engine_config,
+    catalog_path,
+    model_names,
+    model_pairs,
+    rounds,
+    min_rounds,
+    max_rounds,
+    max_time_s,
+    max_failure_rate,
+    order,
+    seed,
+    prompt_tokens,
+    n_gen,
+    gpu_uuid,
+    env_a,
+    env_b,
+    llama_bench_file,
+    llama_bench_bin,
+    threshold,
+    timeout_s,
+    require_clean_gpu,
+    markdown_path,
+    as_json,
+    results_dir,
+):
     from rich.console import Console
 
     from zincbench.engines import make_engine
@@ -82,36 +151,74 @@ def command(bin_a, bin_b, engine_kind, engine_config, catalog_path, model_names,
 
         sys.exit(run_per_gpu(resolve_gpus(gpu_uuid)))
     try:
-        settings = ABSettings(rounds=rounds, min_rounds=min_rounds, max_rounds=max_rounds, max_time_s=max_time_s,
-                              max_failure_rate=max_failure_rate, order=order, seed=seed, prompt_tokens=prompt_tokens,
-                              n_gen=n_gen, gpu_uuid=gpu_uuid, threshold=threshold, timeout_s=timeout_s,
-                              require_clean_gpu=require_clean_gpu)
+        settings = ABSettings(
+            rounds=rounds,
+            min_rounds=min_rounds,
+            max_rounds=max_rounds,
+            max_time_s=max_time_s,
+            max_failure_rate=max_failure_rate,
+            order=order,
+            seed=seed,
+            prompt_tokens=prompt_tokens,
+            n_gen=n_gen,
+            gpu_uuid=gpu_uuid,
+            threshold=threshold,
+            timeout_s=timeout_s,
+            require_clean_gpu=require_clean_gpu,
+        )
     except ValueError as exc:
         raise InputError(str(exc)) from None
     check_gpu_request(gpu_uuid, require_clean_gpu)
     models = chosen_models(catalog_path, model_names, model_pairs)
-    arms = [Arm("A", make_engine(engine_kind, bin_a, engine_config, prompt_tokens=prompt_tokens),
-                parse_env_pairs(env_a, "--env-a"))]
+    arms = [
+        Arm(
+            "A",
+            make_engine(engine_kind, bin_a, engine_config, prompt_tokens=prompt_tokens),
+            parse_env_pairs(env_a, "--env-a"),
+        )
+    ]
     if bin_b:
-        arms.append(Arm("B", make_engine(engine_kind, bin_b, engine_config, prompt_tokens=prompt_tokens),
-                        parse_env_pairs(env_b, "--env-b")))
+        arms.append(
+            Arm(
+                "B",
+                make_engine(engine_kind, bin_b, engine_config, prompt_tokens=prompt_tokens),
+                parse_env_pairs(env_b, "--env-b"),
+            )
+        )
     llama_rows = llama_bench.load(llama_bench_file) if llama_bench_file else None
 
-    outcome = run_ab(models, arms, settings, llama_rows=llama_rows, llama_bench_bin=llama_bench_bin,
-                     results_dir=results_dir, console=Console(stderr=True))
+    outcome = run_ab(
+        models,
+        arms,
+        settings,
+        llama_rows=llama_rows,
+        llama_bench_bin=llama_bench_bin,
+        results_dir=results_dir,
+        console=Console(stderr=True),
+    )
     names = [a.name for a in arms]
     gpu = outcome.document.environment.get("gpu") or {}
     builds = " vs ".join(_arm_label(arm, path) for arm, path in zip(arms, (bin_a, bin_b)))
-    title = f"{builds} · {gpu.get('name') or gpu.get('uuid') or 'GPU unknown'} · {scoreboard.rounds_label(outcome.models)} {order}"
+    device = gpu.get("name") or gpu.get("uuid") or "GPU unknown"
+    title = f"{builds} · {device} · {scoreboard.rounds_label(outcome.models)} {order}"
     if as_json:
-        echo_json({"overall": outcome.overall, "exit_code": int(outcome.exit_code), "results": str(outcome.path),
-                   "csv": str(outcome.csv_path), "complete": outcome.document.complete, "models": outcome.models})
+        echo_json(
+            {
+                "overall": outcome.overall,
+                "exit_code": int(outcome.exit_code),
+                "results": str(outcome.path),
+                "csv": str(outcome.csv_path),
+                "complete": outcome.document.complete,
+                "models": outcome.models,
+            }
+        )
     else:
         console = Console()
         scoreboard.render(outcome.models, names, console, title=title)
         console.print(f"verdict: {outcome.overall} (exit {int(outcome.exit_code)})", highlight=False)
-        console.print(f"results: {outcome.path} · {outcome.csv_path.name}", highlight=False, markup=False,
-                      overflow="fold")
+        console.print(
+            f"results: {outcome.path} · {outcome.csv_path.name}", highlight=False, markup=False, overflow="fold"
+        )
     # After the verdict is shown: a failed write (exit 4) cannot hide it.
     if markdown_path:
         write_output(markdown_path, scoreboard.to_markdown(outcome.models, names, title=title), "--markdown")

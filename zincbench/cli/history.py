@@ -7,7 +7,8 @@ import click
 from zincbench.cli._common import checked_output_file
 
 
-@click.command(help="""A kernel's history across commits: every microbench results document under PATHS
+@click.command(
+    help="""A kernel's history across commits: every microbench results document under PATHS
 (files or folders; default: the results folder, ./results or $ZINCBENCH_RESULTS), one series per
 family x case x variant x GPU, ordered by document timestamp (when each run was recorded).
 
@@ -28,16 +29,37 @@ JSON. Both hold the latest run of each series: give one document to export that 
 
 \b
 Exit codes: 0 shown, 2 bad input (an unreadable or damaged document, no microbench documents),
-4 an output file the OS refuses.""")
+4 an output file the OS refuses."""
+)
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--rules", "rules_path", type=click.Path(dir_okay=False), metavar="YAML",
-              help="Step rules (default: the bundled experiments/history.yaml).")
-@click.option("--html", "html_file", metavar="FILE", callback=checked_output_file,
-              help="Write the history as one self-contained HTML page.")
-@click.option("--bmf", "bmf_file", metavar="FILE", callback=checked_output_file,
-              help="Write Bencher Metric Format JSON (latency in ns) of each series' latest run.")
-@click.option("--github-benchmark", "github_file", metavar="FILE", callback=checked_output_file,
-              help="Write github-action-benchmark customSmallerIsBetter JSON of each series' latest run.")
+@click.option(
+    "--rules",
+    "rules_path",
+    type=click.Path(dir_okay=False),
+    metavar="YAML",
+    help="Step rules (default: the bundled experiments/history.yaml).",
+)
+@click.option(
+    "--html",
+    "html_file",
+    metavar="FILE",
+    callback=checked_output_file,
+    help="Write the history as one self-contained HTML page.",
+)
+@click.option(
+    "--bmf",
+    "bmf_file",
+    metavar="FILE",
+    callback=checked_output_file,
+    help="Write Bencher Metric Format JSON (latency in ns) of each series' latest run.",
+)
+@click.option(
+    "--github-benchmark",
+    "github_file",
+    metavar="FILE",
+    callback=checked_output_file,
+    help="Write github-action-benchmark customSmallerIsBetter JSON of each series' latest run.",
+)
 def command(paths, rules_path, html_file, bmf_file, github_file):
     from zincbench import history, records
     from zincbench.outputs import write_output_atomically
@@ -45,8 +67,11 @@ def command(paths, rules_path, html_file, bmf_file, github_file):
 
     result = history.build_history(paths or [records.results_dir()], history.load_rules(rules_path))
     history_table.print_history(result)
-    for path, what, writer in ((html_file, "--html", history_html), (bmf_file, "--bmf", bmf),
-                               (github_file, "--github-benchmark", github_benchmark)):
+    for path, what, writer in (
+        (html_file, "--html", history_html),
+        (bmf_file, "--bmf", bmf),
+        (github_file, "--github-benchmark", github_benchmark),
+    ):
         if path:
             write_output_atomically(path, writer.to_text(result), what)
             click.echo(f"{what}: {path}", err=True)

@@ -31,7 +31,12 @@ def show(file, fmt, as_json) -> None:
         table.add_column(name, justify="right" if name in ("t/s", "samples") else "left")
     for row in rows:
         stddev = f" ± {row.stddev_ts:.2f}" if row.stddev_ts is not None else ""
-        table.add_row(row.model_filename or row.model_type or "?", row.backend or "?", row.test,
-                      f"{row.avg_ts:.2f}{stddev}", str(len(row.samples_ts)) if row.samples_ts else "—",
-                      row.build_commit or "?")
+        table.add_row(
+            row.model_filename or row.model_type or "?",
+            row.backend or "?",
+            row.test,
+            f"{row.avg_ts:.2f}{stddev}",
+            str(len(row.samples_ts)) if row.samples_ts else "—",
+            row.build_commit or "?",
+        )
     Console().print(table)

@@ -17,19 +17,47 @@ from zincbench.show import profile_tables as show
 
 _PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 
-tool_option = click.option("--tool", type=click.Choice(prof.TOOL_CHOICES), default="auto", show_default=True,
-                           help="Profiler: auto = nsys if it works, else ncu (microbench: both when both work).")
-categories_option = click.option("--categories", "categories_file", type=click.Path(dir_okay=False), default=None,
-                                 help="Kernel category rules (default: experiments/kernel_categories.yaml).")
-out_option = click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-                          help="Folder for the profiler's files and the tables "
-                               "(default: <results-dir>/profile-<time>-<id>/).")
-top_option = click.option("--top", type=click.IntRange(min=1), default=8, show_default=True,
-                          help="Rows shown per kernel/range table (--json and the CSVs of --out keep every row).")
-timeout_option = click.option("--timeout", "timeout_s", type=SECONDS, default=3600.0, show_default=True,
-                              help="Seconds before the profiled command is killed.")
-nvtx_include_option = click.option("--nvtx-include", multiple=True,
-                                   help="ncu only: profile launches inside these NVTX ranges (ncu syntax, e.g. 'step/').")
+tool_option = click.option(
+    "--tool",
+    type=click.Choice(prof.TOOL_CHOICES),
+    default="auto",
+    show_default=True,
+    help="Profiler: auto = nsys if it works, else ncu (microbench: both when both work).",
+)
+categories_option = click.option(
+    "--categories",
+    "categories_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Kernel category rules (default: experiments/kernel_categories.yaml).",
+)
+out_option = click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder for the profiler's files and the tables (default: <results-dir>/profile-<time>-<id>/).",
+)
+top_option = click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Rows shown per kernel/range table (--json and the CSVs of --out keep every row).",
+)
+timeout_option = click.option(
+    "--timeout",
+    "timeout_s",
+    type=SECONDS,
+    default=3600.0,
+    show_default=True,
+    help="Seconds before the profiled command is killed.",
+)
+nvtx_include_option = click.option(
+    "--nvtx-include",
+    multiple=True,
+    help="ncu only: profile launches inside these NVTX ranges (ncu syntax, e.g. 'step/').",
+)
 
 
 @click.group(name="profile")
@@ -43,15 +71,26 @@ def command() -> None:
     """
 
 
-def _finish(console: Console, runs: list[prof.ToolRun], reason: str, argv: list[str], out: Path, doc: Document,
-            results: str | None, as_json: bool, top: int, ok_exit_codes: tuple[int, ...] = (0,),
-            traffic=None) -> int:
+def _finish(
+    console: Console,
+    runs: list[prof.ToolRun],
+    reason: str,
+    argv: list[str],
+    out: Path,
+    doc: Document,
+    results: str | None,
+    as_json: bool,
+    top: int,
+    ok_exit_codes: tuple[int, ...] = (0,),
+    traffic=None,
+) -> int:
     """Write tables, chart and the results document; print tables (or JSON); exit 1 when a profiled run failed."""
     for run in runs:
         run_traffic = traffic if run.tool == "ncu" else None
         show.write_csvs(run.tables, out, run.tool, run_traffic)
-        (out / f"{run.tool}_tables.md").write_text(show.to_markdown(run.tables, top=top, traffic=run_traffic),
-                                                   encoding="utf-8")
+        (out / f"{run.tool}_tables.md").write_text(
+            show.to_markdown(run.tables, top=top, traffic=run_traffic), encoding="utf-8"
+        )
         try:
             run.artifacts["chart"] = str(show.write_category_chart(run.tables, out / f"{run.tool}_categories.png"))
         except EnvironmentProblem as exc:
@@ -65,31 +104,69 @@ def _finish(console: Console, runs: list[prof.ToolRun], reason: str, argv: list[
     doc.complete = not failed
     path = write(doc, directory=results)
     if as_json:
-        echo_json({"document": str(path), "out": str(out), "tool_choice": reason, "traffic": traffic_rows,
-                   "runs": [{"tool": r.tool, "version": r.version, "exit_code": r.exit_code, "artifacts": r.artifacts,
-                             **r.tables.to_dict(), "notes": r.notes + r.tables.notes} for r in runs]})
+        echo_json(
+            {
+                "document": str(path),
+                "out": str(out),
+                "tool_choice": reason,
+                "traffic": traffic_rows,
+                "runs": [
+                    {
+                        "tool": r.tool,
+                        "version": r.version,
+                        "exit_code": r.exit_code,
+                        "artifacts": r.artifacts,
+                        **r.tables.to_dict(),
+                        "notes": r.notes + r.tables.notes,
+                    }
+                    for r in runs
+                ],
+            }
+        )
     else:
         console.print(f"[bold]{reason}[/bold]")
         for run in runs:
-            show.render(run.tables, console, top=top, traffic=traffic if run.tool == "ncu" else None,
-                        title=f"{run.tool} {run.version or ''}: {' '.join(argv)}")
+            show.render(
+                run.tables,
+                console,
+                top=top,
+                traffic=traffic if run.tool == "ncu" else None,
+                title=f"{run.tool} {run.version or ''}: {' '.join(argv)}",
+            )
             for note in run.notes:
                 console.print(f"[yellow]note:[/yellow] {note}")
         console.print(f"files: {out}  document: {path}")
     for run in failed:
-        click.echo(f"zincbench: profiled command failed under {run.tool} (exit {run.exit_code}); "
-                   f"see {run.artifacts.get('log')}", err=True)
+        click.echo(
+            f"zincbench: profiled command failed under {run.tool} (exit {run.exit_code}); "
+            f"see {run.artifacts.get('log')}",
+            err=True,
+        )
     return int(ExitCode.FAIL) if failed else int(ExitCode.OK)
 
 
-def _start(kind_config: dict, argv: list[str], tool: str, categories_file: str | None, out_dir: str | None,
-           results: str | None, prefer_both: bool) -> tuple[Document, Path, list[str], str]:
+def _start(
+    kind_config: dict,
+    argv: list[str],
+    tool: str,
+    categories_file: str | None,
+    out_dir: str | None,
+    results: str | None,
+    prefer_both: bool,
+) -> tuple[Document, Path, list[str], str]:
     from zincbench.gpu.device import environment_report
 
     tools, reason = prof.choose_tools(tool, prefer_both=prefer_both)
-    doc = Document(kind="profile", config={**kind_config, "command": argv, "tools": tools,
-                                           "categories": categories_file or "experiments/kernel_categories.yaml"},
-                   environment=environment_report())
+    doc = Document(
+        kind="profile",
+        config={
+            **kind_config,
+            "command": argv,
+            "tools": tools,
+            "categories": categories_file or "experiments/kernel_categories.yaml",
+        },
+        environment=environment_report(),
+    )
     out = Path(out_dir) if out_dir else results_dir(results) / doc.default_name().removesuffix(".json")
     out.mkdir(parents=True, exist_ok=True)
     return doc, out, tools, reason
@@ -134,12 +211,19 @@ def microbench_command(tool, categories_file, out_dir, timeout_s, top, results_d
     short (--quick, --case Ne16)."""
     rules = load_rules(categories_file)
     argv = prof.microbench_argv(args)
-    doc, out, tools, reason = _start({"mode": "microbench", "microbench_args": list(args)}, argv, tool,
-                                     categories_file, out_dir, results_dir, True)
+    doc, out, tools, reason = _start(
+        {"mode": "microbench", "microbench_args": list(args)}, argv, tool, categories_file, out_dir, results_dir, True
+    )
     bench_results = out / "microbench"
     # ncu serializes kernels, so the timer's blocking kernel would spin until its timeout: time without it.
-    runs = prof.profile_command(argv, tools, out, rules, timeout_s=timeout_s,
-                                env={"ZINCBENCH_RESULTS": str(bench_results), "ZINCBENCH_LAUNCH_HIDING": "0"})
+    runs = prof.profile_command(
+        argv,
+        tools,
+        out,
+        rules,
+        timeout_s=timeout_s,
+        env={"ZINCBENCH_RESULTS": str(bench_results), "ZINCBENCH_LAUNCH_HIDING": "0"},
+    )
     traffic = None
     ncu_run = next((r for r in runs if r.tool == "ncu"), None)
     bench_doc = prof.newest_document(bench_results) if bench_results.exists() else None
@@ -155,8 +239,13 @@ def microbench_command(tool, categories_file, out_dir, timeout_s, top, results_d
 @command.command("parse")
 @categories_option
 @top_option
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Also write the tables as CSV and markdown, and the category chart, into this folder.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also write the tables as CSV and markdown, and the category chart, into this folder.",
+)
 @json_option
 @click.argument("file", type=click.Path())
 def parse_command(categories_file, top, out_dir, as_json, file) -> None:

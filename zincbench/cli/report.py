@@ -7,7 +7,8 @@ import click
 from zincbench.cli._common import echo_json, json_option
 
 
-@click.command(help="""Merge results documents (microbench, validate, ab) of several runs into one view.
+@click.command(
+    help="""Merge results documents (microbench, validate, ab) of several runs into one view.
 
 \b
 microbench: median/p90 per case x variant, one column per run; validate: each model's status per
@@ -17,7 +18,8 @@ unless --ignore-device. --plot DIR writes PNGs (needs matplotlib, the `plot` ext
 vs N_e with the hardware floor for T2, each variant vs the round trip for T1, scoreboard bars for ab.
 
 \b
-Exit codes: 0 shown, 2 bad input (unreadable document, devices differ), 4 matplotlib missing.""")
+Exit codes: 0 shown, 2 bad input (unreadable document, devices differ), 4 matplotlib missing."""
+)
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print markdown tables (PR comments, READMEs).")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), metavar="DIR", help="Write PNG plots into DIR.")

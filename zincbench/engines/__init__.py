@@ -12,7 +12,12 @@ import importlib
 import pkgutil
 
 from zincbench.engines.base import (  # noqa: F401
-    ENGINE_KINDS, GENERATE, TEACHER_FORCED, THROUGHPUT, Engine, register,
+    ENGINE_KINDS,
+    GENERATE,
+    TEACHER_FORCED,
+    THROUGHPUT,
+    Engine,
+    register,
 )
 from zincbench.errors import InputError
 from zincbench.plugins import load_plugins

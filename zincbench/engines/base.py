@@ -22,6 +22,7 @@ def register(kind: str):
         cls.kind = kind
         ENGINE_KINDS[kind] = cls
         return cls
+
     return deco
 
 
@@ -84,14 +85,29 @@ class Engine:
         """The executable this adapter starts, checked before a run writes anything (None: none, or in-process)."""
         return None
 
-    def generate(self, model: Path, prompt_ids: list[int], n_gen: int, *, env: dict[str, str] | None = None,
-                 timeout_s: float = 600.0) -> GenerationResult:
+    def generate(
+        self,
+        model: Path,
+        prompt_ids: list[int],
+        n_gen: int,
+        *,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 600.0,
+    ) -> GenerationResult:
         raise NotSupported(f"{self.kind} cannot generate token ids")
 
-    def teacher_forced(self, model: Path, prompt_ids: list[int], reference_ids: list[int], *,
-                       env: dict[str, str] | None = None, timeout_s: float = 600.0) -> TeacherForcedResult:
+    def teacher_forced(
+        self,
+        model: Path,
+        prompt_ids: list[int],
+        reference_ids: list[int],
+        *,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 600.0,
+    ) -> TeacherForcedResult:
         raise NotSupported(f"{self.kind} has no teacher-forced mode")
 
-    def throughput(self, model: Path, prompt_text: str, n_gen: int, *, env: dict[str, str] | None = None,
-                   timeout_s: float = 600.0) -> ThroughputResult:
+    def throughput(
+        self, model: Path, prompt_text: str, n_gen: int, *, env: dict[str, str] | None = None, timeout_s: float = 600.0
+    ) -> ThroughputResult:
         raise NotSupported(f"{self.kind} cannot measure throughput")

@@ -44,8 +44,16 @@ except ImportError:  # pragma: no cover - python 3.10
 
 from zincbench.config import build, load_yaml
 from zincbench.engines.base import (
-    GENERATE, TEACHER_FORCED, THROUGHPUT, Engine, GenerationResult, NotSupported, TeacherForcedResult, ThroughputResult,
-    file_md5, register,
+    GENERATE,
+    TEACHER_FORCED,
+    THROUGHPUT,
+    Engine,
+    GenerationResult,
+    NotSupported,
+    TeacherForcedResult,
+    ThroughputResult,
+    file_md5,
+    register,
 )
 from zincbench.errors import EnvironmentProblem, InputError
 from zincbench.measure.process import EngineFailure, checked, run_process
@@ -94,10 +102,12 @@ def _subpatterns(op, av) -> list:
 def _only_variable(body) -> bool:
     """Is every item of ``body`` of variable length (a+, b?, x{1,3}, or a group of such)? Then one
     string splits into its repetitions in exponentially many ways."""
+
     def variable(op, av) -> bool:
         if op in _BACKTRACKING_REPEATS:
             return av[0] != av[1]
         return op is _C.SUBPATTERN and _only_variable(av[-1])
+
     return len(body) > 0 and all(variable(op, av) for op, av in body)
 
 
@@ -122,8 +132,10 @@ def check_regex(key: str, pattern: str) -> None:
     except re.error as exc:
         raise ValueError(f"{key}: invalid regex {pattern!r}: {exc}") from None
     if catastrophic_repeat(sre_parse.parse(pattern)):
-        raise ValueError(f"{key}: regex {pattern!r} repeats a group of only variable-length parts (like (a+)+), "
-                         f"which can backtrack for hours on one line; anchor each repetition with a literal")
+        raise ValueError(
+            f"{key}: regex {pattern!r} repeats a group of only variable-length parts (like (a+)+), "
+            f"which can backtrack for hours on one line; anchor each repetition with a literal"
+        )
 
 
 def _tail(text: str, lines: int = 15) -> str:
@@ -169,8 +181,11 @@ def parse_rate(text: str, pattern: str | re.Pattern, what: str) -> tuple[int, fl
 def parse_throughput(text: str, prefill_regex: str, decode_regex: str | None = None) -> ThroughputResult:
     """Prefill rate (required) and decode rate (when the engine printed one: not for n_gen = 1)."""
     prefill_tokens, prefill_tps = parse_rate(text, prefill_regex, "prefill rate line")
-    decode_tokens, decode_tps = (parse_rate(text, decode_regex, "decode rate line")
-                                 if decode_regex and _search_lines(decode_regex, text) else (None, None))
+    decode_tokens, decode_tps = (
+        parse_rate(text, decode_regex, "decode rate line")
+        if decode_regex and _search_lines(decode_regex, text)
+        else (None, None)
+    )
     return ThroughputResult(prefill_tokens, prefill_tps, decode_tokens, decode_tps)
 
 
@@ -179,8 +194,10 @@ def render_command(template: str, values: dict) -> list[str]:
     try:
         return [word.format(**values) for word in shlex.split(template)]
     except KeyError as exc:
-        raise InputError(f"unknown placeholder {{{exc.args[0]}}} in engine command {template!r} "
-                         f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})") from None
+        raise InputError(
+            f"unknown placeholder {{{exc.args[0]}}} in engine command {template!r} "
+            f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})"
+        ) from None
     except (ValueError, IndexError) as exc:
         raise InputError(f"malformed engine command {template!r}: {exc}") from None
 
@@ -251,8 +268,12 @@ class GenericEngine(Engine):
 
     def describe(self) -> dict:
         binary = shutil.which(self.bin) if self.bin else None
-        return {"kind": self.kind, "bin": self.bin, "md5": file_md5(binary) if binary else None,
-                "config": self.config_path}
+        return {
+            "kind": self.kind,
+            "bin": self.bin,
+            "md5": file_md5(binary) if binary else None,
+            "config": self.config_path,
+        }
 
     def _run(self, template: str, values: dict, env, timeout_s: float) -> str:
         if "{bin}" in template and not self.bin:
@@ -263,16 +284,19 @@ class GenericEngine(Engine):
 
     def check_prompt(self, prompt_ids) -> None:
         if self.max_prompt_ids is not None and len(prompt_ids) > self.max_prompt_ids:
-            raise InputError(f"{self.kind} engine accepts at most {self.max_prompt_ids} prompt ids "
-                             f"(it would drop the rest silently); this prompt has {len(prompt_ids)}")
+            raise InputError(
+                f"{self.kind} engine accepts at most {self.max_prompt_ids} prompt ids "
+                f"(it would drop the rest silently); this prompt has {len(prompt_ids)}"
+            )
 
     def generate(self, model, prompt_ids, n_gen, *, env=None, timeout_s=600.0) -> GenerationResult:
         if self.spec.generate is None:
             raise NotSupported(f"{self.kind} engine config has no generate section")
         self.check_prompt(prompt_ids)
         spec = self.spec.generate
-        text = self._run(spec.command, {"model": model, "prompt_ids": ids_csv(prompt_ids), "n_gen": n_gen},
-                         env, timeout_s)
+        text = self._run(
+            spec.command, {"model": model, "prompt_ids": ids_csv(prompt_ids), "n_gen": n_gen}, env, timeout_s
+        )
         if spec.prompt_ids_regex and parse_ids(text, spec.prompt_ids_regex, "prompt ids echo") != list(prompt_ids):
             raise EngineFailure("garbage", "the engine echoed different prompt ids than it was given", _tail(text))
         return GenerationResult(list(prompt_ids), parse_ids(text, spec.ids_regex, "generated ids"))
@@ -281,8 +305,12 @@ class GenericEngine(Engine):
         if self.spec.teacher_forced is None:
             raise NotSupported(f"{self.kind} engine config has no teacher_forced section")
         self.check_prompt(prompt_ids)
-        values = {"model": model, "prompt_ids": ids_csv(prompt_ids), "ref_ids": ids_csv(reference_ids),
-                  "n_gen": len(reference_ids)}
+        values = {
+            "model": model,
+            "prompt_ids": ids_csv(prompt_ids),
+            "ref_ids": ids_csv(reference_ids),
+            "n_gen": len(reference_ids),
+        }
         text = self._run(self.spec.teacher_forced.command, values, env, timeout_s)
         return TeacherForcedResult(*parse_ratio(text, self.spec.teacher_forced.match_regex, "teacher-forced match"))
 

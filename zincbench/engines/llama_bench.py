@@ -24,8 +24,14 @@ class LlamaBenchEngine(Engine):
     def for_run(cls, bin=None, config=None, *, prompt_tokens: int = 512, llama=None) -> "LlamaBenchEngine":
         return cls(bin=bin, config=config, n_prompt=prompt_tokens)  # it feeds random ids: T is its argument
 
-    def __init__(self, bin: str | Path | None = None, config=None, n_prompt: int = 512, n_gpu_layers: int = 99,
-                 extra_args: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        bin: str | Path | None = None,
+        config=None,
+        n_prompt: int = 512,
+        n_gpu_layers: int = 99,
+        extra_args: tuple[str, ...] = (),
+    ):
         if not bin:
             raise InputError("the llama-bench engine needs the llama-bench binary")
         if config is not None:
@@ -39,20 +45,39 @@ class LlamaBenchEngine(Engine):
         return self.binary
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "binary": str(self.binary), "md5": file_md5(self.binary),
-                "n_prompt": self.n_prompt, "n_gpu_layers": self.n_gpu_layers, "extra_args": list(self.extra_args)}
+        return {
+            "kind": self.kind,
+            "binary": str(self.binary),
+            "md5": file_md5(self.binary),
+            "n_prompt": self.n_prompt,
+            "n_gpu_layers": self.n_gpu_layers,
+            "extra_args": list(self.extra_args),
+        }
 
-    def throughput(self, model: Path, prompt_text: str, n_gen: int, *, env: dict[str, str] | None = None,
-                   timeout_s: float = 600.0) -> ThroughputResult:
-        rows = run_llama_bench(self.binary, model, self.n_prompt, n_gen, 1, n_gpu_layers=self.n_gpu_layers,
-                               extra_args=self.extra_args, env=env, timeout_s=timeout_s)
+    def throughput(
+        self, model: Path, prompt_text: str, n_gen: int, *, env: dict[str, str] | None = None, timeout_s: float = 600.0
+    ) -> ThroughputResult:
+        rows = run_llama_bench(
+            self.binary,
+            model,
+            self.n_prompt,
+            n_gen,
+            1,
+            n_gpu_layers=self.n_gpu_layers,
+            extra_args=self.extra_args,
+            env=env,
+            timeout_s=timeout_s,
+        )
         pp = next((r for r in rows if r.is_prefill), None)
         tg = next((r for r in rows if r.is_decode), None)
         if pp is None:
-            raise EngineFailure("garbage", f"llama-bench printed no pp{self.n_prompt} row",
-                                "\n".join(r.test for r in rows))
+            raise EngineFailure(
+                "garbage", f"llama-bench printed no pp{self.n_prompt} row", "\n".join(r.test for r in rows)
+            )
         return ThroughputResult(
-            prefill_tokens=pp.n_prompt, prefill_tps=pp.avg_ts,
-            decode_tokens=tg.n_gen if tg else None, decode_tps=tg.avg_ts if tg else None,
+            prefill_tokens=pp.n_prompt,
+            prefill_tps=pp.avg_ts,
+            decode_tokens=tg.n_gen if tg else None,
+            decode_tps=tg.avg_ts if tg else None,
             extra={"build_commit": pp.build_commit, "backend": pp.backend, "gpu_info": pp.gpu_info},
         )

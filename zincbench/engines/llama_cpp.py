@@ -31,8 +31,10 @@ from zincbench.engines.zinc_dbg import GEN_IDS_RE, PROMPT_IDS_RE, TF_MATCH_RE
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError, ZincbenchError
 from zincbench.measure.process import run_process, signal_name
 
-PORTABLE_REBUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall '
-                    '--no-binary llama-cpp-python llama-cpp-python')
+PORTABLE_REBUILD = (
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall '
+    "--no-binary llama-cpp-python llama-cpp-python"
+)
 REFERENCE_PREFIX = "REFERENCE:"
 
 
@@ -46,8 +48,10 @@ def import_llama_cpp():
     try:
         import llama_cpp
     except ImportError:
-        raise EnvironmentProblem(f"this needs llama.cpp's Python binding (llama-cpp-python, the optional `reference` "
-                                 f"extra), which is not installed: {install_hint()}") from None
+        raise EnvironmentProblem(
+            f"this needs llama.cpp's Python binding (llama-cpp-python, the optional `reference` "
+            f"extra), which is not installed: {install_hint()}"
+        ) from None
     except (OSError, RuntimeError) as exc:  # its libllama (LLAMA_CPP_LIB_PATH, when set) failed to load
         raise EnvironmentProblem(f"llama-cpp-python could not load libllama: {type(exc).__name__}: {exc}") from None
     return llama_cpp
@@ -90,9 +94,14 @@ class LlamaCppModel:
             raise InputError(f"GGUF not found: {self.path}")
         try:
             self.llm = llama_cpp.Llama(
-                model_path=str(self.path), n_gpu_layers=settings.n_gpu_layers, n_ctx=settings.n_ctx,
-                n_batch=settings.n_batch, n_ubatch=settings.n_batch, n_threads=settings.n_threads,
-                logits_all=False, verbose=False,
+                model_path=str(self.path),
+                n_gpu_layers=settings.n_gpu_layers,
+                n_ctx=settings.n_ctx,
+                n_batch=settings.n_batch,
+                n_ubatch=settings.n_batch,
+                n_threads=settings.n_threads,
+                logits_all=False,
+                verbose=False,
             )
         except (ValueError, RuntimeError) as exc:
             raise InputError(f"llama.cpp could not load {self.path}: {exc}") from None
@@ -133,8 +142,9 @@ class LlamaCppModel:
         self.llm.close()
 
 
-def decode_reference(gguf: str | Path, prompt: str, n_gen: int, settings: LlamaSettings = LlamaSettings(),
-                     timeout_s: float = 600.0) -> tuple[list[int], Decoded]:
+def decode_reference(
+    gguf: str | Path, prompt: str, n_gen: int, settings: LlamaSettings = LlamaSettings(), timeout_s: float = 600.0
+) -> tuple[list[int], Decoded]:
     """(prompt ids, greedy decode with top-2 logits) of llama.cpp, computed in a child process.
 
     A child that dies of a signal, times out or cannot load the library is an EnvironmentProblem
@@ -148,10 +158,13 @@ def decode_reference(gguf: str | Path, prompt: str, n_gen: int, settings: LlamaS
     if result.fatal_signal == signal.SIGILL:  # an instruction this CPU lacks: a native build's AMX, AVX-512, ...
         raise EnvironmentProblem(
             f"llama.cpp crashed: killed by SIGILL while decoding {name} (a libllama built for CPU features this host "
-            f"lacks, such as AMX); rebuild it portably: {PORTABLE_REBUILD}")
+            f"lacks, such as AMX); rebuild it portably: {PORTABLE_REBUILD}"
+        )
     if result.fatal_signal is not None:
-        raise EnvironmentProblem(f"llama.cpp crashed: killed by {signal_name(result.fatal_signal)} while decoding "
-                                 f"{name} (last output: {last_line})")
+        raise EnvironmentProblem(
+            f"llama.cpp crashed: killed by {signal_name(result.fatal_signal)} while decoding "
+            f"{name} (last output: {last_line})"
+        )
     if result.timed_out:
         raise EnvironmentProblem(f"llama.cpp reference for {name} timed out after {timeout_s:g} s")
     if result.returncode == ExitCode.USAGE:
@@ -163,8 +176,9 @@ def decode_reference(gguf: str | Path, prompt: str, n_gen: int, settings: LlamaS
         data = json.loads(lines[-1].removeprefix(REFERENCE_PREFIX))
         return data["prompt_ids"], Decoded(data["ids"], [tuple(t) for t in data["top2"]])
     except (IndexError, ValueError, KeyError, TypeError):
-        raise EnvironmentProblem(f"llama.cpp reference for {name}: no readable {REFERENCE_PREFIX} line "
-                                 f"in the child's output ({last_line})") from None
+        raise EnvironmentProblem(
+            f"llama.cpp reference for {name}: no readable {REFERENCE_PREFIX} line in the child's output ({last_line})"
+        ) from None
 
 
 @register("llama-cpp")
@@ -181,12 +195,15 @@ class LlamaCppEngine(GenericEngine):
         if config is not None:
             raise InputError("the llama-cpp engine takes no --engine-config (use --engine-kind generic)")
         if importlib.util.find_spec("llama_cpp") is None:
-            raise EnvironmentProblem(f"the llama-cpp engine needs llama.cpp's Python binding (llama-cpp-python, the "
-                                     f"optional `reference` extra), which is not installed: {install_hint()}")
+            raise EnvironmentProblem(
+                f"the llama-cpp engine needs llama.cpp's Python binding (llama-cpp-python, the "
+                f"optional `reference` extra), which is not installed: {install_hint()}"
+            )
         if bin is not None and not Path(bin).is_dir():
             raise InputError(f"llama-cpp --engine-bin must be a folder holding libllama, got {bin}")
         self.lib_path = bin
         self.settings = settings
+
         def child(arguments: str) -> str:  # {bin} is this interpreter
             return " ".join([f"{{bin}} -m {__name__}", arguments, *settings.cli_args()])
 
@@ -198,8 +215,12 @@ class LlamaCppEngine(GenericEngine):
         super().__init__(spec, bin=sys.executable)
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "lib_path": self.lib_path, "llama_cpp_python": llama_cpp_version(),
-                **dataclasses.asdict(self.settings)}
+        return {
+            "kind": self.kind,
+            "lib_path": self.lib_path,
+            "llama_cpp_python": llama_cpp_version(),
+            **dataclasses.asdict(self.settings),
+        }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import re
 
-from zincbench.engines.base import TeacherForcedResult, ThroughputResult, register
 from zincbench.engines import generic
+from zincbench.engines.base import TeacherForcedResult, ThroughputResult, register
 from zincbench.engines.generic import (
-    EngineSpec, GenerateSpec, GenericEngine, TeacherForcedSpec, ThroughputSpec, parse_ids, parse_ratio,
+    EngineSpec,
+    GenerateSpec,
+    GenericEngine,
+    TeacherForcedSpec,
+    ThroughputSpec,
+    parse_ids,
+    parse_ratio,
 )
 from zincbench.errors import InputError
 
@@ -52,8 +58,10 @@ def parse_throughput(text: str) -> ThroughputResult:
 class ZincDbgEngine(GenericEngine):
     def __init__(self, bin: str | None = None, config=None):
         if not bin:
-            raise InputError("the zinc-dbg engine needs --engine-bin PATH (the cuda-dbg binary, "
-                             "e.g. the newest .zig-cache/o/*/cuda-dbg)")
+            raise InputError(
+                "the zinc-dbg engine needs --engine-bin PATH (the cuda-dbg binary, "
+                "e.g. the newest .zig-cache/o/*/cuda-dbg)"
+            )
         if config is not None:
             raise InputError("the zinc-dbg engine takes no --engine-config (use --engine-kind generic)")
         super().__init__(SPEC, bin=bin)

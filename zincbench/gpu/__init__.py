@@ -16,13 +16,15 @@ def require_cupy(what: str = "this command"):
     except ImportError:
         raise EnvironmentProblem(f"{what} needs CuPy and a CUDA GPU; CuPy is not installed ({cupy_hint()})") from None
     except Exception as exc:  # CuPy installed but broken for this machine (its CUDA libraries)
-        raise EnvironmentProblem(f"{what} needs a CUDA GPU; CuPy is installed but cannot load its CUDA libraries "
-                                 f"({_cuda_words(exc)})") from None
+        raise EnvironmentProblem(
+            f"{what} needs a CUDA GPU; CuPy is installed but cannot load its CUDA libraries ({_cuda_words(exc)})"
+        ) from None
     try:
         n = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError (no device) or CuPy's own error (no driver)
-        raise EnvironmentProblem(f"{what} needs a CUDA GPU; CuPy finds none on this machine "
-                                 f"({_cuda_words(exc)})") from None
+        raise EnvironmentProblem(
+            f"{what} needs a CUDA GPU; CuPy finds none on this machine ({_cuda_words(exc)})"
+        ) from None
     if n == 0:
         raise EnvironmentProblem(f"{what} needs a CUDA GPU; CuPy finds none on this machine")
     return cupy

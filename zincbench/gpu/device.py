@@ -76,8 +76,15 @@ def environment_report(include_tools: bool = True) -> dict:
 
     Never raises for a missing GPU or CuPy: those become entries in ``problems``.
     """
-    report: dict = {"host": platform.node(), "python": platform.python_version(), "gpu": None, "software": {},
-                    "nvml": None, "tools": {}, "problems": []}
+    report: dict = {
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "gpu": None,
+        "software": {},
+        "nvml": None,
+        "tools": {},
+        "problems": [],
+    }
     try:
         import cupy
     except ImportError:
@@ -92,9 +99,14 @@ def environment_report(include_tools: bool = True) -> dict:
             info = None
         if info is not None:
             report["gpu"] = {
-                "index": info.index, "name": info.name, "uuid": info.uuid, "arch": info.arch,
-                "compute_capability": info.compute_capability, "sm_count": info.sm_count,
-                "l2_mib": round(info.l2_bytes / 2**20, 1), "memory_gib": round(info.memory_bytes / 2**30, 1),
+                "index": info.index,
+                "name": info.name,
+                "uuid": info.uuid,
+                "arch": info.arch,
+                "compute_capability": info.compute_capability,
+                "sm_count": info.sm_count,
+                "l2_mib": round(info.l2_bytes / 2**20, 1),
+                "memory_gib": round(info.memory_bytes / 2**30, 1),
                 "pci_bus_id": info.pci_bus_id,
             }
             nvml = Nvml(pci_bus_id=info.pci_bus_id)
@@ -102,8 +114,8 @@ def environment_report(include_tools: bool = True) -> dict:
             if not nvml.available:
                 report["problems"].append(f"NVML unavailable ({nvml.error}): no clock/throttle records per sample")
             elif report["nvml"].get("other_compute_processes"):
-                report["problems"].append(
-                    f"{len(report['nvml']['other_compute_processes'])} other compute process(es) on this GPU: timings may be disturbed")
+                others = len(report["nvml"]["other_compute_processes"])
+                report["problems"].append(f"{others} other compute process(es) on this GPU: timings may be disturbed")
     if include_tools:
         for name, tool in describe_tools().items():
             report["tools"][name] = {"path": tool.path, "version": tool.version}

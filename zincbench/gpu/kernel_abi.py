@@ -24,18 +24,38 @@ import numpy as np
 from zincbench.errors import InputError
 
 # C spellings of the field types a push struct or scalar parameter may have -> our kind names
-C_TYPES = {"unsigned": "u32", "unsigned int": "u32", "uint32_t": "u32", "uint": "u32", "int": "i32",
-           "int32_t": "i32", "unsigned long long": "u64", "unsigned long long int": "u64", "uint64_t": "u64",
-           "size_t": "u64", "long long": "i64", "long long int": "i64", "int64_t": "i64", "float": "f32"}
-KINDS = {"u32": np.dtype("<u4"), "i32": np.dtype("<i4"), "u64": np.dtype("<u8"), "i64": np.dtype("<i8"),
-         "f32": np.dtype("<f4")}
+C_TYPES = {
+    "unsigned": "u32",
+    "unsigned int": "u32",
+    "uint32_t": "u32",
+    "uint": "u32",
+    "int": "i32",
+    "int32_t": "i32",
+    "unsigned long long": "u64",
+    "unsigned long long int": "u64",
+    "uint64_t": "u64",
+    "size_t": "u64",
+    "long long": "i64",
+    "long long int": "i64",
+    "int64_t": "i64",
+    "float": "f32",
+}
+KINDS = {
+    "u32": np.dtype("<u4"),
+    "i32": np.dtype("<i4"),
+    "u64": np.dtype("<u8"),
+    "i64": np.dtype("<i8"),
+    "f32": np.dtype("<f4"),
+}
 POINTER_BYTES = 8
 QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|__grid_constant__|struct)\b")
 COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 STRUCT = re.compile(r"\bstruct\s+(\w+)\s*\{([^{}]*)\}\s*;")
 TYPEDEF_STRUCT = re.compile(r"\btypedef\s+struct\s*\w*\s*\{([^{}]*)\}\s*(\w+)\s*;")
-KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\([^()]*\)\s*)?'
-                    r"(?:void\s+)?(\w+)\s*\(([^()]*)\)")
+KERNEL = re.compile(
+    r'extern\s+"C"\s+__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\([^()]*\)\s*)?'
+    r"(?:void\s+)?(\w+)\s*\(([^()]*)\)"
+)
 DECLARATOR = re.compile(r"^(\w+)\s*(?:\[\s*(\d+)\s*\])?$")
 
 
@@ -53,9 +73,13 @@ class PushLayout:
     @property
     def dtype(self) -> np.dtype:
         """The C layout: natural alignment, size rounded up to the struct's alignment."""
-        return np.dtype({"names": [f for f, _, _ in self.fields],
-                         "formats": [KINDS[k] if n == 1 else (KINDS[k], (n,)) for _, k, n in self.fields]},
-                        align=True)
+        return np.dtype(
+            {
+                "names": [f for f, _, _ in self.fields],
+                "formats": [KINDS[k] if n == 1 else (KINDS[k], (n,)) for _, k, n in self.fields],
+            },
+            align=True,
+        )
 
     @property
     def alignment(self) -> int:
@@ -70,8 +94,14 @@ class PushLayout:
         missing = [f for f in self.names if f not in values]
         unknown = sorted(set(values) - set(self.names))
         if missing or unknown:
-            said = "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
-                                               f"unknown {', '.join(unknown)}" if unknown else "") if part)
+            said = "; ".join(
+                part
+                for part in (
+                    f"missing {', '.join(missing)}" if missing else "",
+                    f"unknown {', '.join(unknown)}" if unknown else "",
+                )
+                if part
+            )
             raise AbiError(f"{where}: {self.name} has fields {', '.join(self.names)} ({said})")
         record = np.zeros((), self.dtype)
         for name, kind, length in self.fields:
@@ -119,8 +149,10 @@ class KernelAbi:
     def parameters(self, pointers: Sequence[int], values: Mapping[str, Any], where: str) -> bytes:
         """The whole parameter buffer ``cuLaunchKernel`` reads: pointers, then the push fields."""
         if len(pointers) != len(self.buffers):
-            raise AbiError(f"{where}: {self.entry} takes {len(self.buffers)} buffers "
-                           f"({', '.join(self.buffers) or 'none'}), got {len(pointers)}")
+            raise AbiError(
+                f"{where}: {self.entry} takes {len(self.buffers)} buffers "
+                f"({', '.join(self.buffers) or 'none'}), got {len(pointers)}"
+            )
         out = b"".join(int(p).to_bytes(POINTER_BYTES, "little") for p in pointers)
         if not self.push.fields:
             return out
@@ -153,7 +185,7 @@ class SourceAbi:
 
     def kernel(self, entry: str) -> KernelAbi:
         if entry not in self.kernels:
-            raise AbiError(f"no extern \"C\" __global__ {entry}(...) in the source")
+            raise AbiError(f'no extern "C" __global__ {entry}(...) in the source')
         buffers, scalars, struct_param = [], [], None
         for i, param in enumerate(p for p in self.kernels[entry].split(",") if p.strip()):
             text = QUALIFIERS.sub(" ", param).strip()
@@ -171,8 +203,10 @@ class SourceAbi:
             elif c_type in self.structs and struct_param is None and not scalars:
                 struct_param = c_type
             else:
-                raise AbiError(f"{entry}: parameter {param.strip()!r} is neither a buffer, a push struct "
-                               f"nor a scalar of {', '.join(sorted(set(C_TYPES.values())))}")
+                raise AbiError(
+                    f"{entry}: parameter {param.strip()!r} is neither a buffer, a push struct "
+                    f"nor a scalar of {', '.join(sorted(set(C_TYPES.values())))}"
+                )
         if struct_param and scalars:
             raise AbiError(f"{entry}: parameters after the push struct {struct_param}")
         if struct_param:

@@ -9,8 +9,15 @@ from dataclasses import dataclass
 # hardware slowdowns. Idle and application-clock settings are not slowdowns of a running kernel.
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 REASON_NAMES = {
-    0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
-    0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clocks",
+    0x1: "gpu_idle",
+    0x2: "applications_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+    0x100: "display_clocks",
 }
 
 
@@ -64,7 +71,11 @@ class Nvml:
 
     def clock_sample(self) -> ClockSample:
         sm = self._call("nvmlDeviceGetClockInfo", 1) if self.available else None  # NVML_CLOCK_SM = 1
-        fn = "nvmlDeviceGetCurrentClocksEventReasons" if hasattr(getattr(self, "nv", None), "nvmlDeviceGetCurrentClocksEventReasons") else "nvmlDeviceGetCurrentClocksThrottleReasons"
+        fn = (
+            "nvmlDeviceGetCurrentClocksEventReasons"
+            if hasattr(getattr(self, "nv", None), "nvmlDeviceGetCurrentClocksEventReasons")
+            else "nvmlDeviceGetCurrentClocksThrottleReasons"
+        )
         reasons = self._call(fn) if self.available else None
         return ClockSample(sm, int(reasons or 0))
 

@@ -88,8 +88,9 @@ def _write_atomically(path: Path, data: bytes) -> None:
         pass  # the cache is an optimisation: a read-only or full disk only costs a recompile
 
 
-def compile_cubin(source: str, *, filename: str, options: tuple[str, ...],
-                  name_expressions: tuple[str, ...] = ()) -> Compiled:
+def compile_cubin(
+    source: str, *, filename: str, options: tuple[str, ...], name_expressions: tuple[str, ...] = ()
+) -> Compiled:
     """Compile ``source`` with exactly ``options``; KernelCompileError carries NVRTC's log."""
     nvrtc = _nvrtc()
     version = nvrtc_version()
@@ -144,8 +145,9 @@ class LoadedModule:
 
 
 @lru_cache(maxsize=None)
-def load_cached(source: str, filename: str, options: tuple[str, ...], name_expressions: tuple[str, ...] = (),
-                device_id: int = 0) -> LoadedModule:
+def load_cached(
+    source: str, filename: str, options: tuple[str, ...], name_expressions: tuple[str, ...] = (), device_id: int = 0
+) -> LoadedModule:
     """Compile (or fetch from the disk cache) and load once per process and device."""
     return LoadedModule(compile_cubin(source, filename=filename, options=options, name_expressions=name_expressions))
 
@@ -170,22 +172,34 @@ class PackedLaunch:
     caller that keeps only the launch cannot free them under it (a freed workspace is reused by the next
     allocation: the kernel would write into someone else's array)."""
 
-    def __init__(self, function, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int,
-                 params: bytes, buffers: tuple):
+    def __init__(
+        self,
+        function,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        params: bytes,
+        buffers: tuple,
+    ):
         self.function, self.grid, self.block, self.shared_bytes = function, grid, block, shared_bytes
         self.params = bytes(params)
         self.buffers = tuple(buffers)
         # ctypes objects the driver reads at launch time: kept alive with the launch.
         self._buffer = ctypes.create_string_buffer(params, max(len(params), 1))
         self._size = ctypes.c_size_t(len(params))
-        self._extra = (ctypes.c_void_p * 5)(CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(self._buffer),
-                                            CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self._size),
-                                            CU_LAUNCH_PARAM_END)
+        self._extra = (ctypes.c_void_p * 5)(
+            CU_LAUNCH_PARAM_BUFFER_POINTER,
+            ctypes.addressof(self._buffer),
+            CU_LAUNCH_PARAM_BUFFER_SIZE,
+            ctypes.addressof(self._size),
+            CU_LAUNCH_PARAM_END,
+        )
         set_dynamic_shared(function, shared_bytes)
 
     def __call__(self) -> None:
         import cupy
 
         stream = cupy.cuda.get_current_stream().ptr
-        cupy.cuda.driver.launchKernel(self.function.ptr, *self.grid, *self.block, self.shared_bytes, stream,
-                                      0, ctypes.addressof(self._extra))
+        cupy.cuda.driver.launchKernel(
+            self.function.ptr, *self.grid, *self.block, self.shared_bytes, stream, 0, ctypes.addressof(self._extra)
+        )

@@ -47,8 +47,12 @@ def _device_arch() -> str:
 def _load(name: str, digest: str, arch: str, options: tuple[str, ...], name_expressions: tuple[str, ...]):
     from zincbench.gpu.nvrtc import LoadedModule, compile_cubin, engine_options
 
-    compiled = compile_cubin(kernel_source(name), filename=f"kernels/{name}",
-                             options=engine_options(arch) + options, name_expressions=name_expressions)
+    compiled = compile_cubin(
+        kernel_source(name),
+        filename=f"kernels/{name}",
+        options=engine_options(arch) + options,
+        name_expressions=name_expressions,
+    )
     return LoadedModule(compiled)
 
 
@@ -65,8 +69,9 @@ def get_kernel(name: str, function: str, options: tuple[str, ...] = (), name_exp
     return load_module(name, options, name_expressions).function(function)
 
 
-def engine_abi_launch(name: str, entry: str, grid, block, shared_bytes: int, buffers: Mapping[str, Any],
-                      push: Mapping[str, Any]):
+def engine_abi_launch(
+    name: str, entry: str, grid, block, shared_bytes: int, buffers: Mapping[str, Any], push: Mapping[str, Any]
+):
     """A launch of a ``kernels/<name>`` kernel in the engine's ABI, buffers and push fields given by name and
     laid out by the kernel's own signature and struct (zincbench.gpu.kernel_abi): the one definition."""
     from zincbench.gpu.kernel_abi import AbiError, kernel_abi
@@ -78,12 +83,15 @@ def engine_abi_launch(name: str, entry: str, grid, block, shared_bytes: int, buf
         raise AbiError(f"{where} takes buffers {', '.join(abi.buffers)}, got {', '.join(buffers)}")
     arrays = tuple(buffers[b] for b in abi.buffers)
     params = abi.parameters([a.data.ptr for a in arrays], push, where)
-    return PackedLaunch(load_module(name).function(entry), (*grid, 1, 1)[:3], (*block, 1, 1)[:3], shared_bytes, params,
-                        arrays)
+    return PackedLaunch(
+        load_module(name).function(entry), (*grid, 1, 1)[:3], (*block, 1, 1)[:3], shared_bytes, params, arrays
+    )
 
 
 def find_nvcc() -> str | None:
-    return shutil.which("nvcc") or (str(Path("/usr/local/cuda/bin/nvcc")) if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    return shutil.which("nvcc") or (
+        str(Path("/usr/local/cuda/bin/nvcc")) if Path("/usr/local/cuda/bin/nvcc").exists() else None
+    )
 
 
 def nvcc_compile_check(name: str, arch: str, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -97,7 +105,17 @@ def nvcc_compile_check(name: str, arch: str, extra: tuple[str, ...] = ()) -> sub
     path = KERNELS_DIR / name
     # ZINCBENCH_COMPILE_CHECK makes template kernels instantiate representative shapes (NVRTC
     # instantiates the declared ones at run time through name expressions).
-    cmd = [nvcc, "-std=c++17", f"-arch={arch}", "-cubin", "-o", os.devnull, "-DZINCBENCH_COMPILE_CHECK", *extra, str(path)]
+    cmd = [
+        nvcc,
+        "-std=c++17",
+        f"-arch={arch}",
+        "-cubin",
+        "-o",
+        os.devnull,
+        "-DZINCBENCH_COMPILE_CHECK",
+        *extra,
+        str(path),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise KernelCompileError(f"nvcc failed for kernels/{name} ({arch}):\n{proc.stderr.strip()}")

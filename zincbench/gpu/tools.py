@@ -23,19 +23,29 @@ TOOL_PURPOSE = {
 # that says one is missing.
 PROFILER_PRODUCT = {"nsys": "NVIDIA Nsight Systems", "ncu": "NVIDIA Nsight Compute"}
 INSTALL_HINTS = {
-    "nsys": ("install NVIDIA Nsight Systems (https://developer.nvidia.com/nsight-systems) and put nsys on PATH; "
-             "Nsight Compute also bundles one under /opt/nvidia/nsight-compute/<version>/host/target-linux-x64/nsys"),
-    "ncu": ("install NVIDIA Nsight Compute (https://developer.nvidia.com/nsight-compute; the CUDA toolkit "
-            "ships it as /usr/local/cuda/bin/ncu) and put ncu on PATH"),
+    "nsys": (
+        "install NVIDIA Nsight Systems (https://developer.nvidia.com/nsight-systems) and put nsys on PATH; "
+        "Nsight Compute also bundles one under /opt/nvidia/nsight-compute/<version>/host/target-linux-x64/nsys"
+    ),
+    "ncu": (
+        "install NVIDIA Nsight Compute (https://developer.nvidia.com/nsight-compute; the CUDA toolkit "
+        "ships it as /usr/local/cuda/bin/ncu) and put ncu on PATH"
+    ),
 }
 
 # Nsight Systems often ships only inside Nsight Compute / the CUDA toolkit, off PATH.
 _EXTRA_LOCATIONS = {
-    "nsys": ["/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys", "/opt/nvidia/nsight-systems/*/bin/nsys",
-             "/usr/local/cuda/bin/nsys"],
+    "nsys": [
+        "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+        "/opt/nvidia/nsight-systems/*/bin/nsys",
+        "/usr/local/cuda/bin/nsys",
+    ],
     "ncu": ["/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/bin/ncu"],
     "nvcc": ["/usr/local/cuda/bin/nvcc"],
-    "compute-sanitizer": ["/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer"],
+    "compute-sanitizer": [
+        "/usr/local/cuda/bin/compute-sanitizer",
+        "/usr/local/cuda/compute-sanitizer/compute-sanitizer",
+    ],
 }
 
 _VERSION_RE = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
@@ -105,7 +115,9 @@ def nsys_importer_problem(nsys_path: str) -> str | None:
             return None
         missing = [line.split()[0] for line in out.splitlines() if "not found" in line]
         if missing:
-            return (f"nsys's QdstrmImporter cannot load {', '.join(missing)}: reports stay .qdstrm. Install elfutils' "
-                    "libdw1 and libelf1 (e.g. `apt-get download libdw1 libelf1`, `dpkg -x` them into a folder) and put "
-                    "their usr/lib/x86_64-linux-gnu on LD_LIBRARY_PATH")
+            return (
+                f"nsys's QdstrmImporter cannot load {', '.join(missing)}: reports stay .qdstrm. Install elfutils' "
+                "libdw1 and libelf1 (e.g. `apt-get download libdw1 libelf1`, `dpkg -x` them into a folder) and put "
+                "their usr/lib/x86_64-linux-gnu on LD_LIBRARY_PATH"
+            )
     return None

@@ -35,8 +35,11 @@ def measure_ceilings(timer: GpuTimer) -> CeilingRecord:
         a = cupy.random.standard_normal((GEMM_N, GEMM_N), dtype=cupy.float32).astype(cupy.float16)
         b = cupy.random.standard_normal((GEMM_N, GEMM_N), dtype=cupy.float32).astype(cupy.float16)
         c = cupy.empty((GEMM_N, GEMM_N), dtype=cupy.float16)
-    copy = timer.measure(lambda: cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, COPY_BYTES, 3, timer.stream.ptr),
-                         name="ceiling/copy", rule=rule)
+    copy = timer.measure(
+        lambda: cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, COPY_BYTES, 3, timer.stream.ptr),
+        name="ceiling/copy",
+        rule=rule,
+    )
     gemm = timer.measure(lambda: cupy.matmul(a, b, out=c), name="ceiling/cublas_fp16", rule=rule)
     copy_us = summarize(copy.gpu_us).median
     gemm_us = summarize(gemm.gpu_us).median

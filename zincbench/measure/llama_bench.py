@@ -38,7 +38,9 @@ _MD_FIELDS = {"model": "model_type", "backend": "backends", "ngl": "n_gpu_layers
 _MD_TEST = re.compile(r"^(?:pp(?P<p>\d+)(?:\+tg(?P<pg>\d+))?|tg(?P<g>\d+))(?:\s*@\s*d(?P<d>\d+))?$")
 _MD_RATE = re.compile(r"^(?P<avg>[-+0-9.eE]+|nan|inf)\s*±\s*(?P<sd>[-+0-9.eE]+|nan|inf)$")
 _MD_FOOTER = re.compile(r"^build:\s*(?P<commit>\S+)\s*\((?P<number>\d+)\)\s*$")
-_SQL_STATEMENT = re.compile(r"^\s*(CREATE\s+TABLE\s+IF\s+NOT\s+EXISTS\s+llama_bench\b|INSERT\s+INTO\s+llama_bench\b)", re.I)
+_SQL_STATEMENT = re.compile(
+    r"^\s*(CREATE\s+TABLE\s+IF\s+NOT\s+EXISTS\s+llama_bench\b|INSERT\s+INTO\s+llama_bench\b)", re.I
+)
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,15 @@ class LlamaBenchRow:
     def summary(self) -> dict:
         """The parsed fields (no raw dict), ``samples_ts`` only when the format carries samples."""
         out = {
-            "model_filename": self.model_filename, "model_type": self.model_type, "backend": self.backend,
-            "test": self.test, "n_prompt": self.n_prompt, "n_gen": self.n_gen, "n_depth": self.n_depth,
-            "avg_ts": self.avg_ts, "stddev_ts": self.stddev_ts,
+            "model_filename": self.model_filename,
+            "model_type": self.model_type,
+            "backend": self.backend,
+            "test": self.test,
+            "n_prompt": self.n_prompt,
+            "n_gen": self.n_gen,
+            "n_depth": self.n_depth,
+            "avg_ts": self.avg_ts,
+            "stddev_ts": self.stddev_ts,
         }
         if self.samples_ts is not None:
             out["samples_ts"] = list(self.samples_ts)
@@ -149,15 +157,38 @@ def load(path: str | os.PathLike, fmt: str | None = None) -> list[LlamaBenchRow]
     return parse(read_text(p, "llama-bench file"), source=str(p), fmt=fmt)
 
 
-def run_llama_bench(binary: str | os.PathLike, model: str | os.PathLike, n_prompt: int, n_gen: int, reps: int, *,
-                    n_gpu_layers: int = 99, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
-                    timeout_s: float = 600.0) -> list[LlamaBenchRow]:
+def run_llama_bench(
+    binary: str | os.PathLike,
+    model: str | os.PathLike,
+    n_prompt: int,
+    n_gen: int,
+    reps: int,
+    *,
+    n_gpu_layers: int = 99,
+    extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    timeout_s: float = 600.0,
+) -> list[LlamaBenchRow]:
     """Run llama-bench once (``-o jsonl``: one complete line per test, so a killed run stays parsable).
 
     Raises EngineFailure on a crash, a timeout or output that is not llama-bench jsonl.
     """
-    argv = [str(binary), "-m", str(model), "-p", str(n_prompt), "-n", str(n_gen), "-r", str(reps),
-            "-ngl", str(n_gpu_layers), "-o", "jsonl", *extra_args]
+    argv = [
+        str(binary),
+        "-m",
+        str(model),
+        "-p",
+        str(n_prompt),
+        "-n",
+        str(n_gen),
+        "-r",
+        str(reps),
+        "-ngl",
+        str(n_gpu_layers),
+        "-o",
+        "jsonl",
+        *extra_args,
+    ]
     result = checked(run_process(argv, env=env, timeout_s=timeout_s))
     try:
         return parse(result.stdout, source=f"{Path(binary).name} stdout", fmt="jsonl")
@@ -175,7 +206,9 @@ def _parse_jsonl(text: str, source: str):
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{source}:{lineno}: invalid JSON line (truncated?): {exc.msg} (column {exc.colno})") from None
+            raise InputError(
+                f"{source}:{lineno}: invalid JSON line (truncated?): {exc.msg} (column {exc.colno})"
+            ) from None
         if not isinstance(obj, dict):
             raise InputError(f"{source}:{lineno}: expected a JSON object, got {type(obj).__name__}")
         yield f"{source}:{lineno}", obj
@@ -230,13 +263,17 @@ def _parse_sql(text: str, source: str):
             if not statement.strip() or not sqlite3.complete_statement(statement):
                 continue
             if not _SQL_STATEMENT.match(statement):
-                raise InputError(f"{source}:{start}: not a llama_bench CREATE TABLE/INSERT statement: {statement.strip()[:60]!r}")
+                raise InputError(
+                    f"{source}:{start}: not a llama_bench CREATE TABLE/INSERT statement: {statement.strip()[:60]!r}"
+                )
             try:
                 db.execute(statement)
             except sqlite3.Error as exc:
                 if polls[0] > _SQL_BUDGET_POLLS:
-                    raise InputError(f"{source}:{start}: SQL statement does far more work than llama-bench's "
-                                     "INSERTs (a recursive query?); refused") from None
+                    raise InputError(
+                        f"{source}:{start}: SQL statement does far more work than llama-bench's "
+                        "INSERTs (a recursive query?); refused"
+                    ) from None
                 raise InputError(f"{source}:{start}: invalid SQL statement: {exc}") from None
             statement = ""
         if statement.strip():
@@ -289,8 +326,11 @@ def _parse_md(text: str, source: str):
             raise InputError(f"{source}:{lineno}: field 't/s': expected 'AVG ± STDDEV', got {values['t/s']!r}")
         raw.update(build)
         raw.update(
-            n_prompt=test["p"] or 0, n_gen=test["pg"] or test["g"] or 0, n_depth=test["d"] or 0,
-            avg_ts=rate["avg"], stddev_ts=rate["sd"],
+            n_prompt=test["p"] or 0,
+            n_gen=test["pg"] or test["g"] or 0,
+            n_depth=test["d"] or 0,
+            avg_ts=rate["avg"],
+            stddev_ts=rate["sd"],
         )
         yield f"{source}:{lineno}", raw
 
@@ -309,8 +349,9 @@ def _number(raw: dict, name: str, where: str, kind: type, default=None):
             raise ValueError
         number = kind(value) if kind is float else int(str(value), 10)
     except (TypeError, ValueError, OverflowError):
-        raise InputError(f"{where}: field {name!r}: expected {'a number' if kind is float else 'an integer'}, "
-                         f"got {_shown(value)}") from None
+        raise InputError(
+            f"{where}: field {name!r}: expected {'a number' if kind is float else 'an integer'}, got {_shown(value)}"
+        ) from None
     if kind is float and not math.isfinite(number):
         raise InputError(f"{where}: field {name!r}: not a finite number: {_shown(value)}")
     return number
@@ -325,8 +366,9 @@ def _shown(value) -> str:
 def _rate(value: float, name: str, where: str) -> float:
     """A throughput llama-bench measured: above zero (zero is a failed run) and below any real engine."""
     if not 0 < value < MAX_TOKENS_PER_S:
-        raise InputError(f"{where}: field {name!r}: {value:g} tok/s is not a measured rate "
-                         f"(need > 0 and < {MAX_TOKENS_PER_S:g})")
+        raise InputError(
+            f"{where}: field {name!r}: {value:g} tok/s is not a measured rate (need > 0 and < {MAX_TOKENS_PER_S:g})"
+        )
     return value
 
 
@@ -346,7 +388,9 @@ def _samples(raw: dict, where: str) -> tuple[float, ...] | None:
     samples = raw.get("samples_ts")
     if samples is None:
         return None
-    if not isinstance(samples, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in samples):
+    if not isinstance(samples, list) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in samples
+    ):
         raise InputError(f"{where}: field 'samples_ts': expected a list of numbers")
     try:
         values = tuple(float(v) for v in samples)

@@ -147,25 +147,29 @@ def _read_tail(fh) -> str:
     return fh.read().decode("utf-8", errors="replace")
 
 
-def run_process(argv: list, *, env: dict[str, str] | None = None, timeout_s: float = 600.0,
-                cwd: str | os.PathLike | None = None) -> ProcessResult:
+def run_process(
+    argv: list, *, env: dict[str, str] | None = None, timeout_s: float = 600.0, cwd: str | os.PathLike | None = None
+) -> ProcessResult:
     """Run one child to completion or to ``timeout_s`` (then its whole group is stopped), never longer."""
     argv = [str(a) for a in argv]
     full_env = {**os.environ, **(env or {})}
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env, cwd=cwd,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env, cwd=cwd, start_new_session=True
+            )
         except OSError as exc:  # not found, not executable, a #! line naming no interpreter, not a program
-            raise EngineFailure("missing", f"engine binary {launch_problem(argv[0], env=full_env) or exc.strerror}: "
-                                           f"{argv[0]}") from None
+            raise EngineFailure(
+                "missing", f"engine binary {launch_problem(argv[0], env=full_env) or exc.strerror}: {argv[0]}"
+            ) from None
         try:
             timed_out = not _wait_exited(proc.pid, timeout_s)
         finally:  # an interrupt (Ctrl-C, SIGTERM) lands here too: the child's group never outlives us
             _stop_group(proc)
-        return ProcessResult(argv, proc.returncode, _read_tail(out), _read_tail(err), time.perf_counter() - start,
-                             timed_out)
+        return ProcessResult(
+            argv, proc.returncode, _read_tail(out), _read_tail(err), time.perf_counter() - start, timed_out
+        )
 
 
 def launch_problem(program: str | os.PathLike, env: dict[str, str] | None = None) -> str | None:

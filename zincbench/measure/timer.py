@@ -22,8 +22,8 @@ from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
 
-from zincbench.gpu.nvml import Nvml
 from zincbench.errors import ConfigError
+from zincbench.gpu.nvml import Nvml
 from zincbench.measure.stopping import StoppingRule, rule_class
 from zincbench.measure.stopping.noise import MedianNoiseRule
 
@@ -86,16 +86,20 @@ class TimerConfig:
         allowed = {*cls.YAML_KEYS, "stopping", *rule_keys}
         unknown = sorted(set(map(str, data)) - allowed)
         if unknown:
-            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed with stopping: {name}: "
-                              f"{', '.join(sorted(allowed))})")
+            raise ConfigError(
+                f"{where}: unknown key {unknown[0]!r} (allowed with stopping: {name}: {', '.join(sorted(allowed))})"
+            )
         rule = build(rule_cls, {k: v for k, v in data.items() if k in rule_keys}, where)
         timer = build(cls, {k: v for k, v in data.items() if k in cls.YAML_KEYS}, where)
         return dataclasses.replace(timer, stopping=rule)
 
     def to_json(self) -> dict:
         """The YAML form (what from_config reads), as recorded in results documents."""
-        return {**{k: getattr(self, k) for k in self.YAML_KEYS}, "stopping": self.stopping.name,
-                **dataclasses.asdict(self.stopping)}
+        return {
+            **{k: getattr(self, k) for k in self.YAML_KEYS},
+            "stopping": self.stopping.name,
+            **dataclasses.asdict(self.stopping),
+        }
 
 
 class _MappedFlag:
@@ -204,6 +208,16 @@ class GpuTimer:
             gpu_kept, cpu_kept, clocks_kept, dropped = gpu, cpu, clocks, 0
             if n_throttled:
                 notes.append(f"GPU throttled during {n_throttled}/{len(gpu)} samples: all kept")
-        return Measurement(name=name, mode=cfg.mode, gpu_us=gpu_kept, cpu_launch_us=cpu_kept, sm_clock_mhz=clocks_kept,
-                           throttled=[False] * len(gpu_kept) if dropped else throttled, dropped_throttled=dropped,
-                           stop_reason=decision.reason, warmup=cfg.warmup, launch_hiding=hide, notes=notes)
+        return Measurement(
+            name=name,
+            mode=cfg.mode,
+            gpu_us=gpu_kept,
+            cpu_launch_us=cpu_kept,
+            sm_clock_mhz=clocks_kept,
+            throttled=[False] * len(gpu_kept) if dropped else throttled,
+            dropped_throttled=dropped,
+            stop_reason=decision.reason,
+            warmup=cfg.warmup,
+            launch_hiding=hide,
+            notes=notes,
+        )

@@ -20,8 +20,9 @@ class Traffic:
 
     def __add__(self, other: "Traffic") -> "Traffic":
         note = "; ".join(n for n in (self.note, other.note) if n)
-        return Traffic(self.bytes_min + other.bytes_min, self.bytes_model + other.bytes_model,
-                       self.flops + other.flops, note)
+        return Traffic(
+            self.bytes_min + other.bytes_min, self.bytes_model + other.bytes_model, self.flops + other.flops, note
+        )
 
     def with_flops(self, flops: int, note: str = "") -> "Traffic":
         return Traffic(self.bytes_min, self.bytes_model, flops, note or self.note)

@@ -90,8 +90,10 @@ class MmaTile:
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
-        return (f"gemm_kquant_mma<{weight_policy(weights).policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
-                f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}>")
+        return (
+            f"gemm_kquant_mma<{weight_policy(weights).policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
+            f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}>"
+        )
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
@@ -103,8 +105,10 @@ class MmaTile:
         tile = cls(*parts[:6], *(bool(parts[6]),) if len(parts) == 7 else ())
         if not tile.bm <= tile.threads <= 1024:
             # the Q4_K/Q5_K loaders copy each row's block header with one thread per row
-            raise ValueError(f"tile {text!r}: needs rows per block ({tile.bm}) <= threads ({tile.threads}) <= 1024, "
-                             f"i.e. wm <= 2 * warps_n")
+            raise ValueError(
+                f"tile {text!r}: needs rows per block ({tile.bm}) <= threads ({tile.threads}) <= 1024, "
+                f"i.e. wm <= 2 * warps_n"
+            )
         if tile.stages < 2:  # the pipeline loads stage s + STAGES - 1 while computing stage s
             raise ValueError(f"tile {text!r}: the cp.async pipeline needs stages >= 2")
         return tile
@@ -143,8 +147,10 @@ class FusedKQuantGemm:
         limit = rt.deviceGetAttribute(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, cupy.cuda.Device().id)
         if self.smem_bytes + 8 * tile.bn > limit:  # + the static token tables (s_xoff, s_orow)
             # ValueError: the autotuner skips a candidate that does not apply on this GPU
-            raise ValueError(f"tile {tile.label} with {weights} needs {self.smem_bytes + 8 * tile.bn} bytes of shared "
-                             f"memory per block; this GPU allows {limit}")
+            raise ValueError(
+                f"tile {tile.label} with {weights} needs {self.smem_bytes + 8 * tile.bn} bytes of shared "
+                f"memory per block; this GPU allows {limit}"
+            )
         expr = tile.expression(grouped, weights, epilogue)
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,))
         set_dynamic_shared(self.kernel, self.smem_bytes)
@@ -154,13 +160,46 @@ class FusedKQuantGemm:
         """w uint8 [M][row bytes], xp from permute_activations, y f32 [T][M]."""
         grid = ((m + self.tile.bm - 1) // self.tile.bm, (t + self.tile.bn - 1) // self.tile.bn)
         d = self._dummy
-        self.kernel(grid, (self.tile.threads,),
-                    (w, xp, y, np.int32(m), np.int32(k), np.int32(t), np.uint64(0), d, d, d, np.int32(1), np.int32(0),
-                     d, d, np.int32(0)),
-                    shared_mem=self.smem_bytes)
+        self.kernel(
+            grid,
+            (self.tile.threads,),
+            (
+                w,
+                xp,
+                y,
+                np.int32(m),
+                np.int32(k),
+                np.int32(t),
+                np.uint64(0),
+                d,
+                d,
+                d,
+                np.int32(1),
+                np.int32(0),
+                d,
+                d,
+                np.int32(0),
+            ),
+            shared_mem=self.smem_bytes,
+        )
 
-    def grouped_call(self, w, xp, y, m: int, k: int, tiles, offsets, sorted_ids, top_k: int,
-                     x_per_slot: bool = False, *, w_up=None, routing=None, capacity: int = 0) -> None:
+    def grouped_call(
+        self,
+        w,
+        xp,
+        y,
+        m: int,
+        k: int,
+        tiles,
+        offsets,
+        sorted_ids,
+        top_k: int,
+        x_per_slot: bool = False,
+        *,
+        w_up=None,
+        routing=None,
+        capacity: int = 0,
+    ) -> None:
         """w uint8 [E][M][row bytes]; tiles/offsets/sorted_ids from the routing kernels with BN = tile.bn;
         xp rows are tokens (or token-slots when x_per_slot). y by epilogue: STORE f32 [T][top_k][M];
         SWIGLU_F16_PERM fp16 [T][top_k][M] (permuted order), SWIGLU_F16_GROUPED fp16 [E][capacity][M], from
@@ -175,11 +214,28 @@ class FusedKQuantGemm:
         rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm
         grid = ((m + rows_per_block - 1) // rows_per_block, int(tiles.size))
         d = self._dummy
-        self.kernel(grid, (self.tile.threads,),
-                    (w, xp, y, np.int32(m), np.int32(k), np.int32(capacity), np.uint64(expert_bytes), tiles, offsets,
-                     sorted_ids, np.int32(top_k), np.int32(1 if x_per_slot else 0), d if w_up is None else w_up,
-                     d if routing is None else routing, np.int32(0 if routing is None else routing.shape[1])),
-                    shared_mem=self.smem_bytes)
+        self.kernel(
+            grid,
+            (self.tile.threads,),
+            (
+                w,
+                xp,
+                y,
+                np.int32(m),
+                np.int32(k),
+                np.int32(capacity),
+                np.uint64(expert_bytes),
+                tiles,
+                offsets,
+                sorted_ids,
+                np.int32(top_k),
+                np.int32(1 if x_per_slot else 0),
+                d if w_up is None else w_up,
+                d if routing is None else routing,
+                np.int32(0 if routing is None else routing.shape[1]),
+            ),
+            shared_mem=self.smem_bytes,
+        )
 
 
 def dense_traffic(m: int, k: int, t: int, tile: MmaTile, weights: str) -> Traffic:
@@ -188,8 +244,12 @@ def dense_traffic(m: int, k: int, t: int, tile: MmaTile, weights: str) -> Traffi
     w_bytes = m * get_format(weights).row_bytes(k)
     io = 4 * t * k + 4 * t * m
     token_tiles = -(-t // tile.bn)
-    return Traffic(w_bytes + io, w_bytes * token_tiles + io + 4 * t * k, 2 * m * k * t,
-                   f"weights read by each of {token_tiles} {tile.bn}-token tiles; x permuted to fp16")
+    return Traffic(
+        w_bytes + io,
+        w_bytes * token_tiles + io + 4 * t * k,
+        2 * m * k * t,
+        f"weights read by each of {token_tiles} {tile.bn}-token tiles; x permuted to fp16",
+    )
 
 
 def grouped_traffic(counts, m: int, k: int, top_k: int, x_rows: int, tile: MmaTile, weights: str) -> Traffic:
@@ -200,6 +260,9 @@ def grouped_traffic(counts, m: int, k: int, top_k: int, x_rows: int, tile: MmaTi
     items = int(counts.sum())
     reads = int(np.ceil(counts / tile.bn).sum())
     io = 4 * x_rows * k + 4 * items * m + 4 * items
-    return Traffic(int((counts > 0).sum()) * m * row_bytes + io,
-                   reads * m * row_bytes + io + 4 * x_rows * k + 8 * items, 2 * items * m * k,
-                   f"weights read once per {tile.bn}-token tile ({reads} tile reads)")
+    return Traffic(
+        int((counts > 0).sum()) * m * row_bytes + io,
+        reads * m * row_bytes + io + 4 * x_rows * k + 8 * items,
+        2 * items * m * k,
+        f"weights read once per {tile.bn}-token tile ({reads} tile reads)",
+    )

@@ -41,8 +41,7 @@ class GemmQ4KTC:
         self.kernel = get_kernel(SOURCE, "gemm_q4k_tc")
         self.grid = (_tiles(m), _tiles(t))
         u32 = np.uint32
-        self.args = (weights, x, y, u32(m), u32(k), u32(t), u32(0), u32(0), u32(0), u32(1 if accumulate else 0),
-                     u32(0))
+        self.args = (weights, x, y, u32(m), u32(k), u32(t), u32(0), u32(0), u32(0), u32(1 if accumulate else 0), u32(0))
 
     def __call__(self) -> None:
         self.kernel(self.grid, (THREADS,), self.args)

@@ -16,8 +16,7 @@ from zincbench.quant import get_format
 
 SOURCE = "q4k_matvec.cu"
 BLOCK = 64  # the engine's dmmv_fast_block: two warps, four 16-thread superblock groups
-KERNELS = {"q4_k": "dmmv_q4k_experts_batched", "q5_k": "dmmv_q5k_experts_batched",
-           "q6_k": "dmmv_q6k_experts_batched"}
+KERNELS = {"q4_k": "dmmv_q4k_experts_batched", "q5_k": "dmmv_q5k_experts_batched", "q6_k": "dmmv_q6k_experts_batched"}
 MAX_GRID_Y = 65535
 
 
@@ -52,9 +51,21 @@ class ExpertsMatvec:
         self.kernel = get_kernel(SOURCE, KERNELS[fmt])
         self.grid = (top_k * m, t)
         u32 = np.uint32
-        self.args = (weights, x, y, expert_ids,
-                     u32(m), u32(k), u32(slice_bytes), u32(k if x_per_slot else 0), u32(top_k), u32(0),
-                     u32(routing_stride), u32(x[0].size), u32(top_k * m))
+        self.args = (
+            weights,
+            x,
+            y,
+            expert_ids,
+            u32(m),
+            u32(k),
+            u32(slice_bytes),
+            u32(k if x_per_slot else 0),
+            u32(top_k),
+            u32(0),
+            u32(routing_stride),
+            u32(x[0].size),
+            u32(top_k * m),
+        )
 
     def __call__(self) -> None:
         self.kernel(self.grid, (BLOCK,), self.args)
@@ -66,8 +77,9 @@ class ExpertsMatvec:
         return 2 * self.t * self.top_k * self.m * self.k
 
 
-def experts_matvec_traffic(fmt: str, t: int, top_k: int, m: int, k: int, experts_hit: int,
-                           x_per_slot: bool = False) -> Traffic:
+def experts_matvec_traffic(
+    fmt: str, t: int, top_k: int, m: int, k: int, experts_hit: int, x_per_slot: bool = False
+) -> Traffic:
     """minimum: each hit expert's weights once; actual: every (token, slot) re-reads its expert's M rows.
 
     Both count x once per input row, y once and the routing ids once; the x re-reads by every row block

@@ -43,8 +43,10 @@ class CublasGemm:
     lda = ldb = K and ldc = M.
     """
 
-    MATH = {np.dtype(np.float16): (CUDA_R_16F, CUBLAS_COMPUTE_32F),
-            np.dtype(np.float32): (CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32)}
+    MATH = {
+        np.dtype(np.float16): (CUDA_R_16F, CUBLAS_COMPUTE_32F),
+        np.dtype(np.float32): (CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32),
+    }
 
     def __init__(self, w, x, y):
         import cupy
@@ -75,11 +77,30 @@ class CublasGemm:
         cublas.setPointerMode(self.handle, CUBLAS_POINTER_MODE_HOST)
         # gemmStridedBatchedEx binds the handle to the current CuPy stream before enqueueing.
         cublas.gemmStridedBatchedEx(
-            self.handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k,
-            self.alpha.ctypes.data, w.data.ptr, self.operand_type, k, m * k,
-            x.data.ptr, self.operand_type, k, n * k,
-            self.beta.ctypes.data, y.data.ptr, CUDA_R_32F, m, n * m,
-            self.batch, self.compute_type, CUBLAS_GEMM_DEFAULT)
+            self.handle,
+            CUBLAS_OP_T,
+            CUBLAS_OP_N,
+            m,
+            n,
+            k,
+            self.alpha.ctypes.data,
+            w.data.ptr,
+            self.operand_type,
+            k,
+            m * k,
+            x.data.ptr,
+            self.operand_type,
+            k,
+            n * k,
+            self.beta.ctypes.data,
+            y.data.ptr,
+            CUDA_R_32F,
+            m,
+            n * m,
+            self.batch,
+            self.compute_type,
+            CUBLAS_GEMM_DEFAULT,
+        )
 
     def traffic(self) -> Traffic:
         size = self.buffers[0].dtype.itemsize
@@ -137,8 +158,19 @@ class MoeDequantCublas:
     bytes), which is the price of having no host round-trip and no per-expert launches.
     """
 
-    def __init__(self, fmt: str, weights, x, expert_ids, y, *, top_k: int, capacity: int,
-                 x_per_slot: bool = False, routing_build: str = "single_block"):
+    def __init__(
+        self,
+        fmt: str,
+        weights,
+        x,
+        expert_ids,
+        y,
+        *,
+        top_k: int,
+        capacity: int,
+        x_per_slot: bool = False,
+        routing_build: str = "single_block",
+    ):
         import cupy
 
         check_array(weights, np.uint8, (None, None, None), "weights")
@@ -175,15 +207,21 @@ class MoeDequantCublas:
             raise InputError(f"{bad} routing ids are >= the {self.n_experts} experts")
         if largest > self.capacity:
             raise CapacityExceeded(
-                f"an expert received {largest} tokens, more than the capacity of {self.capacity}: raise the capacity")
+                f"an expert received {largest} tokens, more than the capacity of {self.capacity}: raise the capacity"
+            )
 
     def traffic(self, experts_hit: int) -> Traffic:
         """minimum: the MoE op's (hit experts' quantized weights once, x, y); actual: the five steps."""
-        minimum = experts_matvec_traffic(self.fmt, self.t, self.top_k, self.m, self.k, experts_hit,
-                                         self.x_per_slot).bytes_min
-        actual = (routing_traffic(self.t, self.top_k, self.n_experts, self.capacity)
-                  + dequant_traffic(self.fmt, self.n_experts * self.m, self.k)
-                  + self.gather.traffic() + self.gemm.traffic() + self.scatter.traffic()).bytes_model
+        minimum = experts_matvec_traffic(
+            self.fmt, self.t, self.top_k, self.m, self.k, experts_hit, self.x_per_slot
+        ).bytes_min
+        actual = (
+            routing_traffic(self.t, self.top_k, self.n_experts, self.capacity)
+            + dequant_traffic(self.fmt, self.n_experts * self.m, self.k)
+            + self.gather.traffic()
+            + self.gemm.traffic()
+            + self.scatter.traffic()
+        ).bytes_model
         return Traffic(minimum, actual)
 
     def flops(self) -> int:

@@ -22,10 +22,18 @@ import numpy as np
 
 from zincbench.gpu.runtime import engine_abi_launch, get_kernel
 from zincbench.ops.dequant import DequantToF16
-from zincbench.ops.fused import (EPILOGUE_COMBINE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM,
-                                 FusedKQuantGemm, MmaTile, permute_activations, permuted_activations)
+from zincbench.ops.fused import (
+    EPILOGUE_COMBINE,
+    EPILOGUE_SWIGLU_F16_GROUPED,
+    EPILOGUE_SWIGLU_F16_PERM,
+    FusedKQuantGemm,
+    MmaTile,
+    permute_activations,
+    permuted_activations,
+)
 from zincbench.ops.moe_cublas import CublasGemm, DenseDequantCublas
-from zincbench.ops.routing import SOURCE as ROUTING_SOURCE, RoutingWorkspace, build_routing
+from zincbench.ops.routing import SOURCE as ROUTING_SOURCE
+from zincbench.ops.routing import RoutingWorkspace, build_routing
 
 SOURCE = "moe_layer.cu"
 u32 = np.uint32
@@ -98,6 +106,7 @@ def tensor_core_routing(b: LayerBuffers) -> Callable[[], None]:
     def run() -> None:
         gemm()
         topk()
+
     return run
 
 
@@ -138,10 +147,22 @@ def shared_expert_stages(b: LayerBuffers) -> list[Stage]:
     act_step = swiglu(g, u, act)
     matvec = get_kernel(SOURCE, "dmmv_f32_batched")
     scalar_args = (b.shared_gate_inp, b.x, scalar, u32(1), u32(b.n_embd), u32(b.n_embd), u32(1))
-    acc = engine_abi_launch(SOURCE, "sigmoid_scale_acc_batched", (_ceil(b.n_embd, 64), b.t), (64,), 0,
-                            {"a": b.hidden, "b": o, "c": scalar},
-                            {"N": b.n_embd, "n_used": 0, "src_stride": 0, "a_tok_stride": b.n_embd,
-                             "b_tok_stride": b.n_embd, "routing_stride": 0})
+    acc = engine_abi_launch(
+        SOURCE,
+        "sigmoid_scale_acc_batched",
+        (_ceil(b.n_embd, 64), b.t),
+        (64,),
+        0,
+        {"a": b.hidden, "b": o, "c": scalar},
+        {
+            "N": b.n_embd,
+            "n_used": 0,
+            "src_stride": 0,
+            "a_tok_stride": b.n_embd,
+            "b_tok_stride": b.n_embd,
+            "routing_stride": 0,
+        },
+    )
 
     def run() -> None:
         gate_gemm()
@@ -150,6 +171,7 @@ def shared_expert_stages(b: LayerBuffers) -> list[Stage]:
         matvec((1, b.t), (256,), scalar_args)
         down_gemm()
         acc()
+
     return [("shared expert", run)]
 
 
@@ -175,8 +197,20 @@ class FusedDownCombine:
         b, ws = self.b, self.ws
 
         def run() -> None:
-            self.gemm.grouped_call(b.down, self.xp, b.hidden, b.n_embd, b.ef, ws.tiles, ws.offsets, ws.sorted_ids,
-                                   b.top_k, x_per_slot=True, routing=b.table)
+            self.gemm.grouped_call(
+                b.down,
+                self.xp,
+                b.hidden,
+                b.n_embd,
+                b.ef,
+                ws.tiles,
+                ws.offsets,
+                ws.sorted_ids,
+                b.top_k,
+                x_per_slot=True,
+                routing=b.table,
+            )
+
         return [("down+combine", run)]
 
 
@@ -205,26 +239,44 @@ class DequantCublasDown:
 
         def combine() -> None:
             places((_ceil(items, 256),), (256,), (ws.sorted_ids, ws.offsets, self.position, u32(e)))
-            acc((_ceil(b.n_embd, 64), b.t), (64,), (b.hidden, self.y, b.table, self.position, ws.offsets,
-                                                     u32(b.n_embd), u32(b.top_k), u32(2 * b.top_k), u32(capacity)))
+            acc(
+                (_ceil(b.n_embd, 64), b.t),
+                (64,),
+                (
+                    b.hidden,
+                    self.y,
+                    b.table,
+                    self.position,
+                    ws.offsets,
+                    u32(b.n_embd),
+                    u32(b.top_k),
+                    u32(2 * b.top_k),
+                    u32(capacity),
+                ),
+            )
+
         self.combine = combine
 
     def stages(self) -> list[Stage]:
         def down() -> None:
             self.dequant()
             self.gemm()
+
         return [("down", down), ("combine", self.combine)]
 
 
 # The candidate's down projection by weight type: "fused" the fused kernel with the combine epilogue (its
 # format policy reads every down type), "cublas" the dequant + cuBLAS path (how much the fused down is
 # worth, and a fallback).
-DOWN_PATHS = {"fused": {"q4_k": FusedDownCombine, "q5_k": FusedDownCombine, "q6_k": FusedDownCombine},
-              "cublas": {"q4_k": DequantCublasDown, "q5_k": DequantCublasDown, "q6_k": DequantCublasDown}}
+DOWN_PATHS = {
+    "fused": {"q4_k": FusedDownCombine, "q5_k": FusedDownCombine, "q6_k": FusedDownCombine},
+    "cublas": {"q4_k": DequantCublasDown, "q5_k": DequantCublasDown, "q6_k": DequantCublasDown},
+}
 
 
-def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str = "fused",
-                     capacity: int = 0) -> list[Stage]:
+def candidate_stages(
+    b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str = "fused", capacity: int = 0
+) -> list[Stage]:
     """The candidate block as named stages, in launch order; ``down`` picks the DOWN_PATHS family,
     ``capacity`` (tokens per expert, at least the largest bucket) sizes a padded down path."""
     import cupy
@@ -242,8 +294,25 @@ def candidate_stages(b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str 
         permute_activations(b.x, xp)
 
     def gate_up_swiglu() -> None:
-        gate_up.grouped_call(b.gate, xp, down_path.h, b.ef, b.n_embd, ws.tiles, ws.offsets, ws.sorted_ids, b.top_k,
-                             w_up=b.up, capacity=down_path.capacity)
-    stages = [("residual", residual_copy(b)), ("router+top-k", route), ("routing build", build),
-              ("gate+up+swiglu", gate_up_swiglu), *down_path.stages()]
+        gate_up.grouped_call(
+            b.gate,
+            xp,
+            down_path.h,
+            b.ef,
+            b.n_embd,
+            ws.tiles,
+            ws.offsets,
+            ws.sorted_ids,
+            b.top_k,
+            w_up=b.up,
+            capacity=down_path.capacity,
+        )
+
+    stages = [
+        ("residual", residual_copy(b)),
+        ("router+top-k", route),
+        ("routing build", build),
+        ("gate+up+swiglu", gate_up_swiglu),
+        *down_path.stages(),
+    ]
     return stages + (shared_expert_stages(b) if shared else [])

@@ -4,9 +4,10 @@
 prefix-sum offsets, scatter of item ids p = t*top_k + slot into expert order, and the work-tile list
 of a grouped GEMM) with one single-block launch (``build="single_block"``) or two launches over many
 blocks (``build="multi_block"``: count + scan by the last block, then scatter). Both give the same
-offsets, tiles, status and bucket contents; the order inside a bucket is arbitrary in both. ``GatherRows`` / ``ScatterRows`` move
-activations into and results out of expert-grouped rows, either contiguous ``[P][*]`` or padded to a
-fixed capacity per expert ``[E][capacity][*]``. Nothing here synchronises except ``RoutingWorkspace.status``.
+offsets, tiles, status and bucket contents; the order inside a bucket is arbitrary in both.
+``GatherRows`` / ``ScatterRows`` move activations into and results out of expert-grouped rows, either
+contiguous ``[P][*]`` or padded to a fixed capacity per expert ``[E][capacity][*]``. Nothing here
+synchronises except ``RoutingWorkspace.status``.
 """
 
 from __future__ import annotations
@@ -79,12 +80,27 @@ def build_routing(expert_ids, ws: RoutingWorkspace) -> None:
     u32 = np.uint32
     shape = (u32(ws.t), u32(ws.top_k), u32(expert_ids.shape[1]), u32(ws.n_experts))
     if ws.build == "single_block":
-        ws.kernels[0]((1,), (ROUTE_THREADS,), (expert_ids, ws.offsets, ws.sorted_ids, ws.tiles, ws.status_words,
-                                               *shape, u32(ws.tile_n), u32(ws.tiles.size)))
+        ws.kernels[0](
+            (1,),
+            (ROUTE_THREADS,),
+            (
+                expert_ids,
+                ws.offsets,
+                ws.sorted_ids,
+                ws.tiles,
+                ws.status_words,
+                *shape,
+                u32(ws.tile_n),
+                u32(ws.tiles.size),
+            ),
+        )
         return
     count, scatter = ws.kernels
-    count((ws.blocks,), (ws.block_threads,), (expert_ids, ws.offsets, ws.tiles, ws.status_words, ws.scratch, *shape,
-                                              u32(ws.tile_n), u32(ws.tiles.size)))
+    count(
+        (ws.blocks,),
+        (ws.block_threads,),
+        (expert_ids, ws.offsets, ws.tiles, ws.status_words, ws.scratch, *shape, u32(ws.tile_n), u32(ws.tiles.size)),
+    )
     scatter((ws.blocks,), (ws.block_threads,), (expert_ids, ws.sorted_ids, ws.scratch, *shape))
 
 
@@ -116,8 +132,18 @@ class GatherRows:
         self.k, self.items, self.x_per_slot = k, ws.items, x_per_slot
         u32 = np.uint32
         self.kernel = get_kernel(SOURCE, "moe_gather_rows_f16")
-        self.args = (x, ws.sorted_ids, ws.offsets, out, u32(k), u32(ws.top_k), u32(x[0].size),
-                     u32(k if x_per_slot else 0), u32(ws.n_experts), u32(capacity))
+        self.args = (
+            x,
+            ws.sorted_ids,
+            ws.offsets,
+            out,
+            u32(k),
+            u32(ws.top_k),
+            u32(x[0].size),
+            u32(k if x_per_slot else 0),
+            u32(ws.n_experts),
+            u32(capacity),
+        )
 
     def __call__(self) -> None:
         self.kernel((self.rows,), (ROW_THREADS,), self.args)
@@ -141,8 +167,18 @@ class ScatterRows:
         self.m, self.items = m, ws.items
         u32 = np.uint32
         self.kernel = get_kernel(SOURCE, "moe_scatter_rows")
-        self.args = (src, ws.sorted_ids, ws.offsets, y, u32(m), u32(ws.top_k), u32(ws.top_k * m), u32(m),
-                     u32(ws.n_experts), u32(capacity))
+        self.args = (
+            src,
+            ws.sorted_ids,
+            ws.offsets,
+            y,
+            u32(m),
+            u32(ws.top_k),
+            u32(ws.top_k * m),
+            u32(m),
+            u32(ws.n_experts),
+            u32(capacity),
+        )
 
     def __call__(self) -> None:
         self.kernel((self.rows,), (ROW_THREADS,), self.args)

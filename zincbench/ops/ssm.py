@@ -23,8 +23,12 @@ from zincbench.ops.dequant import check_array
 from zincbench.reference.ssm_ref import SsmDims
 
 SOURCE = "ssm_scan.cu"
-SCANS = {"block": "ssm_delta_net", "warp": "ssm_delta_net_warp", "chunked": "ssm_delta_net_chunked_tc",
-         "chunked_tf32": "ssm_delta_net_chunked_tc1"}
+SCANS = {
+    "block": "ssm_delta_net",
+    "warp": "ssm_delta_net_warp",
+    "chunked": "ssm_delta_net_chunked_tc",
+    "chunked_tf32": "ssm_delta_net_chunked_tc1",
+}
 CHUNKED_D_STATE = 128  # the candidate's compile-time key width
 CHUNKED_ROWS = 32  # state rows per block of the candidate
 CONV_BLOCK = 64
@@ -53,16 +57,19 @@ def shared_limit() -> int:
 def scan_unsupported(kind: str, dims: SsmDims) -> str | None:
     """Why a scan kernel cannot run these dimensions on this device (None: it can)."""
     if dims.d_state > dims.head_v_dim and kind == "block":
-        return (f"the block scan keeps one k index per thread: needs d_state <= hv, "
-                f"got {dims.d_state} > {dims.head_v_dim}")
+        return (
+            f"the block scan keeps one k index per thread: needs d_state <= hv, got {dims.d_state} > {dims.head_v_dim}"
+        )
     if kind == "block" and dims.head_v_dim % 32:
         return f"the block scan needs hv a multiple of 32, got {dims.head_v_dim}"
     if kind == "warp" and dims.d_state > 128:
         return f"the warp scan holds 4 k indices per lane: needs d_state <= 128, got {dims.d_state}"
     if kind.startswith("chunked"):
         if dims.d_state != CHUNKED_D_STATE or dims.head_v_dim % CHUNKED_ROWS:
-            return (f"the chunked kernel is built for d_state = {CHUNKED_D_STATE} and hv a multiple of "
-                    f"{CHUNKED_ROWS}, got d_state = {dims.d_state}, hv = {dims.head_v_dim}")
+            return (
+                f"the chunked kernel is built for d_state = {CHUNKED_D_STATE} and hv a multiple of "
+                f"{CHUNKED_ROWS}, got d_state = {dims.d_state}, hv = {dims.head_v_dim}"
+            )
         if chunked_shared_bytes() > shared_limit():
             return f"needs {chunked_shared_bytes()} bytes of shared memory per block, this GPU allows {shared_limit()}"
     return None
@@ -71,8 +78,12 @@ def scan_unsupported(kind: str, dims: SsmDims) -> str | None:
 def scan_traffic(dims: SsmDims, t: int) -> Traffic:
     """Minimum: conv_out, alpha and beta read once, out written once, the state read and written once.
     FLOPs of the recurrence: per token and head, decay + S.k + rank-1 update + S.q over hv x d_state."""
-    moved = 4 * (t * dims.conv_channels + 2 * t * dims.dt_rank + t * dims.d_inner
-                 + 2 * dims.dt_rank * dims.head_v_dim * dims.d_state)
+    moved = 4 * (
+        t * dims.conv_channels
+        + 2 * t * dims.dt_rank
+        + t * dims.d_inner
+        + 2 * dims.dt_rank * dims.head_v_dim * dims.d_state
+    )
     return Traffic(moved, moved, 7 * t * dims.dt_rank * dims.head_v_dim * dims.d_state)
 
 
@@ -112,9 +123,20 @@ class DeltaNetScan:
         check_array(out, np.float32, (t, dims.d_inner), "out")
         self.dims, self.t = dims, t
         d = dims
-        push = {"dt_rank": d.dt_rank, "head_v_dim": d.head_v_dim, "d_state": d.d_state, "n_group": d.n_group,
-                "ssm_a_is_f16": 0, "dt_bias_is_f16": 0, "has_dt_bias": 1, "has_ssm_a": 1, "n_tok": t,
-                "conv_stride_tok": d.conv_channels, "ab_stride_tok": d.dt_rank, "y_stride_tok": d.d_inner}
+        push = {
+            "dt_rank": d.dt_rank,
+            "head_v_dim": d.head_v_dim,
+            "d_state": d.d_state,
+            "n_group": d.n_group,
+            "ssm_a_is_f16": 0,
+            "dt_bias_is_f16": 0,
+            "has_dt_bias": 1,
+            "has_ssm_a": 1,
+            "n_tok": t,
+            "conv_stride_tok": d.conv_channels,
+            "ab_stride_tok": d.dt_rank,
+            "y_stride_tok": d.d_inner,
+        }
         if kind == "block":  # DeltaNetPush: the warp push plus d_inner and preprocessed
             push.update(d_inner=d.d_inner, preprocessed=0)
             grid, block, shared = (d.dt_rank, d.head_v_dim), (d.head_v_dim,), 0
@@ -123,10 +145,18 @@ class DeltaNetScan:
         else:
             grid, block, shared = (d.dt_rank, d.head_v_dim // CHUNKED_ROWS), (128,), chunked_shared_bytes()
         if shared > shared_limit():
-            raise InputError(f"{SCANS[kind]} at T={t} needs {shared} bytes of shared memory, this GPU allows "
-                             f"{shared_limit()}")
-        buffers = {"conv_out": conv_out, "dt_bias": dt_bias, "alpha": alpha, "beta": beta, "ssm_a": ssm_a,
-                   "state": state, "out": out}
+            raise InputError(
+                f"{SCANS[kind]} at T={t} needs {shared} bytes of shared memory, this GPU allows {shared_limit()}"
+            )
+        buffers = {
+            "conv_out": conv_out,
+            "dt_bias": dt_bias,
+            "alpha": alpha,
+            "beta": beta,
+            "ssm_a": ssm_a,
+            "state": state,
+            "out": out,
+        }
         self.push = push
         self.launch = engine_abi_launch(SOURCE, SCANS[kind], grid, block, shared, buffers, push)
 
@@ -151,10 +181,22 @@ class Conv1dBatched:
         check_array(state, np.float32, (d_conv - 1, c), "state")
         check_array(out, np.float32, (t, c), "out")
         self.t, self.c, self.d_conv = t, c, d_conv
-        self.push = {"conv_channels": c, "d_conv": d_conv, "kernel_is_f16": 0, "n_tok": t,
-                     "state_offset": state_offset % (d_conv - 1)}
-        self.launch = engine_abi_launch(SOURCE, "ssm_conv1d_batched", (-(-c // CONV_BLOCK),), (CONV_BLOCK,), 0,
-                                        {"x": x, "kernel": weight, "state": state, "out": out}, self.push)
+        self.push = {
+            "conv_channels": c,
+            "d_conv": d_conv,
+            "kernel_is_f16": 0,
+            "n_tok": t,
+            "state_offset": state_offset % (d_conv - 1),
+        }
+        self.launch = engine_abi_launch(
+            SOURCE,
+            "ssm_conv1d_batched",
+            (-(-c // CONV_BLOCK),),
+            (CONV_BLOCK,),
+            0,
+            {"x": x, "kernel": weight, "state": state, "out": out},
+            self.push,
+        )
 
     def __call__(self) -> None:
         self.launch()
@@ -173,15 +215,29 @@ class GatedNorm:
             check_array(arr, np.float32, (t, dims.d_inner), name)
         check_array(weight, np.float32, (dims.d_inner if norm_per_head else dims.d_state,), "weight")
         if dims.head_v_dim % 32:
-            raise InputError(f"the gated norm's block is hv threads: hv must be a multiple of 32, "
-                             f"got {dims.head_v_dim}")
+            raise InputError(
+                f"the gated norm's block is hv threads: hv must be a multiple of 32, got {dims.head_v_dim}"
+            )
         if t > MAX_GRID_Y:
             raise InputError(f"the gated norm's grid puts tokens on grid.y: T must be <= {MAX_GRID_Y}, got {t}")
         self.dims, self.t = dims, t
-        self.push = {"d_inner": dims.d_inner, "dt_rank": dims.dt_rank, "head_v_dim": dims.head_v_dim,
-                     "d_state": dims.d_state, "norm_per_head": int(norm_per_head), "n_tok": t}
-        self.launch = engine_abi_launch(SOURCE, "ssm_gated_norm_batched", (dims.dt_rank, t), (dims.head_v_dim,), 0,
-                                        {"o": o, "z": z, "weight": weight, "out": out}, self.push)
+        self.push = {
+            "d_inner": dims.d_inner,
+            "dt_rank": dims.dt_rank,
+            "head_v_dim": dims.head_v_dim,
+            "d_state": dims.d_state,
+            "norm_per_head": int(norm_per_head),
+            "n_tok": t,
+        }
+        self.launch = engine_abi_launch(
+            SOURCE,
+            "ssm_gated_norm_batched",
+            (dims.dt_rank, t),
+            (dims.head_v_dim,),
+            0,
+            {"o": o, "z": z, "weight": weight, "out": out},
+            self.push,
+        )
 
     def __call__(self) -> None:
         self.launch()

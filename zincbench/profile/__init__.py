@@ -68,9 +68,16 @@ def choose_tools(requested: str, *, prefer_both: bool = False) -> tuple[list[str
     raise EnvironmentProblem(f"no profiler found: {why_not}; or {INSTALL_HINTS['ncu']}")
 
 
-def profile_command(argv: list[str], tools: list[str], out_dir: str | os.PathLike, rules: CategoryRules, *,
-                    nvtx_include: tuple[str, ...] = (), timeout_s: float = 3600.0,
-                    env: dict[str, str] | None = None) -> list[ToolRun]:
+def profile_command(
+    argv: list[str],
+    tools: list[str],
+    out_dir: str | os.PathLike,
+    rules: CategoryRules,
+    *,
+    nvtx_include: tuple[str, ...] = (),
+    timeout_s: float = 3600.0,
+    env: dict[str, str] | None = None,
+) -> list[ToolRun]:
     """Run ``argv`` once under each tool (nsys first), writing into ``out_dir``, and parse the results."""
     if not argv:
         raise InputError("no command to profile (give it after --)")
@@ -81,8 +88,12 @@ def profile_command(argv: list[str], tools: list[str], out_dir: str | os.PathLik
                 raise InputError("--nvtx-include filters ncu launches; nsys records every range")
             run = nsys.profile_command(argv, out_dir, timeout_s=timeout_s, env=env)
             tables = parse_file(run.sqlite, rules)
-            artifacts = {"report": str(run.report), "sqlite": str(run.sqlite), "log": str(run.log),
-                         **{f"stats_{k}": str(v) for k, v in run.stats_csvs.items()}}
+            artifacts = {
+                "report": str(run.report),
+                "sqlite": str(run.sqlite),
+                "log": str(run.log),
+                **{f"stats_{k}": str(v) for k, v in run.stats_csvs.items()},
+            }
         else:
             run = ncu.profile_command(argv, out_dir, nvtx_include=nvtx_include, timeout_s=timeout_s, env=env)
             tables = parse_file(run.csv, rules)
@@ -97,8 +108,12 @@ _TABLE_ROW_KIND = {"categories": "category", "kernels": "kernel", "ranges": "ran
 def result_rows(runs: list[ToolRun], traffic=None) -> list[ProfileRow]:
     """Rows of the profile results document (profile.rows): every table row, tagged with its tool and table
     (category | kernel | range | traffic), so ``records.load`` gives one filterable DataFrame."""
-    rows = [ROW_TYPES[kind](tool=run.tool, **row) for run in runs
-            for table, kind in _TABLE_ROW_KIND.items() for row in run.tables.to_dict()[table]]
+    rows = [
+        ROW_TYPES[kind](tool=run.tool, **row)
+        for run in runs
+        for table, kind in _TABLE_ROW_KIND.items()
+        for row in run.tables.to_dict()[table]
+    ]
     if traffic is not None:
         rows += [TrafficRow(tool="ncu", **row) for row in frame_records(traffic)]
     return rows

@@ -1,4 +1,5 @@
-"""Kernel categories: ordered regex rules (experiments/kernel_categories.yaml) and the share of GPU time per category."""
+"""Kernel categories: ordered regex rules (experiments/kernel_categories.yaml) and the share of GPU time
+per category."""
 
 from __future__ import annotations
 
@@ -74,10 +75,14 @@ def category_table(kernels: pd.DataFrame, rules: CategoryRules) -> pd.DataFrame:
     columns = ["category", "kernels", "calls", "total_ns", "share"]
     if kernels.empty:
         return pd.DataFrame(columns=columns)
-    categorized = kernels if "category" in kernels else kernels.assign(category=[rules.classify(n) for n in kernels["name"]])
-    table = (categorized.groupby("category", sort=False)
-             .agg(kernels=("name", "nunique"), calls=("calls", "sum"), total_ns=("total_ns", "sum"))
-             .reset_index())
+    categorized = (
+        kernels if "category" in kernels else kernels.assign(category=[rules.classify(n) for n in kernels["name"]])
+    )
+    table = (
+        categorized.groupby("category", sort=False)
+        .agg(kernels=("name", "nunique"), calls=("calls", "sum"), total_ns=("total_ns", "sum"))
+        .reset_index()
+    )
     total = table["total_ns"].sum()
     table["share"] = table["total_ns"] / total if total > 0 else 0.0
     return table.sort_values(["total_ns", "category"], ascending=[False, True], ignore_index=True)[columns]

@@ -28,9 +28,25 @@ METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.
 LAUNCH_COLUMNS = ["name", "duration_ns", "range", "start_ns", "dram_read_bytes", "dram_write_bytes"]
 
 _UNIT_SCALE = {
-    "ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9,
-    "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
-    "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30,
+    "ns": 1.0,
+    "nsecond": 1.0,
+    "us": 1e3,
+    "usecond": 1e3,
+    "ms": 1e6,
+    "msecond": 1e6,
+    "s": 1e9,
+    "second": 1e9,
+    "byte": 1.0,
+    "Kbyte": 1e3,
+    "Mbyte": 1e6,
+    "Gbyte": 1e9,
+    "Tbyte": 1e12,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "KiB": 2.0**10,
+    "MiB": 2.0**20,
+    "GiB": 2.0**30,
 }
 _PUSHPOP_PREFIX = "thread Domain:Push/Pop_Range"
 _STARTEND_PREFIX = "Id:Domain:Start/Stop_Range"
@@ -47,18 +63,41 @@ class NcuRun:
     notes: list[str] = field(default_factory=list)
 
 
-def command_line(ncu: str, argv: list[str], csv_path: Path, nvtx_include: tuple[str, ...] = (),
-                 metrics: tuple[str, ...] = METRICS) -> list[str]:
+def command_line(
+    ncu: str, argv: list[str], csv_path: Path, nvtx_include: tuple[str, ...] = (), metrics: tuple[str, ...] = METRICS
+) -> list[str]:
     """Unmodified clocks (comparable with nsys), base units, unsimplified kernel names, NVTX ranges per launch."""
     include = [arg for rule in nvtx_include for arg in ("--nvtx-include", rule)]
-    return [ncu, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
-            "--rename-kernels", "off", "--metrics", ",".join(metrics), "--nvtx", *include,
-            "--log-file", str(csv_path), *argv]
+    return [
+        ncu,
+        "--csv",
+        "--page",
+        "raw",
+        "--print-units",
+        "base",
+        "--clock-control",
+        "none",
+        "--rename-kernels",
+        "off",
+        "--metrics",
+        ",".join(metrics),
+        "--nvtx",
+        *include,
+        "--log-file",
+        str(csv_path),
+        *argv,
+    ]
 
 
-def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = "ncu",
-                    nvtx_include: tuple[str, ...] = (), timeout_s: float = 3600.0,
-                    env: dict[str, str] | None = None) -> NcuRun:
+def profile_command(
+    argv: list[str],
+    out_dir: str | os.PathLike,
+    *,
+    name: str = "ncu",
+    nvtx_include: tuple[str, ...] = (),
+    timeout_s: float = 3600.0,
+    env: dict[str, str] | None = None,
+) -> NcuRun:
     ncu = require_profiler("ncu")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -73,10 +112,14 @@ def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = 
     log.write_text(f"$ {' '.join(argv_full)}\n{result.stdout}{result.stderr}\n", encoding="utf-8")
     tool_text = "\n".join([*_tool_messages(csv_path), result.stdout, result.stderr])
     if "ERR_NVGPUCTRPERM" in tool_text:
-        raise EnvironmentProblem("ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run as root, or "
-                                 "set the driver option NVreg_RestrictProfilingToAdminUsers=0")
+        raise EnvironmentProblem(
+            "ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run as root, or "
+            "set the driver option NVreg_RestrictProfilingToAdminUsers=0"
+        )
     if "LibraryNotLoaded" in tool_text:
-        raise EnvironmentProblem(f"ncu could not initialize its profiler (LibraryNotLoaded; sandboxed host?); see {log}")
+        raise EnvironmentProblem(
+            f"ncu could not initialize its profiler (LibraryNotLoaded; sandboxed host?); see {log}"
+        )
     if result.timed_out:
         raise EnvironmentProblem(f"ncu timed out after {timeout_s:.0f} s; see {log}")
     if not csv_path.exists():
@@ -89,8 +132,11 @@ def _tool_messages(csv_path: Path) -> list[str]:
     """The log's lines that hold ncu's failure codes, read line by line (the log can be a large CSV)."""
     if not csv_path.exists():
         return []
-    return [line for line in read_lines(csv_path, "ncu log", errors="replace")
-            if "ERR_NVGPUCTRPERM" in line or "LibraryNotLoaded" in line]
+    return [
+        line
+        for line in read_lines(csv_path, "ncu log", errors="replace")
+        if "ERR_NVGPUCTRPERM" in line or "LibraryNotLoaded" in line
+    ]
 
 
 def number(text: str) -> float:
@@ -197,8 +243,10 @@ def _from_raw(header: list[str], body, path: Path) -> tuple[pd.DataFrame, list[s
             launches[column] = math.nan
             notes.append(f"{path.name}: no {metric} column")
     no_cells = [None] * len(launches)
-    launches["range"] = [_innermost_range(start_end, push_pop) for start_end, push_pop
-                         in zip(cells.get(startend, no_cells), cells.get(pushpop, no_cells))]
+    launches["range"] = [
+        _innermost_range(start_end, push_pop)
+        for start_end, push_pop in zip(cells.get(startend, no_cells), cells.get(pushpop, no_cells))
+    ]
     return _checked(launches[LAUNCH_COLUMNS], path), notes
 
 
@@ -208,8 +256,10 @@ def _checked(launches: pd.DataFrame, path: Path) -> pd.DataFrame:
         values = launches[column] = pd.to_numeric(launches[column], errors="coerce").astype(float)
         bad = values.notna() & ~(np.isfinite(values.fillna(0)) & (values.fillna(0) >= 0))
         if bad.any():
-            raise InputError(f"{path}: {column} of launch {launches['start_ns'][bad].iloc[0]!r} is "
-                             f"{values[bad].iloc[0]!r}, not a measurement")
+            raise InputError(
+                f"{path}: {column} of launch {launches['start_ns'][bad].iloc[0]!r} is "
+                f"{values[bad].iloc[0]!r}, not a measurement"
+            )
     return launches
 
 

@@ -26,7 +26,15 @@ from zincbench.gpu.tools import nsys_importer_problem, require_profiler, tool_ve
 from zincbench.inputs import read_lines, regular_file
 from zincbench.measure.process import EngineFailure, run_process
 
-PROFILE_OPTIONS = ["-t", "cuda,nvtx,cublas", "--sample=none", "--cpuctxsw=none", "--cuda-graph-trace=node", "-f", "true"]
+PROFILE_OPTIONS = [
+    "-t",
+    "cuda,nvtx,cublas",
+    "--sample=none",
+    "--cpuctxsw=none",
+    "--cuda-graph-trace=node",
+    "-f",
+    "true",
+]
 
 # What we ask `nsys stats` for, with the pre-2023 name of each report (pick the one --help-reports lists).
 STATS_REPORTS = {
@@ -66,8 +74,14 @@ def choose_reports(help_reports_text: str) -> dict[str, str]:
     return chosen
 
 
-def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = "nsys",
-                    timeout_s: float = 3600.0, env: dict[str, str] | None = None) -> NsysRun:
+def profile_command(
+    argv: list[str],
+    out_dir: str | os.PathLike,
+    *,
+    name: str = "nsys",
+    timeout_s: float = 3600.0,
+    env: dict[str, str] | None = None,
+) -> NsysRun:
     """Profile ``argv`` under nsys into ``out_dir/name.nsys-rep``, then export ``name.sqlite`` and the stats CSVs.
 
     The SQLite export is always forced: a stale ``name.sqlite`` from an earlier run would otherwise be reused.
@@ -91,8 +105,23 @@ def profile_command(argv: list[str], out_dir: str | os.PathLike, *, name: str = 
     reports = choose_reports(help_run.stdout + help_run.stderr)
     if "cuda_gpu_kern_sum" not in reports:
         raise EnvironmentProblem(f"this nsys ({nsys}) lists no kernel summary report in `nsys stats --help-reports`")
-    stats = _run(log, [nsys, "stats", "--force-export=true", "-r", ",".join(reports.values()), "-f", "csv",
-                       "-o", str(base), str(report)], timeout_s, None)
+    stats = _run(
+        log,
+        [
+            nsys,
+            "stats",
+            "--force-export=true",
+            "-r",
+            ",".join(reports.values()),
+            "-f",
+            "csv",
+            "-o",
+            str(base),
+            str(report),
+        ],
+        timeout_s,
+        None,
+    )
     sqlite_path = base.with_suffix(".sqlite")
     if stats.returncode != 0 or not sqlite_path.exists():
         raise EnvironmentProblem(f"nsys stats failed (exit {stats.returncode}); see {log}: {stats.tail(1)}")
@@ -115,6 +144,7 @@ def _run(log: Path, argv: list[str], timeout_s: float, env: dict[str, str] | Non
 
 
 # ---------------------------------------------------------------- SQLite export
+
 
 def read_sqlite(path: str | os.PathLike) -> tuple[pd.DataFrame, dict, list[str]]:
     """Per-launch rows (``name``, ``duration_ns``, ``range``, ``start_ns``) plus export metadata and notes.
@@ -142,16 +172,20 @@ def read_sqlite(path: str | os.PathLike) -> tuple[pd.DataFrame, dict, list[str]]
         launches = _numbers(pd.concat(ops, ignore_index=True), ["start_ns", "end_ns"], ["api_start", "api_end"], p)
         untitled = ~launches["name"].map(lambda name: isinstance(name, str))
         if untitled.any():
-            raise InputError(f"{p}: damaged SQLite export: a GPU operation's name is "
-                             f"{launches['name'][untitled].iloc[0]!r}, not text")
+            raise InputError(
+                f"{p}: damaged SQLite export: a GPU operation's name is "
+                f"{launches['name'][untitled].iloc[0]!r}, not text"
+            )
         launches["duration_ns"] = launches["end_ns"] - launches["start_ns"]
         if (launches["duration_ns"] < 0).any():
             raise InputError(f"{p}: damaged SQLite export: a GPU operation ends before it starts")
         ranges = _numbers(_nvtx_ranges(con, tables), ["start", "end"], [], p)
         launches["range"] = _innermost_ranges(launches, ranges)
         if launches["api_start"].isna().any():
-            notes.append(f"{int(launches['api_start'].isna().sum())} GPU operations have no launching API call "
-                         "in the export: not attributed to NVTX ranges")
+            notes.append(
+                f"{int(launches['api_start'].isna().sum())} GPU operations have no launching API call "
+                "in the export: not attributed to NVTX ranges"
+            )
         launches = launches.sort_values("start_ns", ignore_index=True)
         return launches[LAUNCH_COLUMNS], metadata, notes
     except (sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError) as exc:
@@ -187,16 +221,22 @@ def _metadata(con: sqlite3.Connection, tables: set[str]) -> dict:
     return meta
 
 
-def _launch_join(con: sqlite3.Connection, tables: set[str], table: str, name_sql: str, extra_join: str = "") -> pd.DataFrame:
+def _launch_join(
+    con: sqlite3.Connection, tables: set[str], table: str, name_sql: str, extra_join: str = ""
+) -> pd.DataFrame:
     """GPU operations of ``table`` joined to their launching runtime/driver call (per-process correlation ids)."""
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-        api = ("LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = g.correlationId "
-               "AND (r.globalTid & 0xFFFFFFFFFF000000) = (g.globalPid & 0xFFFFFFFFFF000000)")
+        api = (
+            "LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = g.correlationId "
+            "AND (r.globalTid & 0xFFFFFFFFFF000000) = (g.globalPid & 0xFFFFFFFFFF000000)"
+        )
         api_cols = "r.start AS api_start, r.end AS api_end, r.globalTid AS api_tid"
     else:
         api, api_cols = "", "NULL AS api_start, NULL AS api_end, NULL AS api_tid"
-    sql = (f"SELECT {name_sql} AS name, g.start AS start_ns, g.end AS end_ns, "
-           f"g.globalPid AS pid, {api_cols} FROM {table} g {extra_join} {api}")
+    sql = (
+        f"SELECT {name_sql} AS name, g.start AS start_ns, g.end AS end_ns, "
+        f"g.globalPid AS pid, {api_cols} FROM {table} g {extra_join} {api}"
+    )
     return pd.read_sql_query(sql, con)
 
 
@@ -206,8 +246,9 @@ def _kernels(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     cols = _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL")
     # demangledName is what `nsys stats` reports; older exports only have shortName.
     name_col = "demangledName" if "demangledName" in cols else "shortName"
-    return _launch_join(con, tables, "CUPTI_ACTIVITY_KIND_KERNEL", "s.value",
-                        f"JOIN StringIds s ON s.id = g.{name_col}")
+    return _launch_join(
+        con, tables, "CUPTI_ACTIVITY_KIND_KERNEL", "s.value", f"JOIN StringIds s ON s.id = g.{name_col}"
+    )
 
 
 def _memory_ops(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
@@ -251,10 +292,14 @@ def _nvtx_ranges(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     ranges = pd.read_sql_query(
         f"SELECT n.globalTid AS tid, n.start, n.end, {text} AS text, {domain} AS domain_id FROM NVTX_EVENTS n {join} "
         f"WHERE n.end IS NOT NULL AND typeof(n.globalTid) = 'integer' "
-        f"AND (n.eventType = {pushpop} OR (n.eventType = {startend} {same_thread}))", con)
+        f"AND (n.eventType = {pushpop} OR (n.eventType = {startend} {same_thread}))",
+        con,
+    )
     domains = pd.read_sql_query(
         f"SELECT n.globalTid AS tid, {domain} AS domain_id, {text} AS domain FROM NVTX_EVENTS n {join} "
-        f"WHERE n.eventType = {types['NvtxDomainCreate']} AND typeof(n.globalTid) = 'integer'", con)
+        f"WHERE n.eventType = {types['NvtxDomainCreate']} AND typeof(n.globalTid) = 'integer'",
+        con,
+    )
     pid_mask = 0xFFFFFFFFFF000000  # globalTid = <HW:8><VM:8><PID:24><TID:24>
     domain_names = {(int(t) & pid_mask, int(d)): name for t, d, name in domains.itertuples(index=False)}
     ranges["name"] = [
@@ -283,8 +328,9 @@ def _innermost_ranges(launches: pd.DataFrame, ranges: pd.DataFrame) -> list:
         names = thread_ranges["name"].to_numpy()
         open_ranges: list[int] = []  # indices into the thread's ranges that started before the current call
         next_range = 0
-        for row, api_start, api_end in sorted(zip(group.index, group["api_start"], group["api_end"]),
-                                              key=lambda t: t[1]):
+        for row, api_start, api_end in sorted(
+            zip(group.index, group["api_start"], group["api_end"]), key=lambda t: t[1]
+        ):
             while next_range < len(starts) and starts[next_range] <= api_start:
                 open_ranges.append(next_range)
                 next_range += 1
@@ -297,6 +343,7 @@ def _innermost_ranges(launches: pd.DataFrame, ranges: pd.DataFrame) -> list:
 
 # ---------------------------------------------------------------- stats CSV reports
 
+
 @dataclass
 class StatsReport:
     kind: str  # kern_sum | nvtx_kern_sum | nvtx_sum | mem_time_sum
@@ -304,8 +351,17 @@ class StatsReport:
     skipped: list[str]
 
 
-_TIME_UNITS = {"ns": 1.0, "nsec": 1.0, "us": 1e3, "usec": 1e3, "ms": 1e6, "msec": 1e6, "s": 1e9, "sec": 1e9,
-               "seconds": 1e9}
+_TIME_UNITS = {
+    "ns": 1.0,
+    "nsec": 1.0,
+    "us": 1e3,
+    "usec": 1e3,
+    "ms": 1e6,
+    "msec": 1e6,
+    "s": 1e9,
+    "sec": 1e9,
+    "seconds": 1e9,
+}
 
 
 def _stats_kind(header: list[str]) -> str | None:
@@ -324,8 +380,12 @@ def _stats_kind(header: list[str]) -> str | None:
 # A demangled template name can be long, but not this long: a bigger CSV field is a damaged file.
 MAX_FIELD_BYTES = 1 << 20
 # Columns each report must end up with (after renaming): anything less is another file, or a damaged header.
-_REQUIRED = {"kern_sum": ("name", "calls", "total_ns"), "mem_time_sum": ("name", "calls", "total_ns"),
-             "nvtx_kern_sum": ("name", "calls", "total_ns"), "nvtx_sum": ("range", "instances")}
+_REQUIRED = {
+    "kern_sum": ("name", "calls", "total_ns"),
+    "mem_time_sum": ("name", "calls", "total_ns"),
+    "nvtx_kern_sum": ("name", "calls", "total_ns"),
+    "nvtx_sum": ("range", "instances"),
+}
 
 
 class _Lines:
@@ -375,10 +435,13 @@ def read_stats_csv(path: str | os.PathLike) -> StatsReport:
             kind = _REPORT_KINDS.get(report_name(p), "kern_sum")
             return StatsReport(kind, _EMPTY[kind](), [f"{p.name}: empty report (nsys found no data for it)"])
         if lines.stale_export:
-            raise InputError(f"{p}: nsys stats refused to reuse an existing SQLite export; re-run it with "
-                             "--force-export=true")
-        raise InputError(f"{p}: not a recognized profiler output (no nsys stats header such as "
-                         f"'Time (%),Total Time (ns),...'; nor an ncu --csv log or nsys SQLite export)")
+            raise InputError(
+                f"{p}: nsys stats refused to reuse an existing SQLite export; re-run it with --force-export=true"
+            )
+        raise InputError(
+            f"{p}: not a recognized profiler output (no nsys stats header such as "
+            f"'Time (%),Total Time (ns),...'; nor an ncu --csv log or nsys SQLite export)"
+        )
     return StatsReport(*_report_table(header, body, p), lines.skipped)
 
 
@@ -452,8 +515,13 @@ def _report_table(header: list[str], body: list[list[str]], p: Path) -> tuple[st
 
 
 def _require(frame: pd.DataFrame, kind: str, path: Path) -> None:
-    names = {"total_ns": "Total Time (ns)", "instances": "Instances", "range": "Range", "name": "Name",
-             "calls": "Instances"}
+    names = {
+        "total_ns": "Total Time (ns)",
+        "instances": "Instances",
+        "range": "Range",
+        "name": "Name",
+        "calls": "Instances",
+    }
     missing = [c for c in _REQUIRED[kind] if c not in frame]
     if missing:
         raise InputError(f"{path}: {kind} report without a {names[missing[0]]!r} column (damaged header?)")
@@ -497,9 +565,16 @@ def strip_default_domain(range_name: str) -> str | None:
     return (range_name[1:] if range_name.startswith(":") else range_name) or None
 
 
-_REPORT_KINDS = {"cuda_gpu_kern_sum": "kern_sum", "gpukernsum": "kern_sum", "cuda_gpu_mem_time_sum": "mem_time_sum",
-                 "gpumemtimesum": "mem_time_sum", "nvtx_kern_sum": "nvtx_kern_sum", "nvtxkernsum": "nvtx_kern_sum",
-                 "nvtx_sum": "nvtx_sum", "nvtxsum": "nvtx_sum"}
+_REPORT_KINDS = {
+    "cuda_gpu_kern_sum": "kern_sum",
+    "gpukernsum": "kern_sum",
+    "cuda_gpu_mem_time_sum": "mem_time_sum",
+    "gpumemtimesum": "mem_time_sum",
+    "nvtx_kern_sum": "nvtx_kern_sum",
+    "nvtxkernsum": "nvtx_kern_sum",
+    "nvtx_sum": "nvtx_sum",
+    "nvtxsum": "nvtx_sum",
+}
 _EMPTY = {
     "kern_sum": lambda: pd.DataFrame(columns=["name", "calls", "total_ns", "mean_ns", "median_ns"]),
     "mem_time_sum": lambda: pd.DataFrame(columns=["name", "calls", "total_ns", "mean_ns", "median_ns"]),
@@ -521,5 +596,8 @@ def sibling_reports(path: str | os.PathLike) -> dict[str, Path]:
     if report is None:
         return {}
     base = p.name[: -len(f"_{report}.csv")]
-    return {other: p.with_name(f"{base}_{other}.csv") for other in _REPORT_KINDS
-            if p.with_name(f"{base}_{other}.csv").exists()}
+    return {
+        other: p.with_name(f"{base}_{other}.csv")
+        for other in _REPORT_KINDS
+        if p.with_name(f"{base}_{other}.csv").exists()
+    }

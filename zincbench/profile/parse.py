@@ -1,4 +1,5 @@
-"""One entry point for every profiler output: ``parse_file`` -> ``ProfileTables`` (per kernel, per NVTX range, per category).
+"""One entry point for every profiler output: ``parse_file`` -> ``ProfileTables`` (per kernel, per NVTX
+range, per category).
 
 Formats, detected from the content: an nsys SQLite export, an ``nsys stats -f csv`` report (sibling
 reports of the same ``-o BASE`` run are read too), an ncu ``--csv`` log (raw or details page).
@@ -27,7 +28,9 @@ _DRAM = ["dram_read_bytes", "dram_write_bytes"]
 class ProfileTables:
     source: str
     format: str  # nsys-sqlite | nsys-stats-csv | ncu-csv
-    kernels: pd.DataFrame  # name, category, calls, total_ns, mean_ns, median_ns, share [, dram_read_bytes, dram_write_bytes]
+    kernels: (
+        pd.DataFrame
+    )  # name, category, calls, total_ns, mean_ns, median_ns, share [, dram_read_bytes, dram_write_bytes]
     ranges: pd.DataFrame  # range, kernels, calls, total_ns, share [, dram bytes] [, instances]
     categories: pd.DataFrame  # category, kernels, calls, total_ns, share
     notes: list[str] = field(default_factory=list)
@@ -40,9 +43,15 @@ class ProfileTables:
 
     def to_dict(self) -> dict:
         """JSON-ready: the three tables as lists of records (NaN -> None), without per-launch rows."""
-        return {"source": self.source, "format": self.format, "notes": self.notes, "metadata": self.metadata,
-                "kernels": frame_records(self.kernels), "ranges": frame_records(self.ranges),
-                "categories": frame_records(self.categories)}
+        return {
+            "source": self.source,
+            "format": self.format,
+            "notes": self.notes,
+            "metadata": self.metadata,
+            "kernels": frame_records(self.kernels),
+            "ranges": frame_records(self.ranges),
+            "categories": frame_records(self.categories),
+        }
 
 
 def frame_records(frame: pd.DataFrame) -> list[dict]:
@@ -50,23 +59,47 @@ def frame_records(frame: pd.DataFrame) -> list[dict]:
     return frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
 
 
-def summarize(launches: pd.DataFrame, rules: CategoryRules, *, source: str, format: str,
-              notes: list[str] | None = None, metadata: dict | None = None) -> ProfileTables:
+def summarize(
+    launches: pd.DataFrame,
+    rules: CategoryRules,
+    *,
+    source: str,
+    format: str,
+    notes: list[str] | None = None,
+    metadata: dict | None = None,
+) -> ProfileTables:
     """Tables from per-launch rows (columns ``name``, ``duration_ns``, ``range`` [, DRAM bytes])."""
     dram = [c for c in _DRAM if c in launches and launches[c].notna().any()]
     sums = {c: (c, _sum_or_nan) for c in dram}
-    kernels = (launches.groupby("name", sort=False)
-               .agg(calls=("duration_ns", "size"), total_ns=("duration_ns", "sum"), mean_ns=("duration_ns", "mean"),
-                    median_ns=("duration_ns", "median"), **sums)
-               .reset_index())
+    kernels = (
+        launches.groupby("name", sort=False)
+        .agg(
+            calls=("duration_ns", "size"),
+            total_ns=("duration_ns", "sum"),
+            mean_ns=("duration_ns", "mean"),
+            median_ns=("duration_ns", "median"),
+            **sums,
+        )
+        .reset_index()
+    )
     kernels = _finish_kernels(kernels, rules, dram)
     in_range = launches.assign(range=launches["range"].fillna(NO_RANGE))
-    ranges = (in_range.groupby("range", sort=False)
-              .agg(kernels=("name", "nunique"), calls=("duration_ns", "size"), total_ns=("duration_ns", "sum"), **sums)
-              .reset_index())
+    ranges = (
+        in_range.groupby("range", sort=False)
+        .agg(kernels=("name", "nunique"), calls=("duration_ns", "size"), total_ns=("duration_ns", "sum"), **sums)
+        .reset_index()
+    )
     ranges = _with_share(ranges, kernels["total_ns"].sum())[["range", "kernels", "calls", "total_ns", "share", *dram]]
-    return ProfileTables(source, format, kernels, ranges, category_table(kernels, rules), list(notes or []),
-                         dict(metadata or {}), launches)
+    return ProfileTables(
+        source,
+        format,
+        kernels,
+        ranges,
+        category_table(kernels, rules),
+        list(notes or []),
+        dict(metadata or {}),
+        launches,
+    )
 
 
 def _sum_or_nan(values: pd.Series) -> float:
@@ -107,14 +140,20 @@ def _from_stats(path: Path, rules: CategoryRules) -> ProfileTables:
     ranges = pd.DataFrame(columns=range_columns)
     if "nvtx_kern_sum" in by_kind and not by_kind["nvtx_kern_sum"].table.empty:
         per_pair = by_kind["nvtx_kern_sum"].table.assign(range=lambda t: t["range"].fillna(NO_RANGE))
-        ranges = (per_pair.groupby("range", sort=False)
-                  .agg(kernels=("name", "nunique"), calls=("calls", "sum"), total_ns=("total_ns", "sum"))
-                  .reset_index())
+        ranges = (
+            per_pair.groupby("range", sort=False)
+            .agg(kernels=("name", "nunique"), calls=("calls", "sum"), total_ns=("total_ns", "sum"))
+            .reset_index()
+        )
         ranges = _with_share(ranges, total)[range_columns]
         notes.append("nested NVTX ranges' shares overlap (nvtx_kern_sum counts a kernel in each)")
     if "nvtx_sum" in by_kind and not by_kind["nvtx_sum"].table.empty:
-        cpu = by_kind["nvtx_sum"].table.groupby("range", sort=False).agg(
-            instances=("instances", "sum"), range_total_ns=("range_total_ns", "sum")).reset_index()
+        cpu = (
+            by_kind["nvtx_sum"]
+            .table.groupby("range", sort=False)
+            .agg(instances=("instances", "sum"), range_total_ns=("range_total_ns", "sum"))
+            .reset_index()
+        )
         ranges = cpu if ranges.empty else ranges.merge(cpu, on="range", how="left")
         notes.append("range CPU time is the ranges' CPU wall time (nvtx_sum), not GPU time")
     return ProfileTables(str(path), "nsys-stats-csv", kernels, ranges, category_table(kernels, rules), notes)
@@ -126,8 +165,9 @@ def detect_format(path: str | os.PathLike) -> str:
         ".nsys-rep": f"export it first: nsys export --type sqlite -f true -o {p.with_suffix('.sqlite')} {p}",
         ".qdrep": f"export it first: nsys export --type sqlite -f true -o {p.with_suffix('.sqlite')} {p}",
         ".qdstrm": "an unfinished nsys capture: convert it with QdstrmImporter -i FILE, or fix nsys' importer "
-                   "(zincbench env names the missing library)",
-        ".ncu-rep": f"print it as CSV first: ncu --import {p} --csv --page raw --print-units base > {p.with_suffix('.csv')}",
+        "(zincbench env names the missing library)",
+        ".ncu-rep": "print it as CSV first: "
+        f"ncu --import {p} --csv --page raw --print-units base > {p.with_suffix('.csv')}",
     }
     if p.suffix in suffix_hints:
         raise InputError(f"{p}: {suffix_hints[p.suffix]}")
@@ -180,8 +220,17 @@ def traffic_comparison(launches: pd.DataFrame | None, results: list[dict]) -> pd
     same number of times, so invocations = the most common launch count among the range's kernels
     (ties: the larger), and bytes per invocation = the range's read + write bytes / invocations.
     """
-    columns = ["range", "variant", "shape", "kernels", "launches", "invocations", "measured_bytes", "model_bytes",
-               "measured_over_model"]
+    columns = [
+        "range",
+        "variant",
+        "shape",
+        "kernels",
+        "launches",
+        "invocations",
+        "measured_bytes",
+        "model_bytes",
+        "measured_over_model",
+    ]
     model = {}
     for row in results:
         variant, shape = row.get("variant"), row.get("shape", row.get("case"))
@@ -200,6 +249,17 @@ def traffic_comparison(launches: pd.DataFrame | None, results: list[dict]) -> pd
         invocations = int(max(counts[counts == counts.max()].index))
         measured = (group["dram_read_bytes"].sum() + group["dram_write_bytes"].sum()) / invocations
         predicted = model[key]
-        out.append([range_name, variant, shape, group["name"].nunique(), len(group), invocations, measured,
-                    predicted, measured / predicted if predicted else float("nan")])
+        out.append(
+            [
+                range_name,
+                variant,
+                shape,
+                group["name"].nunique(),
+                len(group),
+                invocations,
+                measured,
+                predicted,
+                measured / predicted if predicted else float("nan"),
+            ]
+        )
     return pd.DataFrame(out, columns=columns)

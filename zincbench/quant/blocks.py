@@ -24,9 +24,7 @@ GROUP_MAX_EPS = np.float32(1e-15)  # ggml-quants.c: a group with a smaller max |
 def check_row_length(k: int) -> None:
     """A quantized row must hold whole super-blocks."""
     if k <= 0 or k % QK_K:
-        raise InputError(
-            f"K={k} is not a multiple of {QK_K}: Q4_K/Q6_K rows are made of {QK_K}-weight super-blocks"
-        )
+        raise InputError(f"K={k} is not a multiple of {QK_K}: Q4_K/Q6_K rows are made of {QK_K}-weight super-blocks")
 
 
 def weight_blocks(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -96,7 +94,7 @@ def fp16_bytes(h: np.ndarray) -> np.ndarray:
 
 def fp16_at(blocks: np.ndarray, offset: int) -> np.ndarray:
     """The float16 stored at byte ``offset`` of each block, widened to float32."""
-    return np.ascontiguousarray(blocks[:, offset:offset + 2]).view("<f2")[:, 0].astype(np.float32)
+    return np.ascontiguousarray(blocks[:, offset : offset + 2]).view("<f2")[:, 0].astype(np.float32)
 
 
 def log_uniform_fp16(rng: np.random.Generator, n: int, low: float, high: float) -> np.ndarray:

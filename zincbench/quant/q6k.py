@@ -70,8 +70,8 @@ def make_qx_quants(x: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
     x3 = x2 * x
 
     def fit(iscale):
-        l = np.clip(np.rint(iscale * x), -nmax, nmax - 1)
-        return sequential_sum(x3 * l), sequential_sum((x2 * l) * l)
+        q = np.clip(np.rint(iscale * x), -nmax, nmax - 1)
+        return sequential_sum(x3 * q), sequential_sum((x2 * q) * q)
 
     best_iscale = f32(-nmax) / top
     sumlx, suml2 = fit(best_iscale)
@@ -110,9 +110,7 @@ def quantize_blocks(x_blocks: np.ndarray) -> np.ndarray:
     quarters = levels.reshape(n, 2, 4, 32)  # (half, quarter k, l)
     ql = (quarters[:, :, 0:2] & 0xF) | ((quarters[:, :, 2:4] & 0xF) << 4)
     qh = np.bitwise_or.reduce((quarters >> 4) << _QUARTER_SHIFTS[:, None], axis=2)
-    out = np.concatenate(
-        [ql.reshape(n, 128), qh.reshape(n, 64), scale_codes.view(np.uint8), fp16_bytes(d)], axis=1
-    )
+    out = np.concatenate([ql.reshape(n, 128), qh.reshape(n, 64), scale_codes.view(np.uint8), fp16_bytes(d)], axis=1)
     out[all_zero] = 0
     return out
 

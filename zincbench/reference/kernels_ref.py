@@ -23,8 +23,9 @@ def as_f64(a: np.ndarray, fp16: bool = False) -> np.ndarray:
     return a.astype(np.float64)
 
 
-def experts_matvec(w: np.ndarray, x: np.ndarray, expert_ids: np.ndarray, top_k: int, *,
-                   fp16: bool = False) -> np.ndarray:
+def experts_matvec(
+    w: np.ndarray, x: np.ndarray, expert_ids: np.ndarray, top_k: int, *, fp16: bool = False
+) -> np.ndarray:
     """y[t][slot] = w[ids[t][slot]] . x[t] (x [T][K]) or . x[t][slot] (x [T][top_k][K]), float64 [T][top_k][M].
 
     w: [E][M][K]; expert_ids: [T][>= top_k], only the first top_k columns are read. Experts are

@@ -71,8 +71,8 @@ def split_qkv(conv_out: np.ndarray, dims: SsmDims) -> tuple[np.ndarray, np.ndarr
     x = np.asarray(conv_out, np.float64)
     t = x.shape[0]
     q = x[:, : dims.qk_dim].reshape(t, dims.n_group, dims.d_state)
-    k = x[:, dims.qk_dim: 2 * dims.qk_dim].reshape(t, dims.n_group, dims.d_state)
-    v = x[:, 2 * dims.qk_dim: 2 * dims.qk_dim + dims.d_inner].reshape(t, dims.dt_rank, dims.head_v_dim)
+    k = x[:, dims.qk_dim : 2 * dims.qk_dim].reshape(t, dims.n_group, dims.d_state)
+    v = x[:, 2 * dims.qk_dim : 2 * dims.qk_dim + dims.d_inner].reshape(t, dims.dt_rank, dims.head_v_dim)
     groups = [dims.group_of(h) for h in range(dims.dt_rank)]
     q = l2_normalize(q)[:, groups] / np.sqrt(dims.d_state)
     k = l2_normalize(k)[:, groups]
@@ -138,8 +138,9 @@ def delta_net_block(conv_out, alpha, beta, dt_bias, ssm_a, state, dims: SsmDims,
     q, k, v = split_qkv(conv_out, dims)
     log_g = gate_log(alpha, dt_bias, ssm_a)
     scan = delta_net_chunked if chunked else delta_net_sequential
-    return scan(q[:, heads], k[:, heads], v[:, heads], log_g[:, heads], sigmoid(beta)[:, heads],
-                np.asarray(state)[heads])
+    return scan(
+        q[:, heads], k[:, heads], v[:, heads], log_g[:, heads], sigmoid(beta)[:, heads], np.asarray(state)[heads]
+    )
 
 
 def conv1d_batched(x, weight, state, state_offset: int) -> tuple[np.ndarray, np.ndarray]:
@@ -165,7 +166,10 @@ def gated_norm(o, z, weight, dims: SsmDims, norm_per_head: bool) -> np.ndarray:
     o = np.asarray(o, np.float64).reshape(-1, dims.dt_rank, dims.head_v_dim)
     z = np.asarray(z, np.float64).reshape(o.shape)
     w = np.asarray(weight, np.float64)
-    idx = np.arange(dims.d_inner).reshape(dims.dt_rank, dims.head_v_dim) if norm_per_head else \
-        np.arange(dims.head_v_dim) % dims.d_state
+    idx = (
+        np.arange(dims.d_inner).reshape(dims.dt_rank, dims.head_v_dim)
+        if norm_per_head
+        else np.arange(dims.head_v_dim) % dims.d_state
+    )
     scale = 1.0 / np.sqrt((o * o).mean(-1, keepdims=True) + NORM_EPS)
     return (o * scale * w[idx] * z / (1.0 + np.exp(-z))).reshape(o.shape[0], -1)

@@ -44,11 +44,11 @@ from zincbench import records
 from zincbench.bench.rows import rows_of
 from zincbench.config import experiment_path, load_config
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
-from zincbench.measure.process import run_process, signals_as_interrupts
-from zincbench.runs.ab import ABSettings
-from zincbench.runs.aa_rows import ComparisonRow, ProcessRow, RepeatRow
-from zincbench.runs.ab_rows import PAIRED_METRICS, PairedRatio
 from zincbench.judge import Verdict, compare_medians
+from zincbench.measure.process import run_process, signals_as_interrupts
+from zincbench.runs.aa_rows import ComparisonRow, ProcessRow, RepeatRow
+from zincbench.runs.ab import ABSettings
+from zincbench.runs.ab_rows import PAIRED_METRICS, PairedRatio
 
 DEFAULT_CONFIG = "aa"
 STDERR_TAIL_LINES = 20
@@ -163,8 +163,13 @@ class VerdictTally:
 
     def rate(self, events: int, confidence: float) -> dict:
         n = self.comparisons
-        return {"events": events, "n": n, "rate": events / n if n else None,
-                "ci": list(clopper_pearson(events, n, confidence)), "confidence": confidence}
+        return {
+            "events": events,
+            "n": n,
+            "rate": events / n if n else None,
+            "ci": list(clopper_pearson(events, n, confidence)),
+            "confidence": confidence,
+        }
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -193,13 +198,17 @@ def detectable_change(changes: Sequence[tuple[float, float]], coverage: float) -
         return {"speedup": None, "slowdown": None, "coverage": coverage, "n": 0}
     gains, losses = np.array(changes, dtype=float).T
     # inverted_cdf: the smallest value with at least ``coverage`` of the comparisons at or below it
-    return {"speedup": float(np.quantile(gains, coverage, method="inverted_cdf")),
-            "slowdown": float(np.quantile(losses, coverage, method="inverted_cdf")), "coverage": coverage,
-            "n": len(changes)}
+    return {
+        "speedup": float(np.quantile(gains, coverage, method="inverted_cdf")),
+        "slowdown": float(np.quantile(losses, coverage, method="inverted_cdf")),
+        "coverage": coverage,
+        "n": len(changes),
+    }
 
 
 def binomial_excess_p(events: int, trials: int, target: float) -> float:
-    """One-sided exact binomial p-value of "the rate is at most ``target``": P(X >= events) for X ~ B(trials, target)."""
+    """One-sided exact binomial p-value of "the rate is at most ``target``": P(X >= events) for
+    X ~ B(trials, target)."""
     from scipy import stats
 
     if trials == 0:
@@ -217,8 +226,9 @@ def holm(p_values: dict[str, float], alpha: float) -> dict[str, bool]:
     return rejected
 
 
-def judge_aa(verdicts: Sequence[str], independent: Sequence[str] | dict[str, Sequence[str]], failures: int,
-             config: AAConfig) -> dict:
+def judge_aa(
+    verdicts: Sequence[str], independent: Sequence[str] | dict[str, Sequence[str]], failures: int, config: AAConfig
+) -> dict:
     """The A/A summary: false-positive and inconclusive rates, the pass/fail decision and its exit code.
 
     ``verdicts``: every comparison (the point estimate, shown); ``independent``: the comparisons that
@@ -237,22 +247,37 @@ def judge_aa(verdicts: Sequence[str], independent: Sequence[str] | dict[str, Seq
     fp = every.rate(every.false_positives, confidence)
     tallies = {name: VerdictTally.of(group) for name, group in groups.items()}
     simultaneous = 1.0 - alpha / max(1, len(groups))  # Bonferroni: every group's bound holds at once
-    tests = {name: {"false_positives": t.false_positives, "n": t.comparisons,
-                    "p_excess": binomial_excess_p(t.false_positives, t.comparisons, config.target_fp_rate),
-                    "upper": clopper_pearson(t.false_positives, t.comparisons, simultaneous)[1] if t.comparisons else None}
-             for name, t in tallies.items()}
+    tests = {
+        name: {
+            "false_positives": t.false_positives,
+            "n": t.comparisons,
+            "p_excess": binomial_excess_p(t.false_positives, t.comparisons, config.target_fp_rate),
+            "upper": clopper_pearson(t.false_positives, t.comparisons, simultaneous)[1] if t.comparisons else None,
+        }
+        for name, t in tallies.items()
+    }
     rejected = holm({name: t["p_excess"] for name, t in tests.items()}, alpha)
     for name, t in tests.items():
         t["rejected"] = rejected[name]
     summary = {
         "target_fp_rate": config.target_fp_rate,
-        "comparisons": {"tally": every.as_dict(), "false_positive": fp,
-                        "inconclusive": every.rate(every.inconclusive, confidence)},
-        "independent": {"tally": indep.as_dict(), "false_positive": indep.rate(indep.false_positives, confidence),
-                        "inconclusive": indep.rate(indep.inconclusive, confidence)},
+        "comparisons": {
+            "tally": every.as_dict(),
+            "false_positive": fp,
+            "inconclusive": every.rate(every.inconclusive, confidence),
+        },
+        "independent": {
+            "tally": indep.as_dict(),
+            "false_positive": indep.rate(indep.false_positives, confidence),
+            "inconclusive": indep.rate(indep.inconclusive, confidence),
+        },
         "independent_needed": trials_to_bound(config.target_fp_rate, simultaneous),
-        "test": {"method": "exact one-sided binomial test per group, Holm-corrected; pass: Clopper-Pearson "
-                           "upper bound per group, Bonferroni-adjusted", "alpha": alpha, "groups": tests},
+        "test": {
+            "method": "exact one-sided binomial test per group, Holm-corrected; pass: Clopper-Pearson "
+            "upper bound per group, Bonferroni-adjusted",
+            "alpha": alpha,
+            "groups": tests,
+        },
         "failures": failures,
         "notes": [],
     }
@@ -269,14 +294,17 @@ def judge_aa(verdicts: Sequence[str], independent: Sequence[str] | dict[str, Seq
             f"{indep.false_positives} false positive(s) in {indep.comparisons} independent comparisons neither show "
             f"the rate above the {config.target_fp_rate:.0%} target nor bound it below (upper bound "
             f"{worst_upper:.1%}): {summary['independent_needed']} independent comparisons without a false positive "
-            f"{'per group ' if len(groups) > 1 else ''}would bound it")
+            f"{'per group ' if len(groups) > 1 else ''}would bound it"
+        )
     if failures:
         summary["notes"].append(f"{failures} run(s) produced no verdict: see the results rows")
         if code == ExitCode.OK:
             code, outcome = ExitCode.INCONCLUSIVE, "inconclusive"
     if every.inconclusive > every.comparisons / 2:
-        summary["notes"].append("most comparisons are inconclusive: a low false-positive rate here also means "
-                                "the verdict rarely decides; more samples or rounds would narrow the intervals")
+        summary["notes"].append(
+            "most comparisons are inconclusive: a low false-positive rate here also means "
+            "the verdict rarely decides; more samples or rounds would narrow the intervals"
+        )
     summary.update(outcome=outcome, exit_code=int(code))
     return summary
 
@@ -289,11 +317,18 @@ def judge_detection(verdicts: Sequence[str], expected: str, failures: int, confi
     opposite = {"slower": tally.faster, "faster": tally.slower}.get(expected, 0)
     confidence = config.interval_confidence
     detected = tally.rate(hits, confidence)
-    summary = {"expected": expected, "target_detection_rate": config.detection_coverage,
-               "comparisons": {"tally": tally.as_dict(), "detected": detected,
-                               "wrong_direction": tally.rate(opposite, confidence),
-                               "inconclusive": tally.rate(tally.inconclusive, confidence)},
-               "failures": failures, "notes": []}
+    summary = {
+        "expected": expected,
+        "target_detection_rate": config.detection_coverage,
+        "comparisons": {
+            "tally": tally.as_dict(),
+            "detected": detected,
+            "wrong_direction": tally.rate(opposite, confidence),
+            "inconclusive": tally.rate(tally.inconclusive, confidence),
+        },
+        "failures": failures,
+        "notes": [],
+    }
     if detected["rate"] is None:
         code, outcome = ExitCode.INCONCLUSIVE, "no comparisons"
     elif detected["rate"] >= config.detection_coverage:
@@ -321,8 +356,21 @@ def launch_process(argv: list, timeout_s: float) -> subprocess.CompletedProcess:
 
 
 def microbench_argv(settings: MicrobenchAASettings, results_dir: Path) -> list:
-    argv = [sys.executable, "-m", "zincbench", "microbench", settings.family, "--case", settings.case,
-            "--variant", settings.variant, "--no-ceilings", "--json", "--results-dir", str(results_dir)]
+    argv = [
+        sys.executable,
+        "-m",
+        "zincbench",
+        "microbench",
+        settings.family,
+        "--case",
+        settings.case,
+        "--variant",
+        settings.variant,
+        "--no-ceilings",
+        "--json",
+        "--results-dir",
+        str(results_dir),
+    ]
     if settings.experiment:
         argv += ["--experiment", settings.experiment]
     if settings.quick:
@@ -342,8 +390,9 @@ def _last_line(text: str | None) -> str:
     return lines[-1].removeprefix("zincbench: error: ") if lines else "(no output)"
 
 
-def _process_row(index: int, completed: subprocess.CompletedProcess,
-                 settings: MicrobenchAASettings) -> tuple[ProcessRow, dict]:
+def _process_row(
+    index: int, completed: subprocess.CompletedProcess, settings: MicrobenchAASettings
+) -> tuple[ProcessRow, dict]:
     """One process's row (its raw samples, or why it has none) and its results document's environment.
 
     A child that finds no GPU (exit 4) or rejects its input (exit 2) would fail the same way every
@@ -356,34 +405,53 @@ def _process_row(index: int, completed: subprocess.CompletedProcess,
     if rc == ExitCode.USAGE:
         raise InputError(f"microbench process: {_last_line(completed.stderr)}")
     if rc not in (ExitCode.OK, ExitCode.FAIL, ExitCode.INCONCLUSIVE):
-        return ProcessRow(index=index, exit_code=rc, status="error", error=f"exit code {rc}",
-                          stderr_tail=_tail(completed.stderr)), {}
+        return ProcessRow(
+            index=index, exit_code=rc, status="error", error=f"exit code {rc}", stderr_tail=_tail(completed.stderr)
+        ), {}
     try:
         doc = records.read(json.loads(completed.stdout)["results_file"])
         rows = rows_of(doc)
     except (ValueError, KeyError, TypeError, InputError) as exc:
-        return ProcessRow(index=index, exit_code=rc, status="error", error=f"unreadable output: {exc}",
-                          stderr_tail=_tail(completed.stderr)), {}
+        return ProcessRow(
+            index=index,
+            exit_code=rc,
+            status="error",
+            error=f"unreadable output: {exc}",
+            stderr_tail=_tail(completed.stderr),
+        ), {}
     found = [r for r in rows if r.case == settings.case and r.variant == settings.variant]
     if not found or not found[0].timed:
         why = (found[0].skipped or f"correctness check: {found[0].to_json().get('check')}") if found else "no row"
-        return ProcessRow(index=index, exit_code=rc, status="error",
-                          error=f"no timing for {settings.variant} on {settings.case}: {why}"), {}
+        return ProcessRow(
+            index=index,
+            exit_code=rc,
+            status="error",
+            error=f"no timing for {settings.variant} on {settings.case}: {why}",
+        ), {}
     result = found[0]
     m = result.measurement
-    return ProcessRow(index=index, exit_code=rc, status="ok", gpu_us=m.gpu_us, summary=result.summary,
-                      stop_reason=m.stop_reason, dropped_throttled=m.dropped_throttled, detail=result.detail), \
-        doc.get("environment") or {}
+    return ProcessRow(
+        index=index,
+        exit_code=rc,
+        status="ok",
+        gpu_us=m.gpu_us,
+        summary=result.summary,
+        stop_reason=m.stop_reason,
+        dropped_throttled=m.dropped_throttled,
+        detail=result.detail,
+    ), doc.get("environment") or {}
 
 
 def _process_noise(rows: list[ProcessRow]) -> dict:
     """Spread of the per-process medians (between-process noise) and the median in-process CI half-width."""
     medians = np.array([r.summary.median_us for r in rows], dtype=float)
     within = [r.summary.rel_noise for r in rows if r.summary.rel_noise is not None]
-    return {"median_us": float(np.median(medians)),
-            "process_cv": float(np.std(medians, ddof=1) / np.mean(medians)),
-            "process_range": float((medians.max() - medians.min()) / np.median(medians)),
-            "within_process_rel_noise": float(np.median(within)) if within else None}
+    return {
+        "median_us": float(np.median(medians)),
+        "process_cv": float(np.std(medians, ddof=1) / np.mean(medians)),
+        "process_range": float((medians.max() - medians.min()) / np.median(medians)),
+        "within_process_rel_noise": float(np.median(within)) if within else None,
+    }
 
 
 def compare_processes(samples: Sequence[Sequence[float]], threshold: float, confidence: float) -> list[ComparisonRow]:
@@ -392,9 +460,17 @@ def compare_processes(samples: Sequence[Sequence[float]], threshold: float, conf
     out = []
     for i, j in itertools.combinations(range(len(samples)), 2):
         cmp = compare_medians(samples[i], samples[j], threshold=threshold, confidence=confidence)
-        out.append(ComparisonRow(baseline=i, candidate=j, independent=i % 2 == 0 and j == i + 1, time_ratio=cmp.ratio,
-                                 ci=list(cmp.ci), verdict=cmp.verdict.value,
-                                 change_to_call=list(change_to_call(cmp.ratio, cmp.ci, threshold, higher_is_better=False))))
+        out.append(
+            ComparisonRow(
+                baseline=i,
+                candidate=j,
+                independent=i % 2 == 0 and j == i + 1,
+                time_ratio=cmp.ratio,
+                ci=list(cmp.ci),
+                verdict=cmp.verdict.value,
+                change_to_call=list(change_to_call(cmp.ratio, cmp.ci, threshold, higher_is_better=False)),
+            )
+        )
     return out
 
 
@@ -411,8 +487,15 @@ def _progress(enabled: bool):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True, disable=not (enabled and console.is_terminal))
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not (enabled and console.is_terminal),
+    )
 
 
 def _gate_rule(settings: MicrobenchAASettings):
@@ -427,22 +510,37 @@ def _gate_rule(settings: MicrobenchAASettings):
         raise InputError(f"no {settings.family} case {settings.case!r} in {path} (cases: {', '.join(cases)})")
     variants = [v.name for v in family.variants(cfg)]
     if settings.variant not in variants:
-        raise InputError(f"no {settings.family} variant {settings.variant!r} in {path} (variants: {', '.join(variants)})")
+        raise InputError(
+            f"no {settings.family} variant {settings.variant!r} in {path} (variants: {', '.join(variants)})"
+        )
     return family.gate_rule(cfg), path
 
 
-def run_microbench_aa(config: AAConfig, *, results_dir=None, launch: Launcher = launch_process,
-                      progress: bool = True) -> AAOutcome:
+def run_microbench_aa(
+    config: AAConfig, *, results_dir=None, launch: Launcher = launch_process, progress: bool = True
+) -> AAOutcome:
     """Time one kernel against itself in ``config.microbench.processes`` separate processes and judge
     every pair at the family's gate threshold and confidence."""
     settings = config.microbench
     rule, experiment = _gate_rule(settings)
-    doc = records.Document(kind="aa", environment={}, config={
-        "mode": "microbench", "settings": dataclasses.asdict(settings), "experiment": str(experiment),
-        "verdict_rule": {"method": "bootstrap-median", "threshold": rule.threshold, "confidence": rule.confidence,
-                         "source": f"{experiment} gate"},
-        "target_fp_rate": config.target_fp_rate, "interval_confidence": config.interval_confidence,
-        "detection_coverage": config.detection_coverage})
+    doc = records.Document(
+        kind="aa",
+        environment={},
+        config={
+            "mode": "microbench",
+            "settings": dataclasses.asdict(settings),
+            "experiment": str(experiment),
+            "verdict_rule": {
+                "method": "bootstrap-median",
+                "threshold": rule.threshold,
+                "confidence": rule.confidence,
+                "source": f"{experiment} gate",
+            },
+            "target_fp_rate": config.target_fp_rate,
+            "interval_confidence": config.interval_confidence,
+            "detection_coverage": config.detection_coverage,
+        },
+    )
     rows = []
     with tempfile.TemporaryDirectory(prefix="zincbench-aa-") as scratch, _progress(progress) as bar:
         task = bar.add_task(f"A/A {settings.variant} {settings.case}", total=settings.processes)
@@ -467,18 +565,26 @@ def run_microbench_aa(config: AAConfig, *, results_dir=None, launch: Launcher = 
             ok = [r for r in rows if r.status == "ok"]
             comparisons = compare_processes([r.gpu_us for r in ok], rule.threshold, rule.confidence)
             doc.results.extend(comparisons)
-            summary = judge_aa([c.verdict for c in comparisons],
-                               [c.verdict for c in comparisons if c.independent], len(rows) - len(ok), config)
-            summary.update(mode="microbench", threshold=rule.threshold, confidence=rule.confidence,
-                           processes={"requested": settings.processes, "ok": len(ok)},
-                           noise=_process_noise(ok) if len(ok) >= 2 else None,
-                           detectable=detectable_change([c.change_to_call for c in comparisons],
-                                                        config.detection_coverage))
+            summary = judge_aa(
+                [c.verdict for c in comparisons],
+                [c.verdict for c in comparisons if c.independent],
+                len(rows) - len(ok),
+                config,
+            )
+            summary.update(
+                mode="microbench",
+                threshold=rule.threshold,
+                confidence=rule.confidence,
+                processes={"requested": settings.processes, "ok": len(ok)},
+                noise=_process_noise(ok) if len(ok) >= 2 else None,
+                detectable=detectable_change([c.change_to_call for c in comparisons], config.detection_coverage),
+            )
             doc.verdict = summary
     return AAOutcome(doc, writer.path, summary, ExitCode(summary["exit_code"]))
 
 
 # --- ab A/A --------------------------------------------------------------------------------------------
+
 
 def _ratios(rows: list[RepeatRow], metric: str) -> list[PairedRatio]:
     """The repeats' B/A of ``metric``, where they have one."""
@@ -508,13 +614,27 @@ def _rounds_used(rows: list[RepeatRow]) -> dict:
     rounds = np.array([r.rounds for r in rows], dtype=float)
     if not rounds.size:
         return {"mean": None, "median": None, "max": None, "stops": {}}
-    return {"mean": float(rounds.mean()), "median": float(np.median(rounds)), "max": int(rounds.max()),
-            "stops": dict(collections.Counter(r.stop for r in rows))}
+    return {
+        "mean": float(rounds.mean()),
+        "median": float(np.median(rounds)),
+        "max": int(rounds.max()),
+        "stops": dict(collections.Counter(r.stop for r in rows)),
+    }
 
 
-def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = None, gpu_uuid: str | None = None,
-              planted: dict | None = None, expect: str | None = None, results_dir=None, monitor=None,
-              progress: bool = True) -> AAOutcome:
+def run_ab_aa(
+    models: Sequence,
+    engine,
+    config: AAConfig,
+    *,
+    env: dict | None = None,
+    gpu_uuid: str | None = None,
+    planted: dict | None = None,
+    expect: str | None = None,
+    results_dir=None,
+    monitor=None,
+    progress: bool = True,
+) -> AAOutcome:
     """The same ``engine`` as arm A and arm B, ``config.ab.repeats`` independent A/B runs; every
     (repeat, model) verdict is one comparison of identical code. ``planted``: extra environment for
     arm B only, a change the verdict should call ``expect`` (slower/faster): the detection rate is judged."""
@@ -530,15 +650,28 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
 
         monitor = Nvml(uuid=gpu_uuid)
     arms = [Arm("A", engine, dict(env or {})), Arm("B", engine, {**(env or {}), **(planted or {})})]
-    doc = records.Document(kind="aa", environment={}, config={
-        "mode": "ab", "settings": dataclasses.asdict(settings), "engine": engine.describe(), "env": env or {},
-        "planted": {"env_b": planted, "expect": expect} if planted else None,
-        "models": [m.name for m in models], "gpu_uuid": gpu_uuid,
-        "verdict_rule": {"method": "group-sequential paired-t-log (runs.sequential)", "threshold": settings.threshold,
-                         "alpha": settings.alpha,
-                         "source": "zincbench ab (runs.ab.summarize_model)"},
-        "target_fp_rate": config.target_fp_rate, "interval_confidence": config.interval_confidence,
-        "detection_coverage": config.detection_coverage})
+    doc = records.Document(
+        kind="aa",
+        environment={},
+        config={
+            "mode": "ab",
+            "settings": dataclasses.asdict(settings),
+            "engine": engine.describe(),
+            "env": env or {},
+            "planted": {"env_b": planted, "expect": expect} if planted else None,
+            "models": [m.name for m in models],
+            "gpu_uuid": gpu_uuid,
+            "verdict_rule": {
+                "method": "group-sequential paired-t-log (runs.sequential)",
+                "threshold": settings.threshold,
+                "alpha": settings.alpha,
+                "source": "zincbench ab (runs.ab.summarize_model)",
+            },
+            "target_fp_rate": config.target_fp_rate,
+            "interval_confidence": config.interval_confidence,
+            "detection_coverage": config.detection_coverage,
+        },
+    )
     rows = []
     quiet = Console(quiet=True)  # run_ab's warnings land in its document's notes, gathered below
     with _progress(progress) as bar:
@@ -547,12 +680,25 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
         def repeated():
             for repeat in range(settings.repeats):
                 with tempfile.TemporaryDirectory(prefix="zincbench-aa-") as scratch:
-                    yield repeat, run_ab(models, arms, settings.ab_settings(repeat, gpu_uuid), results_dir=scratch,
-                                         monitor=monitor, console=quiet, progress=False, write_csv=False)
+                    yield (
+                        repeat,
+                        run_ab(
+                            models,
+                            arms,
+                            settings.ab_settings(repeat, gpu_uuid),
+                            results_dir=scratch,
+                            monitor=monitor,
+                            console=quiet,
+                            progress=False,
+                            write_csv=False,
+                        ),
+                    )
                 bar.advance(task)
 
         repeats = repeated()
-        first = next(repeats)  # bad input (a missing model file, a binary that is no engine) stops here, before a results file
+        first = next(
+            repeats
+        )  # bad input (a missing model file, a binary that is no engine) stops here, before a results file
         with signals_as_interrupts(), records.IncrementalWriter(doc, directory=results_dir) as writer:
             for repeat, outcome in itertools.chain([first], repeats):
                 doc.environment = doc.environment or outcome.document.environment
@@ -564,17 +710,31 @@ def run_ab_aa(models: Sequence, engine, config: AAConfig, *, env: dict | None = 
                 writer.flush()
             judged = [r for r in rows if r.verdict != "error"]
             verdicts = [r.verdict for r in judged]
-            summary = (judge_detection(verdicts, expect, len(rows) - len(judged), config) if planted
-                       else judge_aa(verdicts, _by_model(judged), len(rows) - len(judged), config))
-            changes = {metric: [change_to_call(ratio.ratio, ratio.ci, settings.threshold, True)
-                                for ratio in _ratios(judged, metric)] for metric in PAIRED_METRICS}
-            summary.update(mode="ab", threshold=settings.threshold, alpha=settings.alpha,
-                           repeats={"requested": settings.repeats, "models": len(models)},
-                           rounds=_rounds_used(judged),
-                           by_metric={metric: VerdictTally.of(ratio.verdict for ratio in _ratios(judged, metric)).as_dict()
-                                      for metric in PAIRED_METRICS},
-                           noise=_ab_noise(judged),
-                           detectable={metric: detectable_change(changes[metric], config.detection_coverage)
-                                       for metric in PAIRED_METRICS})
+            summary = (
+                judge_detection(verdicts, expect, len(rows) - len(judged), config)
+                if planted
+                else judge_aa(verdicts, _by_model(judged), len(rows) - len(judged), config)
+            )
+            changes = {
+                metric: [
+                    change_to_call(ratio.ratio, ratio.ci, settings.threshold, True) for ratio in _ratios(judged, metric)
+                ]
+                for metric in PAIRED_METRICS
+            }
+            summary.update(
+                mode="ab",
+                threshold=settings.threshold,
+                alpha=settings.alpha,
+                repeats={"requested": settings.repeats, "models": len(models)},
+                rounds=_rounds_used(judged),
+                by_metric={
+                    metric: VerdictTally.of(ratio.verdict for ratio in _ratios(judged, metric)).as_dict()
+                    for metric in PAIRED_METRICS
+                },
+                noise=_ab_noise(judged),
+                detectable={
+                    metric: detectable_change(changes[metric], config.detection_coverage) for metric in PAIRED_METRICS
+                },
+            )
             doc.verdict = summary
     return AAOutcome(doc, writer.path, summary, ExitCode(summary["exit_code"]))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from zincbench.bench.rows import Summary
-from zincbench.runs.ab_rows import ArmStats, PairedRatio, ScoredRow, ScoreboardRow, fields_of
+from zincbench.runs.ab_rows import ArmStats, PairedRatio, ScoreboardRow, ScoredRow, fields_of
 
 
 def _untyped(cls, obj, what: str) -> dict:
@@ -60,8 +60,11 @@ class ProcessRow:
             out["exit_code"] = self.exit_code
         out["status"] = self.status
         if self.status == "ok":
-            return {**out, **{key: getattr(self, key) for key in self.OK_KEYS},
-                    "summary": dataclasses.asdict(self.summary)}
+            return {
+                **out,
+                **{key: getattr(self, key) for key in self.OK_KEYS},
+                "summary": dataclasses.asdict(self.summary),
+            }
         return {**out, "error": self.error, **({} if self.stderr_tail is None else {"stderr_tail": self.stderr_tail})}
 
     @classmethod
@@ -118,7 +121,9 @@ class RepeatRow(ScoredRow):
 
     @classmethod
     def of(cls, repeat: int, scored: ScoreboardRow) -> RepeatRow:
-        return cls(repeat=repeat, **{f.name: getattr(scored, f.name) for f in dataclasses.fields(cls) if f.name != "repeat"})
+        return cls(
+            repeat=repeat, **{f.name: getattr(scored, f.name) for f in dataclasses.fields(cls) if f.name != "repeat"}
+        )
 
     def to_json(self) -> dict:
         return {"type": self.type, **super().to_json()}

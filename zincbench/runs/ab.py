@@ -123,8 +123,10 @@ class ABSettings:
         if self.rounds is not None and self.rounds < 2:
             raise ValueError(f"--rounds must be at least 2 (a paired comparison needs two rounds), got {self.rounds}")
         if self.min_rounds < 2 or self.max_rounds < self.min_rounds:
-            raise ValueError(f"--min-rounds must be at least 2 and --max-rounds at least --min-rounds, "
-                             f"got {self.min_rounds}/{self.max_rounds}")
+            raise ValueError(
+                f"--min-rounds must be at least 2 and --max-rounds at least --min-rounds, "
+                f"got {self.min_rounds}/{self.max_rounds}"
+            )
         if self.look_every < 1:
             raise ValueError(f"--look-every must be at least 1, got {self.look_every}")
         if not 0 < self.alpha < 1:
@@ -132,7 +134,9 @@ class ABSettings:
         if not 0 <= self.max_failure_rate < 1:
             raise ValueError(f"--max-failure-rate is a fraction in [0, 1), got {self.max_failure_rate}")
         if self.prompt_tokens < 2 or self.n_gen < 1:
-            raise ValueError(f"--prompt-tokens must be at least 2 and --n-gen at least 1, got {self.prompt_tokens}/{self.n_gen}")
+            raise ValueError(
+                f"--prompt-tokens must be at least 2 and --n-gen at least 1, got {self.prompt_tokens}/{self.n_gen}"
+            )
         if not 0 < self.threshold < 1:
             raise ValueError(f"--threshold is a fraction between 0 and 1 (0.02 = 2%), got {self.threshold}")
         if not self.timeout_s > 0 or not self.max_time_s > 0:  # `not >` also refuses NaN
@@ -165,7 +169,9 @@ def benchmark_prompt(engine: Engine, prompt_tokens: int) -> str:
         return neutral_prompt(prompt_tokens)
     cap = getattr(engine, "max_prompt_ids", None)
     if cap is not None and prompt_tokens > cap:
-        raise InputError(f"zinc-dbg takes at most {cap} prompt ids (it drops the rest silently): use --prompt-tokens {cap} or less")
+        raise InputError(
+            f"zinc-dbg takes at most {cap} prompt ids (it drops the rest silently): use --prompt-tokens {cap} or less"
+        )
     return id_prompt(prompt_tokens)
 
 
@@ -209,13 +215,30 @@ def _run_record(model, arm: Arm, round_no: int, prompt: str, settings: ABSetting
     except EngineFailure as exc:
         if exc.reason == "missing":
             raise InputError(f"arm {arm.name}: {exc}") from None
-        outcome = {"status": "error", "error": {"reason": exc.reason, "message": str(exc), "stderr_tail": exc.stderr_tail}}
+        outcome = {
+            "status": "error",
+            "error": {"reason": exc.reason, "message": str(exc), "stderr_tail": exc.stderr_tail},
+        }
     else:
-        outcome = {"status": "ok", "prefill_tokens": result.prefill_tokens, "prefill_tps": result.prefill_tps,
-                   "decode_tokens": result.decode_tokens, "decode_tps": result.decode_tps, "extra": result.extra}
+        outcome = {
+            "status": "ok",
+            "prefill_tokens": result.prefill_tokens,
+            "prefill_tps": result.prefill_tps,
+            "decode_tokens": result.decode_tokens,
+            "decode_tps": result.decode_tps,
+            "extra": result.extra,
+        }
     wall_s = time.perf_counter() - start
-    return ABRun(model=model.name, arm=arm.name, round=round_no, warmup=round_no == 0, gpu=gpu, **outcome,
-                 wall_s=wall_s, gpu_after=guard.after_run())
+    return ABRun(
+        model=model.name,
+        arm=arm.name,
+        round=round_no,
+        warmup=round_no == 0,
+        gpu=gpu,
+        **outcome,
+        wall_s=wall_s,
+        gpu_after=guard.after_run(),
+    )
 
 
 # --- judging -----------------------------------------------------------------------------------------
@@ -243,8 +266,11 @@ def _arm_stats(records: list[ABRun]) -> ArmStats:
 def zero_rates(run: ABRun) -> list[str]:
     """The rates of a successful run that are not a measurement (zero, negative or NaN), as 'prefill 0 tok/s'."""
     rates = (("prefill", run.prefill_tps), ("decode", run.decode_tps))
-    return [f"{name} {value:g} tok/s" for name, value in rates
-            if value is not None and not (isinstance(value, (int, float)) and 0 < value < math.inf)]
+    return [
+        f"{name} {value:g} tok/s"
+        for name, value in rates
+        if value is not None and not (isinstance(value, (int, float)) and 0 < value < math.inf)
+    ]
 
 
 def _zero_against_a(measured: list[ABRun], arms: Sequence[str]) -> list[int]:
@@ -279,8 +305,15 @@ def _paired(records: list[ABRun], metric: str, threshold: float, confidence: flo
         return None
     a, b = zip(*pairs)
     cmp = compare_paired(a, b, threshold=threshold, confidence=confidence, higher_is_better=True)
-    return PairedRatio(ratio=cmp.ratio, ci=list(cmp.ci), confidence=cmp.confidence, verdict=cmp.verdict.value,
-                       n_pairs=len(pairs), method=cmp.method, round_ratios=[y / x for x, y in pairs])
+    return PairedRatio(
+        ratio=cmp.ratio,
+        ci=list(cmp.ci),
+        confidence=cmp.confidence,
+        verdict=cmp.verdict.value,
+        n_pairs=len(pairs),
+        method=cmp.method,
+        round_ratios=[y / x for x, y in pairs],
+    )
 
 
 def combine_verdicts(prefill: str | None, decode: str | None) -> str:
@@ -298,8 +331,14 @@ def combine_verdicts(prefill: str | None, decode: str | None) -> str:
     return Verdict.INCONCLUSIVE.value
 
 
-VERDICT_EXIT = {"faster": ExitCode.OK, "same": ExitCode.OK, "measured": ExitCode.OK,
-                "slower": ExitCode.FAIL, "inconclusive": ExitCode.INCONCLUSIVE, "error": ExitCode.INCONCLUSIVE}
+VERDICT_EXIT = {
+    "faster": ExitCode.OK,
+    "same": ExitCode.OK,
+    "measured": ExitCode.OK,
+    "slower": ExitCode.FAIL,
+    "inconclusive": ExitCode.INCONCLUSIVE,
+    "error": ExitCode.INCONCLUSIVE,
+}
 
 
 def decided(summary: ScoreboardRow) -> bool:
@@ -311,8 +350,14 @@ def decided(summary: ScoreboardRow) -> bool:
     return bool(verdicts) and Verdict.INCONCLUSIVE.value not in verdicts
 
 
-def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold: float,
-                    confidence: float | None = None, max_failure_rate: float = ABSettings.max_failure_rate) -> ScoreboardRow:
+def summarize_model(
+    model,
+    records: list[ABRun],
+    arms: Sequence[str],
+    threshold: float,
+    confidence: float | None = None,
+    max_failure_rate: float = ABSettings.max_failure_rate,
+) -> ScoreboardRow:
     """The scoreboard row of one model from its run records (warm-up runs excluded from statistics).
 
     ``confidence``: of the paired intervals; by default that of a fixed-rounds A/B at the default
@@ -328,9 +373,16 @@ def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold:
     zero = [r for r in records if r.status == "ok" and zero_rates(r)]
     ok = [r for r in measured if r.status == "ok" and not zero_rates(r)]
     errors = [{"arm": r.arm, "round": r.round, **r.error} for r in records if r.status == "error"]
-    errors += [{"arm": r.arm, "round": r.round, "reason": "zero-rate",
-                "message": f"reported {', '.join(zero_rates(r))}: no throughput measured", "stderr_tail": ""}
-               for r in zero]
+    errors += [
+        {
+            "arm": r.arm,
+            "round": r.round,
+            "reason": "zero-rate",
+            "message": f"reported {', '.join(zero_rates(r))}: no throughput measured",
+            "stderr_tail": "",
+        }
+        for r in zero
+    ]
     failed_measured = len(measured) - len(ok)
     stats = {arm: _arm_stats([r for r in ok if r.arm == arm]) for arm in arms}
     notes = []
@@ -346,29 +398,46 @@ def summarize_model(model, records: list[ABRun], arms: Sequence[str], threshold:
         # B measured nothing where A measured a rate: the slowest a build can be, a regression whatever
         # the other rounds say (never "error" or "inconclusive", which would hide it).
         verdict = "slower"
-        notes.append(f"arm {arms[-1]} reported a zero rate in round(s) {', '.join(map(str, zero_b))} where "
-                     f"{arms[0]} measured one: slower")
+        notes.append(
+            f"arm {arms[-1]} reported a zero rate in round(s) {', '.join(map(str, zero_b))} where "
+            f"{arms[0]} measured one: slower"
+        )
     elif measured and failed_measured / len(measured) > max_failure_rate:
         verdict = "error"
-        notes.append(f"{failed_measured} of {len(measured)} measured runs failed (more than "
-                     f"{max_failure_rate:.0%}): no verdict")
+        notes.append(
+            f"{failed_measured} of {len(measured)} measured runs failed (more than {max_failure_rate:.0%}): no verdict"
+        )
     elif not ok or (len(arms) == 2 and prefill is None):
         verdict = "error"
         notes.append("no round where every arm succeeded: no verdict")
     elif failed_measured:
-        notes.append(f"{failed_measured} failed run(s) left out; the verdict is judged on the rounds where both arms succeeded")
+        notes.append(
+            f"{failed_measured} failed run(s) left out; the verdict is judged on the rounds where both arms succeeded"
+        )
     for arm in arms:
         dropped = stats[arm].n - stats[arm].n_decode
         if stats[arm].n_decode and dropped:
-            notes.append(f"arm {arm}: {dropped} of {stats[arm].n} successful runs printed no decode rate "
-                         "(left out of the decode statistics)")
+            notes.append(
+                f"arm {arm}: {dropped} of {stats[arm].n} successful runs printed no decode rate "
+                "(left out of the decode statistics)"
+            )
     tokens = {s.prefill_tokens for s in stats.values() if s.prefill_tokens is not None}
     if len(tokens) > 1:
         notes.append(f"arms report different prompt lengths {sorted(tokens)}: are the tokenizers the same?")
-    return ScoreboardRow(model=model.name, shape=model.shape, gguf=str(model.gguf), arms=stats, prefill=prefill,
-                         decode=decode, errors=errors, failed_runs=failed_measured,
-                         rounds=len({r.round for r in measured}), verdict=verdict,
-                         prefill_tokens=stats[arms[-1]].prefill_tokens or stats[arms[0]].prefill_tokens, notes=notes)
+    return ScoreboardRow(
+        model=model.name,
+        shape=model.shape,
+        gguf=str(model.gguf),
+        arms=stats,
+        prefill=prefill,
+        decode=decode,
+        errors=errors,
+        failed_runs=failed_measured,
+        rounds=len({r.round for r in measured}),
+        verdict=verdict,
+        prefill_tokens=stats[arms[-1]].prefill_tokens or stats[arms[0]].prefill_tokens,
+        notes=notes,
+    )
 
 
 def summarize_recorded(model, records: list[ABRun], arms: Sequence[str], settings: dict) -> ScoreboardRow:
@@ -377,8 +446,9 @@ def summarize_recorded(model, records: list[ABRun], arms: Sequence[str], setting
     known = {f.name for f in dataclasses.fields(ABSettings)}
     recorded = ABSettings(**{k: v for k, v in settings.items() if k in known})
     rounds = len({r.round for r in records if not r.warmup})
-    return summarize_model(model, records, arms, recorded.threshold, recorded.design().confidence_at(rounds),
-                           recorded.max_failure_rate)
+    return summarize_model(
+        model, records, arms, recorded.threshold, recorded.design().confidence_at(rounds), recorded.max_failure_rate
+    )
 
 
 def rejudge(doc: dict, where: str) -> Rejudged:
@@ -412,15 +482,21 @@ def _nearest(rows: list[LlamaBenchRow], size, target: int | None) -> LlamaBenchR
     return min(rows, key=lambda r: abs(size(r) - target) if target else 0)
 
 
-def llama_baseline(rows: Sequence[LlamaBenchRow], model, prefill_tokens: int | None, n_gen: int,
-                   only_model: bool) -> dict | None:
+def llama_baseline(
+    rows: Sequence[LlamaBenchRow], model, prefill_tokens: int | None, n_gen: int, only_model: bool
+) -> dict | None:
     """This model's llama-bench pp (nearest to the engine's T) and tg (nearest to n_gen) results.
 
     Rows are matched by GGUF file name or alias; markdown output names no file, so its rows are
     used only when the run has one model and the file one model type.
     """
     matched = [r for r in rows if r.model_filename and model.matches_file(r.model_filename)]
-    if not matched and only_model and all(r.model_filename is None for r in rows) and len({r.model_type for r in rows}) == 1:
+    if (
+        not matched
+        and only_model
+        and all(r.model_filename is None for r in rows)
+        and len({r.model_type for r in rows}) == 1
+    ):
         matched = list(rows)
     pp = _nearest([r for r in matched if r.is_prefill], lambda r: r.n_prompt, prefill_tokens)
     tg = _nearest([r for r in matched if r.is_decode], lambda r: r.n_gen, n_gen)
@@ -453,10 +529,20 @@ def _verdict(summaries: list[ScoreboardRow], arms: Sequence[str]) -> tuple[str, 
     return ("faster" if "faster" in verdicts else "same"), code
 
 
-def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
-           llama_rows: Sequence[LlamaBenchRow] | None = None, llama_bench_bin: str | Path | None = None,
-           results_dir: str | Path | None = None, results_path: str | Path | None = None,
-           monitor=None, console=None, progress: bool = True, write_csv: bool = True) -> ABOutcome:
+def run_ab(
+    models: Sequence,
+    arms: Sequence[Arm],
+    settings: ABSettings,
+    *,
+    llama_rows: Sequence[LlamaBenchRow] | None = None,
+    llama_bench_bin: str | Path | None = None,
+    results_dir: str | Path | None = None,
+    results_path: str | Path | None = None,
+    monitor=None,
+    console=None,
+    progress: bool = True,
+    write_csv: bool = True,
+) -> ABOutcome:
     """Measure every model with every arm in counterbalanced rounds until decided; return the judged scoreboard.
 
     ``models`` are catalog models (``name``, ``gguf``, ``shape``, ``engine_env``, ``matches_file``);
@@ -489,19 +575,34 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
 
         monitor = Nvml(uuid=settings.gpu_uuid)
     design = settings.design()
-    doc = Document(kind="ab", config={
-        "settings": dataclasses.asdict(settings), "models": [m.name for m in models],
-        "arms": {a.name: {"engine": a.engine.describe(), "env": a.env} for a in arms},
-        "llama_bench": {"source": "live" if llama_bench_bin else ("file" if llama_rows else None),
-                        "binary": str(llama_bench_bin) if llama_bench_bin else None},
-        "prompt": prompts, "percentile": PERCENTILE_RULE, "p90_min_samples": P90_MIN_SAMPLES,
-        "design": {"method": "group-sequential paired-t-log, O'Brien-Fleming-type alpha spending, Bonferroni over looks",
-                   "looks": design.looks(), "look_confidence": [1.0 - a for a in design.look_alphas()],
-                   "alpha": settings.alpha} if len(arms) == 2 else None,
-    }, environment={
-        "gpu": monitor.snapshot(),
-        "host": platform.node(), "python": platform.python_version(),
-    })
+    doc = Document(
+        kind="ab",
+        config={
+            "settings": dataclasses.asdict(settings),
+            "models": [m.name for m in models],
+            "arms": {a.name: {"engine": a.engine.describe(), "env": a.env} for a in arms},
+            "llama_bench": {
+                "source": "live" if llama_bench_bin else ("file" if llama_rows else None),
+                "binary": str(llama_bench_bin) if llama_bench_bin else None,
+            },
+            "prompt": prompts,
+            "percentile": PERCENTILE_RULE,
+            "p90_min_samples": P90_MIN_SAMPLES,
+            "design": {
+                "method": "group-sequential paired-t-log, O'Brien-Fleming-type alpha spending, Bonferroni over looks",
+                "looks": design.looks(),
+                "look_confidence": [1.0 - a for a in design.look_alphas()],
+                "alpha": settings.alpha,
+            }
+            if len(arms) == 2
+            else None,
+        },
+        environment={
+            "gpu": monitor.snapshot(),
+            "host": platform.node(),
+            "python": platform.python_version(),
+        },
+    )
     warned: set[str] = set()
 
     def warn(message: str) -> None:
@@ -513,8 +614,11 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
     if not monitor.available:
         warn(f"NVML unavailable ({monitor.error}): clean-GPU check and clocks not recorded")
     guard = _GpuGuard(monitor, settings.gpu_uuid, settings.require_clean_gpu, warn)
-    with signals_as_interrupts(), IncrementalWriter(doc, results_path, results_dir) as writer, \
-            _progress_bar(console, progress) as bar:
+    with (
+        signals_as_interrupts(),
+        IncrementalWriter(doc, results_path, results_dir) as writer,
+        _progress_bar(console, progress) as bar,
+    ):
         rounds_each = settings.scoreboard_rounds() if len(arms) == 1 else design.max_rounds
         task = bar.add_task("ab", total=len(models) * ((rounds_each + 1) * len(arms) + (1 if llama_bench_bin else 0)))
         summaries: list[ScoreboardRow] = []
@@ -522,19 +626,28 @@ def run_ab(models: Sequence, arms: Sequence[Arm], settings: ABSettings, *,
             summary = _measure_model(model, arms, settings, prompts, guard, warn, doc, writer, bar, task)
             if llama_bench_bin:
                 bar.update(task, description=f"{model.name} llama-bench")
-                summary.llama = _live_llama(llama_bench_bin, model, summary.prefill_tokens or settings.prompt_tokens,
-                                            settings, warn)
+                summary.llama = _live_llama(
+                    llama_bench_bin, model, summary.prefill_tokens or settings.prompt_tokens, settings, warn
+                )
                 bar.advance(task)
             elif llama_rows:
-                summary.llama = llama_baseline(llama_rows, model, summary.prefill_tokens, settings.n_gen,
-                                               only_model=len(models) == 1)
+                summary.llama = llama_baseline(
+                    llama_rows, model, summary.prefill_tokens, settings.n_gen, only_model=len(models) == 1
+                )
                 if summary.llama is None:
-                    warn(f"{model.name}: no row of the --llama-bench file matches this model (by GGUF file name or alias)")
+                    warn(
+                        f"{model.name}: no row of the --llama-bench file matches this model "
+                        "(by GGUF file name or alias)"
+                    )
             summary.gap = _gap(summary, names)
             summaries.append(summary)
             overall, code = _verdict(summaries, names)
-            doc.verdict = {"overall": overall, "exit_code": int(code), "threshold": settings.threshold,
-                           "models": to_jsonable(summaries)}
+            doc.verdict = {
+                "overall": overall,
+                "exit_code": int(code),
+                "threshold": settings.threshold,
+                "models": to_jsonable(summaries),
+            }
             writer.flush()
         csv_path = None
         if write_csv:  # before the document says complete: an interrupt here leaves complete: false
@@ -549,21 +662,38 @@ def scoreboard_frame(models: Sequence[ScoreboardRow], arms: Sequence[str]):
 
     records = []
     for s in models:
-        rec = {"model": s.model, "shape": s.shape, "verdict": s.verdict, "prefill_tokens": s.prefill_tokens,
-               "rounds": s.rounds, "failed_runs": s.failed_runs}
+        rec = {
+            "model": s.model,
+            "shape": s.shape,
+            "verdict": s.verdict,
+            "prefill_tokens": s.prefill_tokens,
+            "rounds": s.rounds,
+            "failed_runs": s.failed_runs,
+        }
         for arm in arms:
             for key in ("prefill_p90", "prefill_median", "decode_p90", "decode_median", "n"):
                 rec[f"{arm}_{key}"] = getattr(s.arms[arm], key)
         for metric in PAIRED_METRICS:
             cmp = getattr(s, metric)
             low, high = cmp.ci if cmp else (None, None)
-            rec.update({f"{metric}_ratio": cmp.ratio if cmp else None, f"{metric}_ci_low": low, f"{metric}_ci_high": high,
-                        f"{metric}_confidence": cmp.confidence if cmp else None,
-                        f"{metric}_verdict": cmp.verdict if cmp else None})
+            rec.update(
+                {
+                    f"{metric}_ratio": cmp.ratio if cmp else None,
+                    f"{metric}_ci_low": low,
+                    f"{metric}_ci_high": high,
+                    f"{metric}_confidence": cmp.confidence if cmp else None,
+                    f"{metric}_verdict": cmp.verdict if cmp else None,
+                }
+            )
         llama = s.llama or {}
         pp, tg = llama.get("pp") or {}, llama.get("tg") or {}
-        rec.update(llama_pp_test=pp.get("test"), llama_pp_ts=pp.get("avg_ts"), llama_tg_test=tg.get("test"),
-                   llama_tg_ts=tg.get("avg_ts"), gap=s.gap)
+        rec.update(
+            llama_pp_test=pp.get("test"),
+            llama_pp_ts=pp.get("avg_ts"),
+            llama_tg_test=tg.get("test"),
+            llama_tg_ts=tg.get("avg_ts"),
+            gap=s.gap,
+        )
         records.append(rec)
     return pd.DataFrame.from_records(records)
 
@@ -579,8 +709,18 @@ def _progress_bar(console, enabled: bool):
     return Progress(*columns, console=console, disable=not enabled)
 
 
-def _measure_model(model, arms: Sequence[Arm], settings: ABSettings, prompts: dict, guard: _GpuGuard, warn,
-                   doc: Document, writer: IncrementalWriter, bar, task) -> ScoreboardRow:
+def _measure_model(
+    model,
+    arms: Sequence[Arm],
+    settings: ABSettings,
+    prompts: dict,
+    guard: _GpuGuard,
+    warn,
+    doc: Document,
+    writer: IncrementalWriter,
+    bar,
+    task,
+) -> ScoreboardRow:
     """Warm-up, then rounds until the verdict is decided or the budget is spent; the model's summary."""
     names = [a.name for a in arms]
     design = settings.design()
@@ -602,8 +742,9 @@ def _measure_model(model, arms: Sequence[Arm], settings: ABSettings, prompts: di
             writer.flush()
             bar.advance(task)
         if len(arms) == 2 and round_no in looks:
-            summary = summarize_model(model, records, names, settings.threshold, 1.0 - looks[round_no],
-                                      settings.max_failure_rate)
+            summary = summarize_model(
+                model, records, names, settings.threshold, 1.0 - looks[round_no], settings.max_failure_rate
+            )
             if decided(summary):
                 stop = "decided"
                 break
@@ -624,8 +765,15 @@ def _measure_model(model, arms: Sequence[Arm], settings: ABSettings, prompts: di
 def _live_llama(binary, model, n_prompt: int, settings: ABSettings, warn) -> dict | None:
     env = {"CUDA_VISIBLE_DEVICES": settings.gpu_uuid} if settings.gpu_uuid else None
     try:
-        rows = run_llama_bench(binary, model.gguf, n_prompt, settings.n_gen, settings.llama_bench_reps,
-                               env=env, timeout_s=settings.timeout_s * settings.llama_bench_reps)
+        rows = run_llama_bench(
+            binary,
+            model.gguf,
+            n_prompt,
+            settings.n_gen,
+            settings.llama_bench_reps,
+            env=env,
+            timeout_s=settings.timeout_s * settings.llama_bench_reps,
+        )
     except EngineFailure as exc:
         if exc.reason == "missing":
             raise InputError(str(exc)) from None

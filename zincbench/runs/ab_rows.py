@@ -52,17 +52,29 @@ class ABRun:
     gpu_after: dict
 
     OUTCOME_KEYS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "ok": ("prefill_tokens", "prefill_tps", "decode_tokens", "decode_tps", "extra"), "error": ("error",)}
+        "ok": ("prefill_tokens", "prefill_tps", "decode_tokens", "decode_tps", "extra"),
+        "error": ("error",),
+    }
 
     def __post_init__(self):
         if self.status not in self.OUTCOME_KEYS:
             raise ValueError(f"ab run status must be ok or error, got {self.status!r}")
 
     def to_json(self) -> dict:
-        head = {"model": self.model, "arm": self.arm, "round": self.round, "warmup": self.warmup, "gpu": self.gpu,
-                "status": self.status}
-        return {**head, **{k: getattr(self, k) for k in self.OUTCOME_KEYS[self.status]}, "wall_s": self.wall_s,
-                "gpu_after": self.gpu_after}
+        head = {
+            "model": self.model,
+            "arm": self.arm,
+            "round": self.round,
+            "warmup": self.warmup,
+            "gpu": self.gpu,
+            "status": self.status,
+        }
+        return {
+            **head,
+            **{k: getattr(self, k) for k in self.OUTCOME_KEYS[self.status]},
+            "wall_s": self.wall_s,
+            "gpu_after": self.gpu_after,
+        }
 
     @classmethod
     def from_json(cls, obj: dict) -> ABRun:
@@ -125,8 +137,10 @@ class ScoredRow:
 
     def to_json(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out.update(arms={name: stats.to_json() for name, stats in self.arms.items()},
-                   **{metric: ratio.to_json() for metric, ratio in self.paired().items()})
+        out.update(
+            arms={name: stats.to_json() for name, stats in self.arms.items()},
+            **{metric: ratio.to_json() for metric, ratio in self.paired().items()},
+        )
         return out
 
     @classmethod
@@ -135,9 +149,17 @@ class ScoredRow:
         arms = obj.get("arms")
         if not isinstance(arms, dict):
             raise TypeError(f"{cls.WHAT}'s arms must be an object, got {type(arms).__name__}")
-        return cls(**{**obj, "arms": {name: ArmStats.from_json(stats) for name, stats in arms.items()},
-                      **{metric: PairedRatio.from_json(obj[metric]) for metric in PAIRED_METRICS
-                         if obj.get(metric) is not None}})
+        return cls(
+            **{
+                **obj,
+                "arms": {name: ArmStats.from_json(stats) for name, stats in arms.items()},
+                **{
+                    metric: PairedRatio.from_json(obj[metric])
+                    for metric in PAIRED_METRICS
+                    if obj.get(metric) is not None
+                },
+            }
+        )
 
 
 @dataclass(kw_only=True)

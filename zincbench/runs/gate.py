@@ -60,8 +60,12 @@ class Status(str, enum.Enum):
 
 
 STATUS_OF_CODE = {ExitCode.OK: Status.PASS, ExitCode.FAIL: Status.FAIL, ExitCode.INCONCLUSIVE: Status.INCONCLUSIVE}
-CODE_OF_STATUS = {Status.PASS: ExitCode.OK, Status.SKIPPED: ExitCode.OK, Status.FAIL: ExitCode.FAIL,
-                  Status.INCONCLUSIVE: ExitCode.INCONCLUSIVE}
+CODE_OF_STATUS = {
+    Status.PASS: ExitCode.OK,
+    Status.SKIPPED: ExitCode.OK,
+    Status.FAIL: ExitCode.FAIL,
+    Status.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
+}
 
 
 class Skip(Exception):
@@ -207,7 +211,10 @@ def rejudge_document(doc: dict, where: str, *, experiment: str | None = None, ba
     # Each kind is re-judged by the module that produces it; microbench needs today's experiment rule.
     rejudges: dict[str, Callable[[dict, str], records.Rejudged]] = {
         "microbench": lambda doc, where: _rejudge_microbench(doc, where, experiment, base),
-        "validate": validate.rejudge, "ab": ab.rejudge, "reference": reference_store.rejudge}
+        "validate": validate.rejudge,
+        "ab": ab.rejudge,
+        "reference": reference_store.rejudge,
+    }
     kind = doc.get("kind")
     if kind not in rejudges:
         raise InputError(f"{where}: cannot re-judge a {kind!r} document (only {', '.join(rejudges)})")
@@ -228,8 +235,9 @@ def _rejudge_microbench(doc: dict, where: str, experiment: str | None, base: Pat
     judged = rejudge_microbench(doc, family, cfg, where)
     recorded = doc.get("verdict") or {}
     rule = records.to_jsonable(judged.rule)
-    details = records.drift_details("decision", recorded.get("decision") if judged.same_rule else None,
-                                    judged.decision.value)
+    details = records.drift_details(
+        "decision", recorded.get("decision") if judged.same_rule else None, judged.decision.value
+    )
     details.update(cells=judged.cells, rule=rule, experiment=str(path))
     reason = _microbench_reason(judged.decision.value, {"rule": rule, "cells": judged.cells})
     if judged.unmeasured and judged.same_rule:
@@ -264,20 +272,33 @@ class MicrobenchCheck:
 
         require_cupy_device()
         doc, decision, path = run_microbench(
-            self.family, str(_experiment(self.experiment, self.family, ctx.base)), results_dir=ctx.results_dir,
-            case_filter=self.case, variant_filter=self.variants or None, quick=self.quick, progress=False,
-            seed=self.seed, ceilings=self.ceilings)
+            self.family,
+            str(_experiment(self.experiment, self.family, ctx.base)),
+            results_dir=ctx.results_dir,
+            case_filter=self.case,
+            variant_filter=self.variants or None,
+            quick=self.quick,
+            progress=False,
+            seed=self.seed,
+            ceilings=self.ceilings,
+        )
         verdict = doc.verdict or {}
-        return Judged(STATUS_OF_CODE[decision.exit_code], _microbench_reason(decision.value, verdict), str(path),
-                      {"decision": decision.value, "cells": verdict.get("cells", [])})
+        return Judged(
+            STATUS_OF_CODE[decision.exit_code],
+            _microbench_reason(decision.value, verdict),
+            str(path),
+            {"decision": decision.value, "cells": verdict.get("cells", [])},
+        )
 
 
 def _microbench_reason(decision: str, verdict: dict) -> str:
     rule = verdict.get("rule") or {}
     cells = verdict.get("cells") or []
     off = [f"{c['case']}: {c['verdict']}" for c in cells if c["verdict"] != rule.get("require")]
-    text = (f"{decision}: {rule.get('candidate')} {rule.get('require')} than {rule.get('baseline')} "
-            f"in {len(cells) - len(off)}/{len(cells)} gated cells")
+    text = (
+        f"{decision}: {rule.get('candidate')} {rule.get('require')} than {rule.get('baseline')} "
+        f"in {len(cells) - len(off)}/{len(cells)} gated cells"
+    )
     return text + (f" ({'; '.join(off[:4])}{'; ...' if len(off) > 4 else ''})" if off else "")
 
 
@@ -318,15 +339,27 @@ class ValidateCheck:
             require_nvidia_driver()
         catalog, chosen = _catalog_models(self.catalog, self.models, ctx.base)
         chosen = present_models(chosen)
-        engine = make_engine(self.engine_kind,
-                             str(existing(self.engine_bin, ctx.base, "engine binary")) if self.engine_bin else None,
-                             str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None,
-                             llama=self.llama)
+        engine = make_engine(
+            self.engine_kind,
+            str(existing(self.engine_bin, ctx.base, "engine binary")) if self.engine_bin else None,
+            str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None,
+            llama=self.llama,
+        )
         refs = resolve(self.references_dir, ctx.base) if self.references_dir else None
-        report = validate_models(chosen, engine, self._options(refs), config={"catalog": str(catalog.path)},
-                                 results_dir=ctx.results_dir, progress=False)
-        return Judged(STATUS_OF_CODE[report.exit_code], report.summary, str(report.path) if report.path else None,
-                      {"statuses": {o.model: o.status.value for o in report.outcomes}})
+        report = validate_models(
+            chosen,
+            engine,
+            self._options(refs),
+            config={"catalog": str(catalog.path)},
+            results_dir=ctx.results_dir,
+            progress=False,
+        )
+        return Judged(
+            STATUS_OF_CODE[report.exit_code],
+            report.summary,
+            str(report.path) if report.path else None,
+            {"statuses": {o.model: o.status.value for o in report.outcomes}},
+        )
 
 
 @dataclass
@@ -381,17 +414,48 @@ class ABCheck:
             require_nvidia_driver()
         models = present_models(self._models(ctx.base))
         config = str(existing(self.engine_config, ctx.base, "engine config")) if self.engine_config else None
-        arms = [Arm("A", make_engine(self.engine_kind, str(existing(self.a, ctx.base, "binary A")), config,
-                                     prompt_tokens=self.settings.prompt_tokens), dict(self.env_a))]
+        arms = [
+            Arm(
+                "A",
+                make_engine(
+                    self.engine_kind,
+                    str(existing(self.a, ctx.base, "binary A")),
+                    config,
+                    prompt_tokens=self.settings.prompt_tokens,
+                ),
+                dict(self.env_a),
+            )
+        ]
         if self.b:
-            arms.append(Arm("B", make_engine(self.engine_kind, str(existing(self.b, ctx.base, "binary B")), config,
-                                             prompt_tokens=self.settings.prompt_tokens), dict(self.env_b)))
+            arms.append(
+                Arm(
+                    "B",
+                    make_engine(
+                        self.engine_kind,
+                        str(existing(self.b, ctx.base, "binary B")),
+                        config,
+                        prompt_tokens=self.settings.prompt_tokens,
+                    ),
+                    dict(self.env_b),
+                )
+            )
         rows = llama_bench.load(existing(self.llama_bench, ctx.base, "llama-bench file")) if self.llama_bench else None
-        outcome = run_ab(models, arms, self.settings, llama_rows=rows, results_dir=ctx.results_dir,
-                         console=Console(stderr=True), progress=False)
+        outcome = run_ab(
+            models,
+            arms,
+            self.settings,
+            llama_rows=rows,
+            results_dir=ctx.results_dir,
+            console=Console(stderr=True),
+            progress=False,
+        )
         per_model = ", ".join(f"{m.model}: {m.verdict}" for m in outcome.models)
-        return Judged(STATUS_OF_CODE[outcome.exit_code], f"{outcome.overall} ({per_model})", str(outcome.path),
-                      {"verdicts": {m.model: m.verdict for m in outcome.models}})
+        return Judged(
+            STATUS_OF_CODE[outcome.exit_code],
+            f"{outcome.overall} ({per_model})",
+            str(outcome.path),
+            {"verdicts": {m.model: m.verdict for m in outcome.models}},
+        )
 
 
 @dataclass
@@ -419,8 +483,11 @@ class RecordedCheck:
     def _documents(self, base: Path) -> list[tuple[Path, dict]]:
         documents = [(path, records.read(path)) for path in matching_files(self.path, base)]
         if self.family:
-            documents = [(p, d) for p, d in documents
-                         if d["kind"] == "microbench" and (d.get("config") or {}).get("family") == self.family]
+            documents = [
+                (p, d)
+                for p, d in documents
+                if d["kind"] == "microbench" and (d.get("config") or {}).get("family") == self.family
+            ]
             if not documents:
                 raise Skip(f"no {self.family} microbench document matches {shown(resolve(self.path, base))}")
         return documents
@@ -432,8 +499,9 @@ class RecordedCheck:
             return one
         if one.status.value == self.expect:
             return Judged(Status.PASS, f"re-judged {self.expect} as expected: {one.reason}", details=one.details)
-        return Judged(Status.FAIL, f"expected {self.expect}, re-judged {one.status.value}: {one.reason}",
-                      details=one.details)
+        return Judged(
+            Status.FAIL, f"expected {self.expect}, re-judged {one.status.value}: {one.reason}", details=one.details
+        )
 
     def run(self, ctx: Context) -> Judged:
         judged = []
@@ -444,9 +512,13 @@ class RecordedCheck:
         status = STATUS_OF_CODE[code]
         shown = [(p, j) for p, j in judged if j.status is status] or judged
         reason = "; ".join(f"{p.name}: {j.reason}" for p, j in shown[:3]) + ("; ..." if len(shown) > 3 else "")
-        return Judged(status, f"{len(judged)} document(s): {reason}",
-                      details={"documents": {str(p): {"status": j.status.value, "reason": j.reason, **j.details}
-                                             for p, j in judged}})
+        return Judged(
+            status,
+            f"{len(judged)} document(s): {reason}",
+            details={
+                "documents": {str(p): {"status": j.status.value, "reason": j.reason, **j.details} for p, j in judged}
+            },
+        )
 
 
 @dataclass
@@ -488,12 +560,19 @@ class ParseCheck:
             if counts[str(path)] < self.min_rows:
                 problems.append(f"{path.name}: {counts[str(path)]} rows, expected at least {self.min_rows}")
         if problems:
-            return Judged(Status.FAIL, f"{len(problems)} of {len(files)} file(s) failed: " + "; ".join(problems[:3]),
-                          details={"rows": counts, "problems": problems})
-        return Judged(Status.PASS, f"{len(files)} file(s) parsed ({sum(counts.values())} rows)", details={"rows": counts})
+            return Judged(
+                Status.FAIL,
+                f"{len(problems)} of {len(files)} file(s) failed: " + "; ".join(problems[:3]),
+                details={"rows": counts, "problems": problems},
+            )
+        return Judged(
+            Status.PASS, f"{len(files)} file(s) parsed ({sum(counts.values())} rows)", details={"rows": counts}
+        )
 
 
-CHECK_KINDS: dict[str, type] = {cls.kind: cls for cls in (MicrobenchCheck, ValidateCheck, ABCheck, RecordedCheck, ParseCheck)}
+CHECK_KINDS: dict[str, type] = {
+    cls.kind: cls for cls in (MicrobenchCheck, ValidateCheck, ABCheck, RecordedCheck, ParseCheck)
+}
 
 
 # --- loading and running -------------------------------------------------------------------------------
@@ -601,30 +680,54 @@ def run_check(check, ctx: Context, strict: bool = False) -> CheckOutcome:
             judged, code = Judged(Status.FAIL, f"skipped, and --strict forbids skips: {exc}"), ExitCode.FAIL
     except ZincbenchError as exc:
         judged, code = Judged(Status.ERROR, str(exc)), exc.exit_code
-    return CheckOutcome(check.name, check.kind, judged.status, int(code), judged.reason, judged.results_file,
-                        time.perf_counter() - start, skipped, judged.details)
+    return CheckOutcome(
+        check.name,
+        check.kind,
+        judged.status,
+        int(code),
+        judged.reason,
+        judged.results_file,
+        time.perf_counter() - start,
+        skipped,
+        judged.details,
+    )
 
 
 def overall_status(code: ExitCode) -> str:
-    return {ExitCode.OK: "PASS", ExitCode.FAIL: "FAIL", ExitCode.INCONCLUSIVE: "INCONCLUSIVE",
-            ExitCode.NOTHING_CHECKED: "NOTHING CHECKED"}.get(code, "ERROR")
+    return {
+        ExitCode.OK: "PASS",
+        ExitCode.FAIL: "FAIL",
+        ExitCode.INCONCLUSIVE: "INCONCLUSIVE",
+        ExitCode.NOTHING_CHECKED: "NOTHING CHECKED",
+    }.get(code, "ERROR")
 
 
 def verdict(outcomes: list[CheckOutcome], strict: bool) -> dict:
     code = gate_code(outcomes)
-    return {"status": overall_status(code), "exit_code": int(code), "strict": strict,
-            "counts": {s.value: sum(o.status is s for o in outcomes) for s in Status}}
+    return {
+        "status": overall_status(code),
+        "exit_code": int(code),
+        "strict": strict,
+        "counts": {s.value: sum(o.status is s for o in outcomes) for s in Status},
+    }
 
 
-def run_gates(gates: Gates, *, strict: bool = False, results_dir=None,
-              on_check: Callable[[int, int, Any], None] | None = None) -> GateResult:
+def run_gates(
+    gates: Gates, *, strict: bool = False, results_dir=None, on_check: Callable[[int, int, Any], None] | None = None
+) -> GateResult:
     """Run every check in order; the gate document (kind "gate") is rewritten after each one."""
     from zincbench.gpu.device import environment_report
 
-    doc = records.Document(kind="gate", config={
-        "gates_file": str(gates.path), "description": gates.description, "strict": strict,
-        "checks": [{"kind": c.kind, **records.to_jsonable(c)} for c in gates.checks],
-    }, environment=environment_report(include_tools=False))
+    doc = records.Document(
+        kind="gate",
+        config={
+            "gates_file": str(gates.path),
+            "description": gates.description,
+            "strict": strict,
+            "checks": [{"kind": c.kind, **records.to_jsonable(c)} for c in gates.checks],
+        },
+        environment=environment_report(include_tools=False),
+    )
     ctx = Context(base=gates.base, results_dir=results_dir)
     outcomes: list[CheckOutcome] = []
     with records.IncrementalWriter(doc, directory=results_dir) as writer:

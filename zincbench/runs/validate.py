@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from zincbench import reference_store, records
+from zincbench import records, reference_store
 from zincbench.catalog import CatalogModel
 from zincbench.engines.base import Engine, NotSupported
 from zincbench.engines.llama_cpp import LlamaSettings, decode_reference, llama_cpp_version
@@ -145,9 +145,13 @@ class ValidateReport:
         return text
 
     def verdict(self) -> dict:
-        return {"summary": self.summary, "n_ok": self.n_ok, "n_models": len(self.outcomes),
-                "exit_code": int(self.exit_code),
-                "counts": {s.value: sum(o.status is s for o in self.outcomes) for s in Status}}
+        return {
+            "summary": self.summary,
+            "n_ok": self.n_ok,
+            "n_models": len(self.outcomes),
+            "exit_code": int(self.exit_code),
+            "counts": {s.value: sum(o.status is s for o in self.outcomes) for s in Status},
+        }
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -159,15 +163,28 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def make_reference(gguf: Path, prompt: str, n_gen: int, settings: LlamaSettings = LlamaSettings(),
-                   full_hash: bool = False, timeout_s: float = 600.0) -> Reference:
+def make_reference(
+    gguf: Path,
+    prompt: str,
+    n_gen: int,
+    settings: LlamaSettings = LlamaSettings(),
+    full_hash: bool = False,
+    timeout_s: float = 600.0,
+) -> Reference:
     """llama.cpp's greedy continuation of ``prompt``, with top-2 logits at each generated position
     (decoded in a child process)."""
     identity = reference_store.gguf_identity(gguf, full=full_hash)
     prompt_ids, decoded = decode_reference(gguf, prompt, n_gen, settings, timeout_s)
-    return Reference(gguf=str(gguf), identity=identity, prompt=prompt, n_gen=n_gen, prompt_ids=prompt_ids,
-                     generated_ids=decoded.ids, tokens=[TokenRow(*top_two) for top_two in decoded.top2],
-                     producer={"llama_cpp_python": llama_cpp_version(), **dataclasses.asdict(settings)})
+    return Reference(
+        gguf=str(gguf),
+        identity=identity,
+        prompt=prompt,
+        n_gen=n_gen,
+        prompt_ids=prompt_ids,
+        generated_ids=decoded.ids,
+        tokens=[TokenRow(*top_two) for top_two in decoded.top2],
+        producer={"llama_cpp_python": llama_cpp_version(), **dataclasses.asdict(settings)},
+    )
 
 
 def _progress():
@@ -175,13 +192,27 @@ def _progress():
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True, disable=not console.is_terminal)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
 
 
-def record_references(models: list[CatalogModel], directory: str | Path, *, settings: LlamaSettings = LlamaSettings(),
-                      full_hash: bool = False, force: bool = False, timeout_s: float = 600.0,
-                      progress: bool = True) -> list[tuple[Path, Path | None]]:
+def record_references(
+    models: list[CatalogModel],
+    directory: str | Path,
+    *,
+    settings: LlamaSettings = LlamaSettings(),
+    full_hash: bool = False,
+    force: bool = False,
+    timeout_s: float = 600.0,
+    progress: bool = True,
+) -> list[tuple[Path, Path | None]]:
     """Run llama.cpp on every model, then save every reference: (path, where a replaced old one was
     kept). Every GGUF must exist; a different existing reference stops it before anything is
     written, unless ``force``."""
@@ -199,8 +230,10 @@ def record_references(models: list[CatalogModel], directory: str | Path, *, sett
                 bar.advance(task)
     conflicts = [str(path) for ref in refs if (path := reference_store.conflict(ref, directory))]
     if conflicts and not force:
-        raise InputError(f"a different reference is already recorded in {', '.join(conflicts)}; re-run with "
-                         f"--force to replace it (the old one is kept beside it as *.replaced-<time>.json)")
+        raise InputError(
+            f"a different reference is already recorded in {', '.join(conflicts)}; re-run with "
+            f"--force to replace it (the old one is kept beside it as *.replaced-<time>.json)"
+        )
     return [reference_store.save(ref, directory, force=force) for ref in refs]
 
 
@@ -219,11 +252,18 @@ def _references(models: list[CatalogModel], options: ValidateOptions, directory:
             bar.update(task, description=f"{options.reference} reference: {model.name}")
         if model.gguf.is_file():
             if options.reference == "live":
-                refs[model.name] = make_reference(model.gguf, model.prompt, model.n_gen, options.llama, options.full_hash,
-                                                  options.timeout_s)
+                refs[model.name] = make_reference(
+                    model.gguf, model.prompt, model.n_gen, options.llama, options.full_hash, options.timeout_s
+                )
             else:
-                refs[model.name] = reference_store.load(directory, model.gguf, model.prompt, model.n_gen,
-                                                        full=options.full_hash, record_args=_record_args(model))
+                refs[model.name] = reference_store.load(
+                    directory,
+                    model.gguf,
+                    model.prompt,
+                    model.n_gen,
+                    full=options.full_hash,
+                    record_args=_record_args(model),
+                )
         if bar:
             bar.advance(task)
     if bar:
@@ -237,9 +277,16 @@ def _min_match(model: CatalogModel, options: ValidateOptions) -> int:
 
 def _check_one(model: CatalogModel, ref: Reference, engine: Engine, options: ValidateOptions) -> ModelOutcome:
     min_match = _min_match(model, options)
-    outcome = ModelOutcome(model=model.name, gguf=str(model.gguf), status=Status.FAIL, mode=options.mode,
-                           n_gen=ref.n_gen, min_match=min_match, prompt_ids=ref.prompt_ids,
-                           reference_ids=ref.generated_ids)
+    outcome = ModelOutcome(
+        model=model.name,
+        gguf=str(model.gguf),
+        status=Status.FAIL,
+        mode=options.mode,
+        n_gen=ref.n_gen,
+        min_match=min_match,
+        prompt_ids=ref.prompt_ids,
+        reference_ids=ref.generated_ids,
+    )
     env = {**model.engine_env, **options.env}
     start = time.perf_counter()
     try:
@@ -260,26 +307,39 @@ def _check_one(model: CatalogModel, ref: Reference, engine: Engine, options: Val
     return outcome
 
 
-def _judge(outcome: ModelOutcome, ref: Reference, engine: Engine, model: CatalogModel, options: ValidateOptions,
-           env: dict) -> tuple[bool, str]:
+def _judge(
+    outcome: ModelOutcome, ref: Reference, engine: Engine, model: CatalogModel, options: ValidateOptions, env: dict
+) -> tuple[bool, str]:
     """(passed, why) for one model's generated ids; may run the teacher-forced check (tolerant mode)."""
     produced = len(outcome.engine_ids)
     if produced != ref.n_gen:
-        return False, f"generated {produced} tokens, expected n_gen {ref.n_gen} ({'short' if produced < ref.n_gen else 'over-long'} output)"
+        return (
+            False,
+            f"generated {produced} tokens, expected n_gen {ref.n_gen} "
+            f"({'short' if produced < ref.n_gen else 'over-long'} output)",
+        )
     if options.mode == "exact":
         return (True, "all identical") if outcome.match == ref.n_gen else (False, "not all identical")
     if outcome.first_divergence is None:  # all n_gen identical
         return True, f"prefix >= {outcome.min_match}"
     position, margin = outcome.first_divergence, outcome.margin
     if not outcome.near_tie:
-        return False, (f"diverges at {position} where llama.cpp's margin {margin:.3f} "
-                       f"is not a near-tie (>= {options.near_tie:g})")
+        return False, (
+            f"diverges at {position} where llama.cpp's margin {margin:.3f} is not a near-tie (>= {options.near_tie:g})"
+        )
     token, runner_up = outcome.engine_ids[position], ref.tokens[position].top2_token
     if token != runner_up:
-        return False, (f"diverges at {position} with token {token}, not llama.cpp's runner-up {runner_up} there "
-                       f"(margin {margin:.3f} < {options.near_tie:g}): only the runner-up of a near-tie is forgiven")
-    outcome.forgiven.append({"position": position, "margin": margin,
-                             "why": f"near-tie: runner-up {runner_up}, margin {margin:.3f} < {options.near_tie:g}"})
+        return False, (
+            f"diverges at {position} with token {token}, not llama.cpp's runner-up {runner_up} there "
+            f"(margin {margin:.3f} < {options.near_tie:g}): only the runner-up of a near-tie is forgiven"
+        )
+    outcome.forgiven.append(
+        {
+            "position": position,
+            "margin": margin,
+            "why": f"near-tie: runner-up {runner_up}, margin {margin:.3f} < {options.near_tie:g}",
+        }
+    )
     after = ref.n_gen - position - 1
     if after == 0:
         return True, f"prefix {position}/{ref.n_gen}, the last token a forgiven near-tie"
@@ -291,19 +351,30 @@ def _judge(outcome: ModelOutcome, ref: Reference, engine: Engine, model: Catalog
     try:
         tf = engine.teacher_forced(model.gguf, ref.prompt_ids, ref.generated_ids, env=env, timeout_s=options.timeout_s)
     except NotSupported:
-        return False, (f"the {after} token(s) after the forgiven near-tie at {position} cannot be checked: the "
-                       f"{engine.kind} engine has no teacher-forced mode")
+        return False, (
+            f"the {after} token(s) after the forgiven near-tie at {position} cannot be checked: the "
+            f"{engine.kind} engine has no teacher-forced mode"
+        )
     outcome.tf_match, outcome.tf_total = tf.match, tf.total
     if tf.total != ref.n_gen:
         return False, f"teacher-forced total {tf.total} is not n_gen {ref.n_gen} (impossible {tf.match}/{tf.total})"
     passed = tf.match >= need
-    return passed, (f"teacher-forced {tf.match}/{tf.total} {'>=' if passed else '<'} {need} "
-                    f"(every position but llama.cpp's {ties} near-tie(s))")
+    return passed, (
+        f"teacher-forced {tf.match}/{tf.total} {'>=' if passed else '<'} {need} "
+        f"(every position but llama.cpp's {ties} near-tie(s))"
+    )
 
 
-def validate_models(models: list[CatalogModel], engine: Engine, options: ValidateOptions = ValidateOptions(), *,
-                    config: dict | None = None, results_dir: str | Path | None = None, write: bool = True,
-                    progress: bool = True) -> ValidateReport:
+def validate_models(
+    models: list[CatalogModel],
+    engine: Engine,
+    options: ValidateOptions = ValidateOptions(),
+    *,
+    config: dict | None = None,
+    results_dir: str | Path | None = None,
+    write: bool = True,
+    progress: bool = True,
+) -> ValidateReport:
     """Validate each model; with ``write`` the results document (kind "validate") is re-written
     after every model, so an interrupted run keeps what it checked."""
     if not models:
@@ -311,7 +382,9 @@ def validate_models(models: list[CatalogModel], engine: Engine, options: Validat
     for model in models:
         if _min_match(model, options) > model.n_gen:
             raise InputError(f"{model.name}: min_match {_min_match(model, options)} exceeds n_gen {model.n_gen}")
-    directory = Path(options.references_dir) if options.references_dir else reference_store.default_directory(results_dir)
+    directory = (
+        Path(options.references_dir) if options.references_dir else reference_store.default_directory(results_dir)
+    )
     report = ValidateReport(outcomes=[], mode=options.mode, allow_missing=options.allow_missing)
     with signals_as_interrupts(), _progress() if progress else contextlib.nullcontext() as bar:
         refs = _references(models, options, directory, bar)
@@ -321,9 +394,13 @@ def validate_models(models: list[CatalogModel], engine: Engine, options: Validat
                 check_prompt(ref.prompt_ids)
         doc = records.Document(
             kind="validate",
-            config={**(config or {}), **records.to_jsonable(dataclasses.asdict(options)),
-                    "references_dir": str(directory), "engine": engine.describe(),
-                    "models": [m.name for m in models]},
+            config={
+                **(config or {}),
+                **records.to_jsonable(dataclasses.asdict(options)),
+                "references_dir": str(directory),
+                "engine": engine.describe(),
+                "models": [m.name for m in models],
+            },
             environment=_environment(),
         )
         writer = records.IncrementalWriter(doc, directory=results_dir) if write else contextlib.nullcontext()
@@ -334,9 +411,15 @@ def validate_models(models: list[CatalogModel], engine: Engine, options: Validat
                     bar.update(task, description=f"{engine.kind}: {model.name}")
                 ref = refs.get(model.name)
                 if ref is None:
-                    outcome = ModelOutcome(model=model.name, gguf=str(model.gguf), status=Status.MISSING,
-                                           mode=options.mode, n_gen=model.n_gen, min_match=_min_match(model, options),
-                                           reason="GGUF not found")
+                    outcome = ModelOutcome(
+                        model=model.name,
+                        gguf=str(model.gguf),
+                        status=Status.MISSING,
+                        mode=options.mode,
+                        n_gen=model.n_gen,
+                        min_match=_min_match(model, options),
+                        reason="GGUF not found",
+                    )
                 else:
                     outcome = _check_one(model, ref, engine, options)
                 report.outcomes.append(outcome)
@@ -360,7 +443,9 @@ def _environment() -> dict:
 def rejudge(doc: dict, where: str) -> records.Rejudged:
     """A recorded validate document judged again from its per-model outcomes."""
     outcomes = [ModelOutcome.from_json(row) for row in doc["results"]]
-    report = ValidateReport(outcomes, mode=doc["config"]["mode"], allow_missing=bool(doc["config"].get("allow_missing")))
+    report = ValidateReport(
+        outcomes, mode=doc["config"]["mode"], allow_missing=bool(doc["config"].get("allow_missing"))
+    )
     details = records.drift_details("exit code", (doc.get("verdict") or {}).get("exit_code"), int(report.exit_code))
     details["statuses"] = {o.model: o.status.value for o in outcomes}
     return records.Rejudged(report.exit_code, report.summary, details)

@@ -17,7 +17,12 @@ from rich.text import Text
 
 from zincbench.show.fit import fits
 
-OUTCOME_STYLE = {"pass": "bold green", "fail": "bold red", "inconclusive": "bold yellow", "no comparisons": "bold yellow"}
+OUTCOME_STYLE = {
+    "pass": "bold green",
+    "fail": "bold red",
+    "inconclusive": "bold yellow",
+    "no comparisons": "bold yellow",
+}
 
 
 def _pct(value, digits: int = 1) -> str:
@@ -39,7 +44,8 @@ def _tally(tally: dict) -> str:
 def _detectable(d: dict) -> str:
     if not d or not d.get("n"):
         return "—"
-    return f"speed-up ≥ {_pct(d['speedup'])}, slow-down ≥ {_pct(d['slowdown'])} (called in {d['coverage']:.0%} of {d['n']})"
+    called = f"called in {d['coverage']:.0%} of {d['n']}"
+    return f"speed-up ≥ {_pct(d['speedup'])}, slow-down ≥ {_pct(d['slowdown'])} ({called})"
 
 
 def _rounds(s: dict) -> str:
@@ -64,7 +70,9 @@ def title(data: dict) -> str:
         engine = config["engine"]
         binary = Path(engine.get("binary") or engine.get("bin") or "").name
         planted = config.get("planted")
-        against = "vs itself" if not planted else "vs B with " + " ".join(f"{k}={v}" for k, v in planted["env_b"].items())
+        against = (
+            "vs itself" if not planted else "vs B with " + " ".join(f"{k}={v}" for k, v in planted["env_b"].items())
+        )
         what = f"ab {engine['kind']} {binary} {against}, {s['repeats']} repeats × {_rounds(s)} {s['order']}"
     gpu = ((data.get("environment") or {}).get("gpu") or {}).get("name")
     kind = "A/A self-test" if not (config.get("planted")) else "Detection test"
@@ -76,15 +84,21 @@ def _rounds_used(v: dict) -> tuple[str, str] | None:
     if not used or used.get("mean") is None:
         return None
     stops = ", ".join(f"{reason} {count}" for reason, count in used["stops"].items())
-    return ("rounds per comparison", f"mean {used['mean']:.1f}, median {used['median']:.0f}, max {used['max']} ({stops})")
+    return (
+        "rounds per comparison",
+        f"mean {used['mean']:.1f}, median {used['median']:.0f}, max {used['max']} ({stops})",
+    )
 
 
 def _detection_rows(v: dict) -> list[tuple[str, str]]:
     c = v["comparisons"]
-    out = [("comparisons", str(c["detected"]["n"])), ("verdicts", _tally(c["tally"])),
-           (f"detection rate ({v['expected']})", _rate(c["detected"], with_ci=True)),
-           ("wrong direction", _rate(c["wrong_direction"], with_ci=False)),
-           ("inconclusive rate", _rate(c["inconclusive"], with_ci=False))]
+    out = [
+        ("comparisons", str(c["detected"]["n"])),
+        ("verdicts", _tally(c["tally"])),
+        (f"detection rate ({v['expected']})", _rate(c["detected"], with_ci=True)),
+        ("wrong direction", _rate(c["wrong_direction"], with_ci=False)),
+        ("inconclusive rate", _rate(c["inconclusive"], with_ci=False)),
+    ]
     return out + [r for r in [_rounds_used(v)] if r]
 
 
@@ -105,8 +119,10 @@ def rows(data: dict) -> list[tuple[str, str]]:
     if v["mode"] == "microbench":
         if noise:
             within = noise.get("within_process_rel_noise")
-            spread = (f"per-process medians {noise['median_us']:.1f} µs: CV {_pct(noise['process_cv'], 2)}, "
-                      f"range {_pct(noise['process_range'], 2)}; in-process CI half-width {_pct(within, 2)}")
+            spread = (
+                f"per-process medians {noise['median_us']:.1f} µs: CV {_pct(noise['process_cv'], 2)}, "
+                f"range {_pct(noise['process_range'], 2)}; in-process CI half-width {_pct(within, 2)}"
+            )
             out.append(("noise floor", spread))
         out.append(("minimum detectable change", _detectable(v.get("detectable"))))
         out.append(("processes", f"{v['processes']['ok']}/{v['processes']['requested']} measured"))
@@ -123,11 +139,15 @@ def rows(data: dict) -> list[tuple[str, str]]:
 def verdict_line(data: dict) -> str:
     v = data["verdict"]
     if "expected" in v:
-        return (f"DETECTION {v['outcome'].upper()}: {_pct(v['comparisons']['detected']['rate'])} called "
-                f"{v['expected']} vs target ≥ {_pct(v['target_detection_rate'])} (exit {v['exit_code']})")
+        return (
+            f"DETECTION {v['outcome'].upper()}: {_pct(v['comparisons']['detected']['rate'])} called "
+            f"{v['expected']} vs target ≥ {_pct(v['target_detection_rate'])} (exit {v['exit_code']})"
+        )
     rate = v["comparisons"]["false_positive"]["rate"]
-    return (f"A/A {v['outcome'].upper()}: false-positive rate {_pct(rate)} vs target ≤ {_pct(v['target_fp_rate'])} "
-            f"(exit {v['exit_code']})")
+    return (
+        f"A/A {v['outcome'].upper()}: false-positive rate {_pct(rate)} vs target ≤ {_pct(v['target_fp_rate'])} "
+        f"(exit {v['exit_code']})"
+    )
 
 
 def _summary_table(lines: list[tuple[str, str]], probe: bool = False) -> Table:
@@ -154,8 +174,9 @@ def render(data: dict, console: Console | None = None, path=None) -> None:
             console.print(Padding(Text(value, overflow="fold"), (0, 0, 0, 2)))
     for note in (data["verdict"].get("notes") or []) + (data.get("notes") or []):
         console.print(f"note: {note}", style="dim", highlight=False, markup=False, overflow="fold")
-    console.print(verdict_line(data), style=OUTCOME_STYLE.get(data["verdict"]["outcome"], "bold"), highlight=False,
-                  markup=False)
+    console.print(
+        verdict_line(data), style=OUTCOME_STYLE.get(data["verdict"]["outcome"], "bold"), highlight=False, markup=False
+    )
     if path:
         console.print(f"results: {path}", highlight=False, markup=False, overflow="fold")
 

@@ -23,8 +23,16 @@ def _longest_word(header: str) -> str:
     return max(header.split() or [""], key=cell_len)
 
 
-def _table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[str]], columns: Sequence[int],
-           keys: int, right: Collection[int], probe: bool = False, tight: bool = False) -> Table:
+def _table(
+    title: str | None,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    columns: Sequence[int],
+    keys: int,
+    right: Collection[int],
+    probe: bool = False,
+    tight: bool = False,
+) -> Table:
     """The table of ``columns``; a ``probe`` (to measure) gives each value header only its longest
     word, since printed headers wrap between words. ``tight``: each value column exactly as wide as its
     widest cell or header word (rich's own squeeze can fold a header word or overrun the width)."""
@@ -37,29 +45,44 @@ def _table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[st
         else:  # cells keep their width when the table is tight: the header wraps between words instead
             widest = max((Text.from_markup(r[i]).cell_len for r in rows), default=0)
             widest = max(widest, cell_len(_longest_word(headers[i])))
-            table.add_column(headers[i], justify="right" if i in right else "left", overflow="fold",
-                             min_width=widest, width=widest if tight else None)
+            table.add_column(
+                headers[i],
+                justify="right" if i in right else "left",
+                overflow="fold",
+                min_width=widest,
+                width=widest if tight else None,
+            )
     for row in rows:
         table.add_row(*(row[i] for i in columns))
     return table
 
 
-def fits_whole(console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]], *, keys: int,
-               right: Collection[int] = ()) -> bool:
+def fits_whole(
+    console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]], *, keys: int, right: Collection[int] = ()
+) -> bool:
     """Whether ``print_in_column_groups`` would print one table (every column beside the keys)."""
     return fits(console, _table(None, headers, rows, range(len(headers)), keys, right, probe=True))
 
 
-def print_in_column_groups(console: Console, title: str | None, headers: Sequence[str], rows: Sequence[Sequence[str]],
-                           *, keys: int, right: Collection[int] = ()) -> None:
+def print_in_column_groups(
+    console: Console,
+    title: str | None,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    keys: int,
+    right: Collection[int] = (),
+) -> None:
     """One table when it fits; otherwise several, each with the ``keys`` leading columns and as many
     of the others as fit (titled "title (i/n)"), or one stacked listing when the keys alone leave
     no room. Cells must fit whole; long headers wrap between words."""
     if not headers:
         return
     key_columns = list(range(keys))
-    if not all(fits(console, _table(None, headers, rows, key_columns + [i], keys, right, probe=True))
-               for i in range(keys, len(headers))):
+    if not all(
+        fits(console, _table(None, headers, rows, key_columns + [i], keys, right, probe=True))
+        for i in range(keys, len(headers))
+    ):
         # some column does not fit beside the keys even alone: the keys get a line of their own
         print_stacked(console, title or "", headers, rows, keys=key_columns, right=set(right))
         return
@@ -80,14 +103,22 @@ def print_in_column_groups(console: Console, title: str | None, headers: Sequenc
         console.print(table)
 
 
-def print_stacked(console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
-                  keys: Sequence[int], right: set[int] = frozenset()) -> None:
+def print_stacked(
+    console: Console,
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    keys: Sequence[int],
+    right: set[int] = frozenset(),
+) -> None:
     """Each row as two lines: its ``keys`` cells alone (long names get the full width), then the other
     cells in aligned columns under one shared header (headers wrap to their column's width)."""
     others = [i for i in range(len(headers)) if i not in keys]
     # a column is as wide as its widest cell or its header's longest word: a header never stands one letter a line
-    widths = {i: max([Text.from_markup(r[i]).cell_len for r in rows] + [cell_len(_longest_word(headers[i]))])
-              for i in others}
+    widths = {
+        i: max([Text.from_markup(r[i]).cell_len for r in rows] + [cell_len(_longest_word(headers[i]))]) for i in others
+    }
 
     def table(header: bool) -> Table:
         t = Table(box=None, show_header=header, padding=(0, 1), show_edge=False)

@@ -9,14 +9,26 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-STATUS_STYLE = {"NOTHING CHECKED": "bold yellow", "PASS": "bold green", "FAIL": "bold red", "ERROR": "bold red", "INCONCLUSIVE": "bold magenta",
-                "SKIPPED": "yellow"}
+STATUS_STYLE = {
+    "NOTHING CHECKED": "bold yellow",
+    "PASS": "bold green",
+    "FAIL": "bold red",
+    "ERROR": "bold red",
+    "INCONCLUSIVE": "bold magenta",
+    "SKIPPED": "yellow",
+}
 STATUS_ICON = {"PASS": "✅", "FAIL": "❌", "ERROR": "💥", "INCONCLUSIVE": "❔", "SKIPPED": "⏭️"}
 COLUMNS = ("check", "kind", "status", "reason", "results")
 
 
 def _cells(row: dict) -> list[str]:
-    return [row["name"], row["kind"], row["status"], row["reason"], Path(row["results_file"]).name if row.get("results_file") else "—"]
+    return [
+        row["name"],
+        row["kind"],
+        row["status"],
+        row["reason"],
+        Path(row["results_file"]).name if row.get("results_file") else "—",
+    ]
 
 
 def verdict_line(doc: dict) -> str:
@@ -25,8 +37,10 @@ def verdict_line(doc: dict) -> str:
     state = "" if doc.get("complete", True) else " (incomplete)"
     if verdict.get("status") == "NOTHING CHECKED":
         counts = f"all {counts}: this machine ran none of the checks, so the gate says neither pass nor fail"
-    return (f"gate {verdict.get('status', 'INCOMPLETE')}{state}: {counts or 'no checks'} "
-            f"(exit {verdict.get('exit_code', '?')}{', strict' if verdict.get('strict') else ''})")
+    return (
+        f"gate {verdict.get('status', 'INCOMPLETE')}{state}: {counts or 'no checks'} "
+        f"(exit {verdict.get('exit_code', '?')}{', strict' if verdict.get('strict') else ''})"
+    )
 
 
 def print_summary(doc: dict, console=None) -> None:
@@ -55,7 +69,9 @@ def print_summary(doc: dict, console=None) -> None:
             blocks.append((f"[{STATUS_STYLE.get(row['status'], '')}]{status}[/]", head, reason))
         print_blocks(console, title, blocks)
     status = (doc.get("verdict") or {}).get("status")
-    console.print(verdict_line(doc), style=STATUS_STYLE.get(status, "bold"), highlight=False, markup=False, soft_wrap=True)
+    console.print(
+        verdict_line(doc), style=STATUS_STYLE.get(status, "bold"), highlight=False, markup=False, soft_wrap=True
+    )
 
 
 def to_markdown(doc: dict) -> str:

@@ -17,13 +17,13 @@ from zincbench.show.history_table import percent, us
 
 WIDTH, HEIGHT = 760, 240
 LEFT, RIGHT, TOP, BOTTOM = 64, 12, 12, 28
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-          "#7f7f7f"]
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:800px;color:#222}
 h1{font-size:1.4em}h2{font-size:1.1em;margin:1.6em 0 .3em}
-table{border-collapse:collapse;font-size:13px;display:block;overflow-x:auto}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;white-space:nowrap}
+table{border-collapse:collapse;font-size:13px;display:block;overflow-x:auto}
+td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;white-space:nowrap}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 svg.plot{display:block;border:1px solid #eee;background:#fff}
 svg text{font:11px system-ui,sans-serif;fill:#555}
@@ -104,10 +104,14 @@ class _Axes:
     def ticks(self) -> list[float]:
         """Round values inside the y range: 1, 2 and 5 of each decade across more than one decade, else
         at most six evenly spaced ones (a 1-2-5 step)."""
-        lo, hi = 10 ** self.y0, 10 ** self.y1
+        lo, hi = 10**self.y0, 10**self.y1
         if self.y1 - self.y0 > 1:
-            return [m * 10 ** d for d in range(math.floor(self.y0), math.ceil(self.y1) + 1) for m in (1, 2, 5)
-                    if lo <= m * 10 ** d <= hi]
+            return [
+                m * 10**d
+                for d in range(math.floor(self.y0), math.ceil(self.y1) + 1)
+                for m in (1, 2, 5)
+                if lo <= m * 10**d <= hi
+            ]
         base = 10 ** math.floor(math.log10((hi - lo) / 6))
         step = next(base * m for m in (1, 2, 5, 10) if (hi - lo) / (base * m) <= 6)
         return [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
@@ -122,36 +126,62 @@ def _band(axes: _Axes, runs: list[Run]) -> str:
 
 def _plot(plot_id: str, members: list[Series], run_index: dict) -> tuple[str, dict]:
     axes = _Axes([r for s in members for r in s.runs])
-    parts = [f'<svg class="plot" id="{plot_id}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
-             f'role="img">']
+    parts = [
+        f'<svg class="plot" id="{plot_id}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img">'
+    ]
     for value in axes.ticks():
         y = axes.y(value)
-        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y}" y2="{y}" stroke="#eee"/>'
-                     f'<text x="{LEFT - 4}" y="{y + 4}" text-anchor="end">{_e(us(value))}</text>')
-    first, last = min((r for s in members for r in s.runs), key=lambda r: r.timestamp), \
-        max((r for s in members for r in s.runs), key=lambda r: r.timestamp)
-    parts.append(f'<text x="{LEFT}" y="{HEIGHT - 8}">{_e(first.timestamp.date())}</text>'
-                 f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 8}" text-anchor="end">{_e(last.timestamp.date())}</text>'
-                 f'<text x="{(LEFT + WIDTH) // 2}" y="{HEIGHT - 8}" text-anchor="middle">median µs (log scale) over recording time</text>')
+        parts.append(
+            f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y}" y2="{y}" stroke="#eee"/>'
+            f'<text x="{LEFT - 4}" y="{y + 4}" text-anchor="end">{_e(us(value))}</text>'
+        )
+    first, last = (
+        min((r for s in members for r in s.runs), key=lambda r: r.timestamp),
+        max((r for s in members for r in s.runs), key=lambda r: r.timestamp),
+    )
+    parts.append(
+        f'<text x="{LEFT}" y="{HEIGHT - 8}">{_e(first.timestamp.date())}</text>'
+        f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 8}" text-anchor="end">{_e(last.timestamp.date())}</text>'
+        f'<text x="{(LEFT + WIDTH) // 2}" y="{HEIGHT - 8}" text-anchor="middle">'
+        "median µs (log scale) over recording time</text>"
+    )
     series_data = []
     for i, series in enumerate(members):
         color = COLORS[i % len(COLORS)]
         points = " ".join(f"{axes.x(r)},{axes.y(r.median_us)}" for r in series.runs)
-        parts.append(f'<polygon class="band" points="{_band(axes, series.runs)}" fill="{color}" fill-opacity="0.15"/>'
-                     f'<polyline class="line" points="{points}" fill="none" stroke="{color}" stroke-width="1.5"/>')
+        parts.append(
+            f'<polygon class="band" points="{_band(axes, series.runs)}" fill="{color}" fill-opacity="0.15"/>'
+            f'<polyline class="line" points="{points}" fill="none" stroke="{color}" stroke-width="1.5"/>'
+        )
         if len(series.runs) == 1:  # a line of one run is invisible: a dot instead
             run = series.runs[0]
             parts.append(f'<circle cx="{axes.x(run)}" cy="{axes.y(run.median_us)}" r="3" fill="{color}"/>')
         for step in series.steps:
             run = series.runs[step.index]
             x, y = axes.x(run), axes.y(run.median_us)
-            parts.append(f'<g class="step"><title>{_e(series.key.variant)} on {_e(series.key.gpu)}: step '
-                         f'{_e(percent(step.ratio))} at {_e(run.label)}</title>'
-                         f'<line x1="{x}" x2="{x}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="{color}" '
-                         f'stroke-dasharray="4 3"/><path d="M{x - 5},{y - 10}h10l-5,8z" fill="{color}"/></g>')
-        series_data.append({"label": f"{series.key.variant} on {series.key.gpu}", "color": color, "points": [
-            [axes.x(r), axes.y(r.median_us), _num(r.median_us), _num(r.interval_us[0]), _num(r.interval_us[1]),
-             run_index[(r.label, r.timestamp.isoformat())]] for r in series.runs]})
+            parts.append(
+                f'<g class="step"><title>{_e(series.key.variant)} on {_e(series.key.gpu)}: step '
+                f"{_e(percent(step.ratio))} at {_e(run.label)}</title>"
+                f'<line x1="{x}" x2="{x}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="{color}" '
+                f'stroke-dasharray="4 3"/><path d="M{x - 5},{y - 10}h10l-5,8z" fill="{color}"/></g>'
+            )
+        series_data.append(
+            {
+                "label": f"{series.key.variant} on {series.key.gpu}",
+                "color": color,
+                "points": [
+                    [
+                        axes.x(r),
+                        axes.y(r.median_us),
+                        _num(r.median_us),
+                        _num(r.interval_us[0]),
+                        _num(r.interval_us[1]),
+                        run_index[(r.label, r.timestamp.isoformat())],
+                    ]
+                    for r in series.runs
+                ],
+            }
+        )
     parts.append('<circle class="hover" r="5" fill="none" stroke-width="2" style="display:none"/></svg>')
     legend = "".join(f'<span><i style="background:{s["color"]}"></i>{_e(s["label"])}</span>' for s in series_data)
     return "".join(parts) + f'<p class="legend">{legend}</p>', {"id": plot_id, "series": series_data}
@@ -167,14 +197,18 @@ def _regressions(history: History) -> str:
     for series in history.regressions:
         step = series.regression
         run = series.runs[step.index]
-        rows.append(f"<tr><td>{_e(series.key.label)}</td><td class=n>{_e(percent(step.ratio))}</td>"
-                    f"<td>{_e(run.label)}</td>"
-                    f"<td class=n>{_e(_level(step.before, step.before_interval))}</td>"
-                    f"<td class=n>{_e(_level(step.after, step.after_interval))}</td></tr>")
+        rows.append(
+            f"<tr><td>{_e(series.key.label)}</td><td class=n>{_e(percent(step.ratio))}</td>"
+            f"<td>{_e(run.label)}</td>"
+            f"<td class=n>{_e(_level(step.before, step.before_interval))}</td>"
+            f"<td class=n>{_e(_level(step.after, step.after_interval))}</td></tr>"
+        )
     if not rows:
         return "<p>None: no series' newest step made it slower.</p>"
-    return ("<table><tr><th>series</th><th>step</th><th>at commit</th><th>before µs</th>"
-            "<th>now µs</th></tr>" + "".join(rows) + "</table>")
+    return (
+        "<table><tr><th>series</th><th>step</th><th>at commit</th><th>before µs</th>"
+        "<th>now µs</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 def to_text(history: History) -> str:
@@ -189,15 +223,18 @@ def to_text(history: History) -> str:
         svg, data = _plot(f"plot-{n}", members, run_index)
         sections.append(f"<h2>{_e(family)} · {_e(case)}</h2>{svg}")
         plots.append(data)
-    payload = json.dumps({"plots": plots, "runs": [list(key) for key in run_index]}, separators=(",", ":"),
-                         allow_nan=False).replace("</", "<\\/")  # no "</script>" inside the script
+    payload = json.dumps(
+        {"plots": plots, "runs": [list(key) for key in run_index]}, separators=(",", ":"), allow_nan=False
+    ).replace("</", "<\\/")  # no "</script>" inside the script
     rules = history.rules
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>zincbench history</title>'
-            f"<style>{STYLE}</style></head><body>"
-            f"<h1>zincbench history</h1><p>{history.documents} microbench documents, {len(history.series)} series, "
-            f"runs placed by document timestamp (when each was recorded). A step: adjacent segments of runs "
-            f"whose median intervals do not overlap, levels at least {rules.min_change:.0%} apart, each of at "
-            f"least {rules.min_runs} runs but the newest (experiments/history.yaml).</p>"
-            f"<h2>Current regressions</h2>{_regressions(history)}{''.join(sections)}"
-            f'<div id="tip"></div><script type="application/json" id="history-data">{payload}</script>'
-            f"<script>{SCRIPT}</script></body></html>\n")
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>zincbench history</title>'
+        f"<style>{STYLE}</style></head><body>"
+        f"<h1>zincbench history</h1><p>{history.documents} microbench documents, {len(history.series)} series, "
+        f"runs placed by document timestamp (when each was recorded). A step: adjacent segments of runs "
+        f"whose median intervals do not overlap, levels at least {rules.min_change:.0%} apart, each of at "
+        f"least {rules.min_runs} runs but the newest (experiments/history.yaml).</p>"
+        f"<h2>Current regressions</h2>{_regressions(history)}{''.join(sections)}"
+        f'<div id="tip"></div><script type="application/json" id="history-data">{payload}</script>'
+        f"<script>{SCRIPT}</script></body></html>\n"
+    )

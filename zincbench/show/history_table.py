@@ -54,32 +54,56 @@ def step_text(series: Series, step: Step) -> str:
 def cells(series: Series) -> list[str]:
     best = series.best
     change, verdict = change_text(series)
-    return [series.key.case, series.key.variant, str(len(series.runs)), us(series.latest.median_us),
-            us(best.median_us), short_commit(best), change, verdict,
-            step_text(series, series.steps[-1]) if series.steps else "—"]
+    return [
+        series.key.case,
+        series.key.variant,
+        str(len(series.runs)),
+        us(series.latest.median_us),
+        us(best.median_us),
+        short_commit(best),
+        change,
+        verdict,
+        step_text(series, series.steps[-1]) if series.steps else "—",
+    ]
 
 
 def print_history(history: History, console: Console | None = None) -> None:
     console = console or Console()
-    console.print(f"{history.documents} microbench documents, {len(history.series)} series, ordered by "
-                  f"document timestamp (when each run was recorded). A step: adjacent segments whose median "
-                  f"intervals do not overlap and differ by >= {history.rules.min_change:.0%} "
-                  f"(experiments/history.yaml).", markup=False, highlight=False)
+    console.print(
+        f"{history.documents} microbench documents, {len(history.series)} series, ordered by "
+        f"document timestamp (when each run was recorded). A step: adjacent segments whose median "
+        f"intervals do not overlap and differ by >= {history.rules.min_change:.0%} "
+        f"(experiments/history.yaml).",
+        markup=False,
+        highlight=False,
+    )
     regressions = history.regressions
     console.print(f"Current regressions: {len(regressions) or 'none'}", markup=False, highlight=False)
     for series in regressions:
-        console.print(f"  {series.key.name} on {series.key.gpu}: {step_text(series, series.regression)}",
-                      markup=False, highlight=False)
+        console.print(
+            f"  {series.key.name} on {series.key.gpu}: {step_text(series, series.regression)}",
+            markup=False,
+            highlight=False,
+        )
     groups: dict[tuple[str, str], list[Series]] = {}
     for series in history.series:
         groups.setdefault((series.key.family, series.key.gpu), []).append(series)
     for (family, gpu), members in groups.items():
-        print_in_column_groups(console, escape(f"{family} on {gpu}"), [escape(h) for h in HEADERS],
-                               [[escape(c) for c in cells(s)] for s in members], keys=2, right=range(2, 5))
+        print_in_column_groups(
+            console,
+            escape(f"{family} on {gpu}"),
+            [escape(h) for h in HEADERS],
+            [[escape(c) for c in cells(s)] for s in members],
+            keys=2,
+            right=range(2, 5),
+        )
     stepped = [s for s in history.series if s.steps]
     console.print("Steps, oldest first:" + ("" if stepped else " none"), markup=False, highlight=False)
     for series in stepped:
-        console.print(f"  {series.key.label}: {', '.join(step_text(series, step) for step in series.steps)}",
-                      markup=False, highlight=False)
+        console.print(
+            f"  {series.key.label}: {', '.join(step_text(series, step) for step in series.steps)}",
+            markup=False,
+            highlight=False,
+        )
     for note in history.notes:
         console.print(f"note: {note}", markup=False, highlight=False)

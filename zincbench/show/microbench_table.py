@@ -49,16 +49,26 @@ def rows_for_display(doc: dict) -> list[dict]:
         s, vs, detail, rates = r.summary, r.vs_baseline, r.detail or {}, r.rates or {}
         median = s.median_us if s else None
         ref = (r.reference or {}).get("llama_cpp_us")
-        out.append({
-            "case": r.case, "variant": r.variant + ("*" if detail.get("source") == "stand-in" else ""), "role": r.role,
-            "check": _check_text(r),
-            "median": median, "p90": s.p90_us if s else None, "ci": (s.median_ci_us if s else None) or [None, None],
-            "speedup": vs.speedup if vs else None, "speedup_ci": (vs.speedup_ci if vs else None) or [None, None],
-            "verdict": vs.verdict if vs else None, "gbps": rates.get("gbps"), "tflops": rates.get("tflops"),
-            "pct_floor": r.floor.pct_of_floor if r.floor else None,
-            "llama_x": (ref / median) if ref and median else None, "llama_us": ref,
-            "detail": detail.get("tile", ""),
-        })
+        out.append(
+            {
+                "case": r.case,
+                "variant": r.variant + ("*" if detail.get("source") == "stand-in" else ""),
+                "role": r.role,
+                "check": _check_text(r),
+                "median": median,
+                "p90": s.p90_us if s else None,
+                "ci": (s.median_ci_us if s else None) or [None, None],
+                "speedup": vs.speedup if vs else None,
+                "speedup_ci": (vs.speedup_ci if vs else None) or [None, None],
+                "verdict": vs.verdict if vs else None,
+                "gbps": rates.get("gbps"),
+                "tflops": rates.get("tflops"),
+                "pct_floor": r.floor.pct_of_floor if r.floor else None,
+                "llama_x": (ref / median) if ref and median else None,
+                "llama_us": ref,
+                "detail": detail.get("tile", ""),
+            }
+        )
     return out
 
 
@@ -83,16 +93,47 @@ def _ci(lo, hi, spec=".1f"):
     return "–" if lo is None or hi is None else f"[{lo:{spec}}, {hi:{spec}}]"
 
 
-HEADERS = ["case", "variant", "check", "median µs", "p90 µs", "95% CI µs", "× vs baseline [CI]", "verdict",
-           "GB/s", "TFLOP/s", "% floor", "llama.cpp µs (×)", "tile"]
+HEADERS = [
+    "case",
+    "variant",
+    "check",
+    "median µs",
+    "p90 µs",
+    "95% CI µs",
+    "× vs baseline [CI]",
+    "verdict",
+    "GB/s",
+    "TFLOP/s",
+    "% floor",
+    "llama.cpp µs (×)",
+    "tile",
+]
 
 
 def _cells(d: dict) -> list[str]:
     speed = "–" if d["speedup"] is None else f"{d['speedup']:.2f} {_ci(*d['speedup_ci'], spec='.2f')}"
-    llama = "–" if d["llama_us"] is None else f"{d['llama_us']:.0f} ({d['llama_x']:.1f}×)" if d["llama_x"] else f"{d['llama_us']:.0f}"
-    return [d["case"], d["variant"], d["check"], _fmt(d["median"]), _fmt(d["p90"]), _ci(*d["ci"]), speed,
-            d["verdict"] or ("baseline" if d["role"] == "baseline" else "–"), _fmt(d["gbps"], ".0f"),
-            _fmt(d["tflops"], ".1f"), _fmt(d["pct_floor"], ".0f"), llama, d["detail"]]
+    llama = (
+        "–"
+        if d["llama_us"] is None
+        else f"{d['llama_us']:.0f} ({d['llama_x']:.1f}×)"
+        if d["llama_x"]
+        else f"{d['llama_us']:.0f}"
+    )
+    return [
+        d["case"],
+        d["variant"],
+        d["check"],
+        _fmt(d["median"]),
+        _fmt(d["p90"]),
+        _ci(*d["ci"]),
+        speed,
+        d["verdict"] or ("baseline" if d["role"] == "baseline" else "–"),
+        _fmt(d["gbps"], ".0f"),
+        _fmt(d["tflops"], ".1f"),
+        _fmt(d["pct_floor"], ".0f"),
+        llama,
+        d["detail"],
+    ]
 
 
 COMPACT_HEADERS = ["variant", "median µs", "× base", "verdict", "× llama.cpp", "tile"]
@@ -100,8 +141,7 @@ COMPACT_HEADERS = ["variant", "median µs", "× base", "verdict", "× llama.cpp"
 
 def _compact_cells(d: dict) -> list[str]:
     status = d["check"] if d["check"] != "ok" else d["verdict"] or ("baseline" if d["role"] == "baseline" else "–")
-    return [d["variant"], _fmt(d["median"]), _fmt(d["speedup"], ".2f"), status,
-            _fmt(d["llama_x"], ".1f"), d["detail"]]
+    return [d["variant"], _fmt(d["median"]), _fmt(d["speedup"], ".2f"), status, _fmt(d["llama_x"], ".1f"), d["detail"]]
 
 
 def _print_compact(console: Console, rows: list[dict]) -> None:
@@ -114,8 +154,12 @@ def _print_compact(console: Console, rows: list[dict]) -> None:
     def table(shown: list[int], header: bool) -> Table:
         t = Table(box=None, show_header=header, padding=(0, 1), show_edge=False)
         for i in shown:
-            t.add_column(COMPACT_HEADERS[i], width=widths[i], overflow="fold",
-                         justify="left" if COMPACT_HEADERS[i] in ("variant", "verdict", "tile") else "right")
+            t.add_column(
+                COMPACT_HEADERS[i],
+                width=widths[i],
+                overflow="fold",
+                justify="left" if COMPACT_HEADERS[i] in ("variant", "verdict", "tile") else "right",
+            )
         return t
 
     shown = list(range(len(COMPACT_HEADERS)))
@@ -141,8 +185,10 @@ def _print_compact(console: Console, rows: list[dict]) -> None:
 def _when_in_words(when: dict) -> str:
     if not when:
         return "every cell"
-    parts = [f"{k[4:]} ≥ {v}" if k.startswith("min_") else f"{k[4:]} ≤ {v}" if k.startswith("max_") else f"{k} = {v}"
-             for k, v in when.items()]
+    parts = [
+        f"{k[4:]} ≥ {v}" if k.startswith("min_") else f"{k[4:]} ≤ {v}" if k.startswith("max_") else f"{k} = {v}"
+        for k, v in when.items()
+    ]
     return "every cell with " + " and ".join(parts)
 
 
@@ -150,9 +196,11 @@ def rule_in_words(rule: dict) -> str:
     """The gate rule as a sentence (the document keeps it as data)."""
     if not rule:
         return "no rule recorded"
-    return (f"{rule.get('candidate')} must be {rule.get('require')} than {rule.get('baseline')} "
-            f"(by ≥ {100 * rule.get('threshold', 0):.0f}%, {100 * rule.get('confidence', 0):.0f}% CI) "
-            f"in {_when_in_words(rule.get('when') or {})}")
+    return (
+        f"{rule.get('candidate')} must be {rule.get('require')} than {rule.get('baseline')} "
+        f"(by ≥ {100 * rule.get('threshold', 0):.0f}%, {100 * rule.get('confidence', 0):.0f}% CI) "
+        f"in {_when_in_words(rule.get('when') or {})}"
+    )
 
 
 def print_microbench(doc: dict, console: Console | None = None) -> None:
@@ -160,8 +208,10 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
     cfg = doc["config"]
     ceil = cfg.get("ceilings") or {}
     gpu = (doc.get("environment") or {}).get("gpu") or {}
-    title = (f"{cfg['family']} microbench on {gpu.get('name', '?')} — ceilings measured this run: copy "
-             f"{ceil.get('copy_gbps', 0):.0f} GB/s, cuBLAS fp16 {ceil.get('fp16_tflops', 0):.0f} TFLOP/s")
+    title = (
+        f"{cfg['family']} microbench on {gpu.get('name', '?')} — ceilings measured this run: copy "
+        f"{ceil.get('copy_gbps', 0):.0f} GB/s, cuBLAS fp16 {ceil.get('fp16_tflops', 0):.0f} TFLOP/s"
+    )
     table = Table(title=title, title_justify="left")
     for h in HEADERS:
         table.add_column(h, justify="left" if h in ("case", "variant", "check", "verdict", "tile") else "right")
@@ -175,7 +225,9 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
             table.add_section()
         last_case = d["case"]
         style = ROLE_STYLE.get(d["role"], "")
-        cells[7] = f"[{VERDICT_STYLE.get(d['verdict'], '')}]{cells[7]}[/]" if d["verdict"] in VERDICT_STYLE else cells[7]
+        cells[7] = (
+            f"[{VERDICT_STYLE.get(d['verdict'], '')}]{cells[7]}[/]" if d["verdict"] in VERDICT_STYLE else cells[7]
+        )
         if d["check"] != "ok":
             cells[2] = f"[red]{escape(cells[2])}[/red]"
         table.add_row(*cells, style=style)
@@ -191,8 +243,11 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
     console.print(f"[bold {color}]{decision}[/]: {escape(rule_in_words(rule))}")
     for cell in verdict.get("cells", []):
         if cell["verdict"] != rule.get("require"):
-            console.print(f"  {cell['case']}: {cell['verdict']}" + (f" ({cell.get('why')})" if cell.get("why") else ""),
-                          markup=False, highlight=False)
+            console.print(
+                f"  {cell['case']}: {cell['verdict']}" + (f" ({cell.get('why')})" if cell.get("why") else ""),
+                markup=False,
+                highlight=False,
+            )
     for note in source_notes(doc):
         console.print(note, markup=False, highlight=False)
     view = family_view(cfg["family"])

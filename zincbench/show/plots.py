@@ -38,8 +38,12 @@ def require_matplotlib():
 
 def _rows(report, family: str) -> list[tuple]:
     """(source label, MicrobenchRow) for each timed row of a microbench family."""
-    return [(s.label, r) for s in report.of_kind("microbench") for r in s.doc.get("results") or []
-            if (r.family or s.doc["config"].get("family")) == family and r.summary]
+    return [
+        (s.label, r)
+        for s in report.of_kind("microbench")
+        for r in s.doc.get("results") or []
+        if (r.family or s.doc["config"].get("family")) == family and r.summary
+    ]
 
 
 def plot_t2(report, out_dir: Path, plt) -> Path | None:
@@ -58,11 +62,19 @@ def plot_t2(report, out_dir: Path, plt) -> Path | None:
         for li, label in enumerate(labels):
             suffix = f" · {label}" if len(labels) > 1 else ""
             for variant in variants:
-                points = sorted((r.params["tokens_per_expert"], r.summary.median_us) for lab, r in mine
-                                if lab == label and r.variant == variant and r.summary.median_us is not None)
+                points = sorted(
+                    (r.params["tokens_per_expert"], r.summary.median_us)
+                    for lab, r in mine
+                    if lab == label and r.variant == variant and r.summary.median_us is not None
+                )
                 if points:
-                    ax.plot(*zip(*points), color=colors[variant], linestyle=LINE_STYLES[li % len(LINE_STYLES)],
-                            marker=MARKERS[li % len(MARKERS)], label=f"{variant}{suffix}")
+                    ax.plot(
+                        *zip(*points),
+                        color=colors[variant],
+                        linestyle=LINE_STYLES[li % len(LINE_STYLES)],
+                        marker=MARKERS[li % len(MARKERS)],
+                        label=f"{variant}{suffix}",
+                    )
             # Per case, the same for every variant: the hardware floor, and llama.cpp's time where recorded.
             floors, llama = collections.defaultdict(list), {}
             for lab, r in mine:
@@ -75,14 +87,32 @@ def plot_t2(report, out_dir: Path, plt) -> Path | None:
             style = LINE_STYLES[(li + 1) % len(LINE_STYLES)]
             if floors:
                 xs = sorted(floors)
-                ax.plot(xs, [min(floors[x]) for x in xs], color="black", linewidth=1, linestyle=style,
-                        label=f"hardware floor{suffix}")
+                ax.plot(
+                    xs,
+                    [min(floors[x]) for x in xs],
+                    color="black",
+                    linewidth=1,
+                    linestyle=style,
+                    label=f"hardware floor{suffix}",
+                )
             if llama:
                 xs = sorted(llama)
-                ax.plot(xs, [llama[x] for x in xs], color="grey", marker="x", linewidth=1, linestyle=style,
-                        label=f"llama.cpp{suffix}")
-        ax.set(title=f"E{e} M{m} K{k}", xlabel="tokens per expert N_e", ylabel="median time (µs, log)", xscale="log",
-               yscale="log")  # variants differ by orders of magnitude; the floor must stay visible
+                ax.plot(
+                    xs,
+                    [llama[x] for x in xs],
+                    color="grey",
+                    marker="x",
+                    linewidth=1,
+                    linestyle=style,
+                    label=f"llama.cpp{suffix}",
+                )
+        ax.set(
+            title=f"E{e} M{m} K{k}",
+            xlabel="tokens per expert N_e",
+            ylabel="median time (µs, log)",
+            xscale="log",
+            yscale="log",
+        )  # variants differ by orders of magnitude; the floor must stay visible
         ax.set_xticks(sorted({r.params["tokens_per_expert"] for _, r in mine}))
         ax.get_xaxis().set_major_formatter(ScalarFormatter())
         ax.minorticks_off()
@@ -102,7 +132,9 @@ def plot_t1(report, out_dir: Path, plt) -> Path | None:
     cases = list(dict.fromkeys(r.case for _, r in rows))
     baseline = rows[0][1].vs_baseline.baseline
     height = 0.8 / len(variants)
-    fig, axes = plt.subplots(1, len(labels), figsize=(6 * len(labels), 1.5 + 0.3 * len(cases)), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(labels), figsize=(6 * len(labels), 1.5 + 0.3 * len(cases)), squeeze=False, sharey=True
+    )
     for ax, label in zip(axes[0], labels):
         for vi, variant in enumerate(variants):
             speed = {r.case: r.vs_baseline.speedup for lab, r in rows if lab == label and r.variant == variant}
@@ -157,14 +189,21 @@ def plot_layer_stages(report, out_dir: Path, plt) -> Path | None:
             row = next(r for r in mine if r.params["tokens"] == t and r.variant == variant)
             bottom = 0.0
             for s in row.detail["stages_us"]:
-                ax.bar(x, s["median_us"], bottom=bottom, color=colors[s["stage"]],
-                       label=s["stage"] if s["stage"] not in ax.get_legend_handles_labels()[1] else None)
+                ax.bar(
+                    x,
+                    s["median_us"],
+                    bottom=bottom,
+                    color=colors[s["stage"]],
+                    label=s["stage"] if s["stage"] not in ax.get_legend_handles_labels()[1] else None,
+                )
                 bottom += s["median_us"]
             ax.plot([x - 0.4, x + 0.4], [row.summary.median_us] * 2, color="black", linewidth=1)  # the whole block
             ticks.append(f"T{t}\n{variant}")
         ax.set_xticks(range(len(bars)), ticks, fontsize=7)
-        ax.set(title=f"{family_key} · {label}" if len(report.of_kind('microbench')) > 1 else family_key,
-               ylabel="median time per stage (µs); black: whole block")
+        ax.set(
+            title=f"{family_key} · {label}" if len(report.of_kind("microbench")) > 1 else family_key,
+            ylabel="median time per stage (µs); black: whole block",
+        )
         ax.grid(axis="y", alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle("MoE FFN block: time per stage, each stage timed alone")
@@ -183,5 +222,13 @@ def plot_report(report, out_dir: str | Path) -> list[Path]:
     plt = require_matplotlib()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return [p for p in (plot_t2(report, out, plt), plot_t1(report, out, plt), plot_ab(report, out, plt),
-                        plot_layer_stages(report, out, plt)) if p]
+    return [
+        p
+        for p in (
+            plot_t2(report, out, plt),
+            plot_t1(report, out, plt),
+            plot_ab(report, out, plt),
+            plot_layer_stages(report, out, plt),
+        )
+        if p
+    ]

@@ -35,8 +35,12 @@ def format_bytes(n: float) -> str:
     return f"{n:,.0f} B"
 
 
-_TITLES = {"categories": "GPU time per category", "kernels": "Kernels (and GPU memory operations)",
-           "ranges": "NVTX ranges (innermost enclosing range at launch)", "traffic": "DRAM bytes: ncu vs traffic model"}
+_TITLES = {
+    "categories": "GPU time per category",
+    "kernels": "Kernels (and GPU memory operations)",
+    "ranges": "NVTX ranges (innermost enclosing range at launch)",
+    "traffic": "DRAM bytes: ncu vs traffic model",
+}
 
 
 def _count(value) -> str:
@@ -45,20 +49,45 @@ def _count(value) -> str:
 
 # Column -> (header, formatter); columns a frame lacks are left out.
 _COLUMNS = {
-    "category": ("category", str), "name": ("kernel", str), "range": ("range", str), "variant": ("variant", str),
-    "shape": ("shape", str), "kernels": ("kernels", _count), "calls": ("calls", _count),
-    "launches": ("launches", _count), "invocations": ("invocations", _count), "instances": ("instances", _count),
-    "total_ns": ("total", format_ns), "share": ("share", "{:.1%}".format),
-    "median_ns": ("median", format_ns), "mean_ns": ("mean", format_ns),
+    "category": ("category", str),
+    "name": ("kernel", str),
+    "range": ("range", str),
+    "variant": ("variant", str),
+    "shape": ("shape", str),
+    "kernels": ("kernels", _count),
+    "calls": ("calls", _count),
+    "launches": ("launches", _count),
+    "invocations": ("invocations", _count),
+    "instances": ("instances", _count),
+    "total_ns": ("total", format_ns),
+    "share": ("share", "{:.1%}".format),
+    "median_ns": ("median", format_ns),
+    "mean_ns": ("mean", format_ns),
     "range_total_ns": ("range CPU time", format_ns),
-    "dram_read_bytes": ("DRAM read", format_bytes), "dram_write_bytes": ("DRAM write", format_bytes),
-    "measured_bytes": ("measured/inv.", format_bytes), "model_bytes": ("model", format_bytes),
+    "dram_read_bytes": ("DRAM read", format_bytes),
+    "dram_write_bytes": ("DRAM write", format_bytes),
+    "measured_bytes": ("measured/inv.", format_bytes),
+    "model_bytes": ("model", format_bytes),
     "measured_over_model": ("measured/model", "{:.2f}".format),
 }
 _NAME_COLUMNS = {"name", "range"}
-_NUMERIC = {"kernels", "calls", "launches", "invocations", "instances", "total_ns", "mean_ns", "median_ns",
-            "range_total_ns", "share", "dram_read_bytes", "dram_write_bytes", "measured_bytes", "model_bytes",
-            "measured_over_model"}
+_NUMERIC = {
+    "kernels",
+    "calls",
+    "launches",
+    "invocations",
+    "instances",
+    "total_ns",
+    "mean_ns",
+    "median_ns",
+    "range_total_ns",
+    "share",
+    "dram_read_bytes",
+    "dram_write_bytes",
+    "measured_bytes",
+    "model_bytes",
+    "measured_over_model",
+}
 
 
 SHORT_NAME_CHARS = 40
@@ -96,8 +125,9 @@ def short_kernel_name(name: str, limit: int = SHORT_NAME_CHARS) -> str:
     return text
 
 
-def display_rows(frame: pd.DataFrame, top: int | None = None, *, short_names: bool = False
-                 ) -> tuple[list[str], list[list[str]], bool]:
+def display_rows(
+    frame: pd.DataFrame, top: int | None = None, *, short_names: bool = False
+) -> tuple[list[str], list[list[str]], bool]:
     """Headers, formatted rows (at most ``top``) and whether rows were cut: the one formatting rich and
     markdown share. ``short_names`` shortens kernel names (terminal tables)."""
     columns = [c for c in _COLUMNS if c in frame.columns]
@@ -127,10 +157,11 @@ TERMINAL_TOP = 8  # rows per kernel/range table on a terminal: a profile reads i
 NARROW_DROPS = (("median_ns", "mean_ns"), ("category", "instances", "range_total_ns"))
 
 
-def _terminal_table(heading: str, headers: list[str], columns: list[str], rows: list[list[str]], keep: list[int]) -> Table:
+def _terminal_table(
+    heading: str, headers: list[str], columns: list[str], rows: list[list[str]], keep: list[int]
+) -> Table:
     """A box-less table (one line per row, a plain header): profiles are read in CI logs, where lines count."""
-    table = Table(title=heading, title_justify="left", box=None, header_style="bold", pad_edge=False,
-                  show_edge=False)
+    table = Table(title=heading, title_justify="left", box=None, header_style="bold", pad_edge=False, show_edge=False)
     for i in keep:
         table.add_column(headers[i], justify="right" if columns[i] in _NUMERIC else "left", no_wrap=True)
     for row in rows:
@@ -139,8 +170,14 @@ def _terminal_table(heading: str, headers: list[str], columns: list[str], rows: 
     return table
 
 
-def render(tables: ProfileTables, console: Console | None = None, *, top: int = TERMINAL_TOP,
-           traffic: pd.DataFrame | None = None, title: str | None = None) -> None:
+def render(
+    tables: ProfileTables,
+    console: Console | None = None,
+    *,
+    top: int = TERMINAL_TOP,
+    traffic: pd.DataFrame | None = None,
+    title: str | None = None,
+) -> None:
     """The tables for a terminal: box-less, at most ``top`` rows per kernel/range table; when a table is wider
     than the terminal the columns of ``NARROW_DROPS`` are left out in turn, and when it still is, each name
     gets a line of its own (names are never cut: --json, --out and markdown keep every row and column)."""
@@ -171,9 +208,14 @@ def render(tables: ProfileTables, console: Console | None = None, *, top: int = 
                 console.print(_terminal_table(heading, headers, columns, rows, every))
                 continue
             # still too wide: each name on its own line, its numbers on the next
-            print_stacked(console, heading, [escape(headers[i]) for i in narrow],
-                          [[escape(r[i]) for i in narrow] for r in rows], keys=[narrow.index(named)],
-                          right={j for j, i in enumerate(narrow) if columns[i] in _NUMERIC})
+            print_stacked(
+                console,
+                heading,
+                [escape(headers[i]) for i in narrow],
+                [[escape(r[i]) for i in narrow] for r in rows],
+                keys=[narrow.index(named)],
+                right={j for j, i in enumerate(narrow) if columns[i] in _NUMERIC},
+            )
     for note in tables.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
 
@@ -196,8 +238,9 @@ def to_markdown(tables: ProfileTables, *, top: int = 20, traffic: pd.DataFrame |
     return "\n".join(parts).rstrip() + "\n"
 
 
-def write_csvs(tables: ProfileTables, directory: str | os.PathLike, stem: str,
-               traffic: pd.DataFrame | None = None) -> list[Path]:
+def write_csvs(
+    tables: ProfileTables, directory: str | os.PathLike, stem: str, traffic: pd.DataFrame | None = None
+) -> list[Path]:
     """``<stem>_<table>.csv`` for each non-empty table (unformatted numbers, ns and bytes)."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
@@ -214,6 +257,7 @@ def write_category_chart(tables: ProfileTables, path: str | os.PathLike) -> Path
     """A horizontal bar chart of GPU-time share per category. Needs matplotlib (the ``plot`` extra)."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:

@@ -57,9 +57,13 @@ def microbench_long_table(report: Report, family: str) -> tuple[str, list[str], 
     hold whatever the number of runs; a run without a case x variant has no row (no "—" rows)."""
     labels = report.labels("microbench", family)
     device, short = _short_labels(labels)
-    cells = [[row["case"], row["variant"], name, _cell(row["runs"][label])]
-             for row in report.microbench if row["family"] == family
-             for label, name in zip(labels, short) if label in row["runs"]]
+    cells = [
+        [row["case"], row["variant"], name, _cell(row["runs"][label])]
+        for row in report.microbench
+        if row["family"] == family
+        for label, name in zip(labels, short)
+        if label in row["runs"]
+    ]
     return device, ["case", "variant", "run", "median/p90 µs"], cells
 
 
@@ -122,8 +126,9 @@ def print_report(report: Report, console=None) -> None:
     tables = []
     for family in report.families:
         headers, cells = microbench_table(report, family)
-        if len(headers) > 3 and not fits_whole(console, [escape(h) for h in headers],
-                                               [[escape(c) for c in line] for line in cells], keys=2):
+        if len(headers) > 3 and not fits_whole(
+            console, [escape(h) for h in headers], [[escape(c) for c in line] for line in cells], keys=2
+        ):
             # several runs side by side do not fit: one table with a row per run, not one table per run
             device, headers, cells = microbench_long_table(report, family)
             if _print_plain(console, f"microbench {family}" + (f" · {device}" if device else ""), headers, cells):
@@ -132,8 +137,14 @@ def print_report(report: Report, console=None) -> None:
     if report.validate:
         tables.append(("validate", validate_table(report), 1, False))
     for title, (headers, cells), keys, numbers in tables:
-        print_in_column_groups(console, title, [escape(h) for h in headers], [[escape(c) for c in line] for line in cells],
-                               keys=keys, right=range(keys, len(headers)) if numbers else ())
+        print_in_column_groups(
+            console,
+            title,
+            [escape(h) for h in headers],
+            [[escape(c) for c in line] for line in cells],
+            keys=keys,
+            right=range(keys, len(headers)) if numbers else (),
+        )
     for run in report.ab:
         scoreboard.render(run["models"], run["arms"], console, title=f"ab · {run['run']} · {run['overall']}")
     for note in report.notes:

@@ -99,8 +99,14 @@ def render(models: Sequence[ScoreboardRow], arms: Sequence[str], console=None, t
         if style:
             line["verdict"] = f"[{style}]{line['verdict']}[/]"
         cells.append(list(line.values()))
-    print_in_column_groups(console, title, [escape(h) for h in headers], cells, keys=1,
-                           right=[i for i, h in enumerate(headers) if h not in TEXT_COLUMNS])
+    print_in_column_groups(
+        console,
+        title,
+        [escape(h) for h in headers],
+        cells,
+        keys=1,
+        right=[i for i, h in enumerate(headers) if h not in TEXT_COLUMNS],
+    )
 
 
 def to_markdown(models: Sequence[ScoreboardRow], arms: Sequence[str], title: str | None = None) -> str:

@@ -47,8 +47,13 @@ def stage_tables(doc: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     for title, rows in groups.items():
         by_column = {(r["params"]["tokens"], r["variant"]): r for r in rows}
         columns = sorted(by_column, key=lambda tv: (tv[0], tv[1] != baseline))  # per T: baseline first
-        stages = list(dict.fromkeys(s["stage"] for r in sorted(rows, key=lambda r: r["variant"] != baseline)
-                                    for s in r["detail"]["stages_us"]))
+        stages = list(
+            dict.fromkeys(
+                s["stage"]
+                for r in sorted(rows, key=lambda r: r["variant"] != baseline)
+                for s in r["detail"]["stages_us"]
+            )
+        )
         headers = ["stage (µs)"] + [f"T{t} {SHORT['baseline' if v == baseline else 'candidate']}" for t, v in columns]
         body = []
         for stage in stages:
@@ -92,8 +97,17 @@ def projection(doc: dict) -> tuple[list[str], list[list[str]]]:
     for key in sorted(k for k in totals if k not in missing):
         shape, routing, t = key
         before, after = totals[key][baseline], totals[key][candidate]
-        rows.append([f"{shape} · {routing}", str(t), str(layers[key]), _fmt(t / (before * 1e-6)),
-                     _fmt(t / (after * 1e-6)), _fmt((before - after) / 1e3, ".2f"), _fmt(pp.get(t))])
+        rows.append(
+            [
+                f"{shape} · {routing}",
+                str(t),
+                str(layers[key]),
+                _fmt(t / (before * 1e-6)),
+                _fmt(t / (after * 1e-6)),
+                _fmt((before - after) / 1e3, ".2f"),
+                _fmt(pp.get(t)),
+            ]
+        )
     return headers, rows
 
 
@@ -103,8 +117,14 @@ def print_stage_tables(doc: dict, console: Console | None = None) -> None:
         print_in_column_groups(console, f"stages: {title}", headers, rows, keys=1, right=range(1, len(headers)))
     headers, rows = projection(doc)
     if rows:
-        print_in_column_groups(console, "MoE part of one prefill (block x MoE layers); llama.cpp: whole model",
-                               headers, rows, keys=2, right=range(1, len(headers)))
+        print_in_column_groups(
+            console,
+            "MoE part of one prefill (block x MoE layers); llama.cpp: whole model",
+            headers,
+            rows,
+            keys=2,
+            right=range(1, len(headers)),
+        )
 
 
 def stage_markdown(doc: dict) -> str:
@@ -113,7 +133,9 @@ def stage_markdown(doc: dict) -> str:
         parts.append(f"**stages: {title}**\n\n" + _markdown(headers, rows))
     headers, rows = projection(doc)
     if rows:
-        parts.append("**MoE part of one prefill** (block × MoE layers; llama.cpp: whole model)\n\n" + _markdown(headers, rows))
+        parts.append(
+            "**MoE part of one prefill** (block × MoE layers; llama.cpp: whole model)\n\n" + _markdown(headers, rows)
+        )
     return "\n\n".join(parts)
 
 

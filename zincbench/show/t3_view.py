@@ -30,16 +30,21 @@ NOTES = [
 SCAN_TITLE = "Scans vs flash-linear-attention, median µs"
 SCAN_VARIANTS = ("engine_warp", "engine", "chunked", "fla", "fla_bf16")
 SCAN_HEADERS = ["model", "T", "zinc", "copy", "chunk", "fla", "fla16", "÷fla", "÷fla16"]
-SCAN_NOTES = ["zinc: ssm_delta_net_warp as declared in engine_zinc.yaml (the engine's own kernel with --engine-src, "
-              "else our copy); copy: our copy of it (the gate's baseline). chunk: the candidate (tf32 x3 split). "
-              "fla, fla16: chunk_gated_delta_rule with fp32 / bf16 "
-              "q, k, v, timed as CUDA graph replays. ÷fla, ÷fla16: chunk's time over fla's (below 1: we are "
-              "faster)."]
+SCAN_NOTES = [
+    "zinc: ssm_delta_net_warp as declared in engine_zinc.yaml (the engine's own kernel with --engine-src, "
+    "else our copy); copy: our copy of it (the gate's baseline). chunk: the candidate (tf32 x3 split). "
+    "fla, fla16: chunk_gated_delta_rule with fp32 / bf16 "
+    "q, k, v, timed as CUDA graph replays. ÷fla, ÷fla16: chunk's time over fla's (below 1: we are "
+    "faster)."
+]
 
 
 def _medians(doc: dict, variants) -> dict:
-    return {(r.params["model"], r.params["tokens"], r.params["stage"], r.variant): r.summary.median_us
-            for r in rows_of(doc) if r.summary is not None and r.variant in variants}
+    return {
+        (r.params["model"], r.params["tokens"], r.params["stage"], r.variant): r.summary.median_us
+        for r in rows_of(doc)
+        if r.summary is not None and r.variant in variants
+    }
 
 
 def scan_rows(doc: dict) -> list[dict]:
@@ -62,8 +67,13 @@ def _scan_cells(d: dict) -> list[str]:
     def ratio(v):
         return "–" if v is None else f"{v:.2f}×"
 
-    return [d["model"], str(d["tokens"]), *(_us(d[v]) for v in SCAN_VARIANTS), ratio(d["vs_fla"]),
-            ratio(d["vs_fla_bf16"])]
+    return [
+        d["model"],
+        str(d["tokens"]),
+        *(_us(d[v]) for v in SCAN_VARIANTS),
+        ratio(d["vs_fla"]),
+        ratio(d["vs_fla_bf16"]),
+    ]
 
 
 def share_rows(doc: dict) -> list[dict]:
@@ -77,10 +87,20 @@ def share_rows(doc: dict) -> list[dict]:
         parts = [stage["scan"], stage["conv1d"], stage["norm"], proj]
         layer = sum(parts) if None not in parts else None
         chunked = medians.get((model, t, "scan", "chunked"))
-        out.append({"model": model, "tokens": t, "scan": stage["scan"], "chunked": chunked,
-                    "conv1d": stage["conv1d"], "norm": stage["norm"], "proj": proj, "layer": layer,
-                    "share": stage["scan"] / layer if layer else None,
-                    "share_chunked": chunked / (layer - stage["scan"] + chunked) if layer and chunked else None})
+        out.append(
+            {
+                "model": model,
+                "tokens": t,
+                "scan": stage["scan"],
+                "chunked": chunked,
+                "conv1d": stage["conv1d"],
+                "norm": stage["norm"],
+                "proj": proj,
+                "layer": layer,
+                "share": stage["scan"] / layer if layer else None,
+                "share_chunked": chunked / (layer - stage["scan"] + chunked) if layer and chunked else None,
+            }
+        )
     return out
 
 
@@ -88,14 +108,20 @@ def _cells(d: dict) -> list[str]:
     def pct(v):
         return "–" if v is None else f"{100 * v:.0f}%"
 
-    return [d["model"], str(d["tokens"]), *(_us(d[k]) for k in ("scan", "chunked", "conv1d", "norm", "proj", "layer")),
-            f"{pct(d['share'])}→{pct(d['share_chunked'])}"]
+    return [
+        d["model"],
+        str(d["tokens"]),
+        *(_us(d[k]) for k in ("scan", "chunked", "conv1d", "norm", "proj", "layer")),
+        f"{pct(d['share'])}→{pct(d['share_chunked'])}",
+    ]
 
 
 def _tables(doc: dict) -> list[tuple[str, list[str], list[list[str]], list[str]]]:
     """(title, headers, rows, notes) of each table this document has rows for."""
-    tables = [(SCAN_TITLE, SCAN_HEADERS, [_scan_cells(d) for d in scan_rows(doc)], SCAN_NOTES),
-              (TITLE, HEADERS, [_cells(d) for d in share_rows(doc)], NOTES)]
+    tables = [
+        (SCAN_TITLE, SCAN_HEADERS, [_scan_cells(d) for d in scan_rows(doc)], SCAN_NOTES),
+        (TITLE, HEADERS, [_cells(d) for d in share_rows(doc)], NOTES),
+    ]
     return [table for table in tables if table[2]]
 
 

@@ -9,12 +9,13 @@ from rich.table import Table
 from zincbench.runs.validate import ModelOutcome, Status, ValidateReport
 from zincbench.show.fit import fits, print_blocks
 
-STATUS_STYLE = {Status.OK: "bold green", Status.FAIL: "bold red", Status.ERROR: "bold red",
-                Status.MISSING: "yellow"}
+STATUS_STYLE = {Status.OK: "bold green", Status.FAIL: "bold red", Status.ERROR: "bold red", Status.MISSING: "yellow"}
 COLUMNS = ("model", "status", "match", "tf", "diverges", "margin", "note")
 NUMERIC = {"match", "tf", "diverges", "margin"}
-LEGEND = ("match: leading tokens equal to llama.cpp's; tf: teacher-forced agreement; diverges: first differing "
-          "position; margin: llama.cpp's top1-top2 logit there (tolerant mode forgives only a margin below --near-tie)")
+LEGEND = (
+    "match: leading tokens equal to llama.cpp's; tf: teacher-forced agreement; diverges: first differing "
+    "position; margin: llama.cpp's top1-top2 logit there (tolerant mode forgives only a margin below --near-tie)"
+)
 
 
 def _cells(o: ModelOutcome) -> list[str]:

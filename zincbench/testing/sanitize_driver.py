@@ -72,10 +72,10 @@ def run_matvec(cupy, rng) -> None:
     from zincbench.ops.matvec import ExpertsMatvec
 
     cases = [  # (T, top_k, E, M, K, routing stride / top_k, x per slot)
-        (1, 1, 3, 5, 256, 1, False),     # T = 1, top_k = 1
-        (7, 4, 9, 67, 512, 2, False),    # the engine's 2*top_k routing table, M = 67
-        (5, 8, 64, 33, 256, 1, True),    # down form, most experts empty
-        (3, 2, 2, 130, 768, 1, False),   # three super-blocks, M = 130
+        (1, 1, 3, 5, 256, 1, False),  # T = 1, top_k = 1
+        (7, 4, 9, 67, 512, 2, False),  # the engine's 2*top_k routing table, M = 67
+        (5, 8, 64, 33, 256, 1, True),  # down form, most experts empty
+        (3, 2, 2, 130, 768, 1, False),  # three super-blocks, M = 130
     ]
     for fmt in FORMATS:
         for t, top_k, e, m, k, stride, per_slot in cases:
@@ -99,22 +99,32 @@ def run_dequant(cupy, rng) -> None:
 def run_routing(cupy, rng) -> None:
     from zincbench.ops.routing import ROUTING_BUILDS, GatherRows, RoutingWorkspace, ScatterRows, build_routing
 
-    def built(ids: np.ndarray, top_k: int, n_experts: int, tile_n: int, build: str = "single_block") -> RoutingWorkspace:
+    def built(
+        ids: np.ndarray, top_k: int, n_experts: int, tile_n: int, build: str = "single_block"
+    ) -> RoutingWorkspace:
         ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n, build=build)
         build_routing(cupy.asarray(ids), ws)
         return ws
 
     for build in ROUTING_BUILDS:
-        for t, top_k, e, tile_n, stride in [(1, 1, 1, 64, 1), (37, 8, 256, 64, 2), (300, 8, 16, 16, 1),
-                                            (64, 6, 1024, 8, 1), (2999, 8, 256, 16, 1), (701, 7, 1000, 8, 2)]:
+        for t, top_k, e, tile_n, stride in [
+            (1, 1, 1, 64, 1),
+            (37, 8, 256, 64, 2),
+            (300, 8, 16, 16, 1),
+            (64, 6, 1024, 8, 1),
+            (2999, 8, 256, 16, 1),
+            (701, 7, 1000, 8, 2),
+        ]:
             built(routing_table(rng, t, top_k, e, top_k * stride), top_k, e, tile_n, build)
         bad = routing_table(rng, 9, 3, 12, 3)
         bad[4, 1] = 12  # an id >= E: counted in the status word, never followed
         built(bad, 3, 12, 4, build)
 
     top_k, k, m = 4, 96, 37
-    for ids, n_experts in ((routing_table(rng, 23, top_k, 13, top_k, skip_last=3), 13),  # 3 experts never routed
-                           (one_token_per_expert(rng, 12, top_k), 12)):                     # N_e = 1
+    for ids, n_experts in (
+        (routing_table(rng, 23, top_k, 13, top_k, skip_last=3), 13),  # 3 experts never routed
+        (one_token_per_expert(rng, 12, top_k), 12),
+    ):  # N_e = 1
         t = ids.shape[0]
         ws = built(ids, top_k, n_experts, 16)
         capacity = int(bucket_sizes(ids, top_k, n_experts).max()) + 2  # padding rows the kernels must skip
@@ -123,8 +133,9 @@ def run_routing(cupy, rng) -> None:
             for cap in (0, capacity):  # contiguous [P][*] and padded [E][capacity][*]
                 lead = (n_experts, cap) if cap else (t * top_k,)
                 GatherRows(x, ws, cupy.empty((*lead, k), dtype=cupy.float16), capacity=cap, x_per_slot=per_slot)()
-                ScatterRows(activations(cupy, rng, (*lead, m)), ws, cupy.empty((t, top_k, m), dtype=cupy.float32),
-                            capacity=cap)()
+                ScatterRows(
+                    activations(cupy, rng, (*lead, m)), ws, cupy.empty((t, top_k, m), dtype=cupy.float32), capacity=cap
+                )()
 
 
 def run_gemm_tc(cupy, rng) -> None:
@@ -143,8 +154,12 @@ def run_moe_cublas(cupy, rng) -> None:
 
     # Each GEMM's output is read back by a kernel (a sum): initcheck then says whether cuBLAS wrote every
     # element, at N = 1 too (the layer group's swiglu reads cuBLAS output).
-    for dtype, (m, n, k) in [(np.float16, (67, 1, 256)), (np.float16, (130, 45, 512)), (np.float32, (12, 1, 256)),
-                             (np.float32, (256, 23, 2048))]:  # f32: the router's TF32 GEMM
+    for dtype, (m, n, k) in [
+        (np.float16, (67, 1, 256)),
+        (np.float16, (130, 45, 512)),
+        (np.float32, (12, 1, 256)),
+        (np.float32, (256, 23, 2048)),
+    ]:  # f32: the router's TF32 GEMM
         w = cupy.asarray(rng.standard_normal((m, k)).astype(dtype))
         x = cupy.asarray(rng.standard_normal((n, k)).astype(dtype))
         y = cupy.empty((n, m), dtype=cupy.float32)
@@ -156,19 +171,25 @@ def run_moe_cublas(cupy, rng) -> None:
             DenseDequantCublas(fmt, quantized(cupy, rng, fmt, (m,), k), activations(cupy, rng, (t, k)), y)()
             y.sum()
     cases = [  # (routing table, top_k, E, M, K, x per slot)
-        (routing_table(rng, 1, 1, 3, 1), 1, 3, 5, 256, False),                  # T = 1, top_k = 1
-        (routing_table(rng, 11, 3, 9, 3), 3, 9, 67, 256, False),                # M = 67
+        (routing_table(rng, 1, 1, 3, 1), 1, 3, 5, 256, False),  # T = 1, top_k = 1
+        (routing_table(rng, 11, 3, 9, 3), 3, 9, 67, 256, False),  # M = 67
         (routing_table(rng, 13, 4, 40, 4, skip_last=8), 4, 40, 70, 512, True),  # down form, empty experts
-        (one_token_per_expert(rng, 8, 2), 2, 8, 100, 256, False),               # N_e = 1
+        (one_token_per_expert(rng, 8, 2), 2, 8, 100, 256, False),  # N_e = 1
     ]
     for fmt in FORMATS:
         for ids, top_k, e, m, k, per_slot in cases:
             t = ids.shape[0]
             capacity = int(bucket_sizes(ids, top_k, e).max())  # exactly full: the edge of the padding
-            path = MoeDequantCublas(fmt, quantized(cupy, rng, fmt, (e, m), k),
-                                    activations(cupy, rng, (t, top_k, k) if per_slot else (t, k)), cupy.asarray(ids),
-                                    cupy.empty((t, top_k, m), dtype=cupy.float32), top_k=top_k, capacity=capacity,
-                                    x_per_slot=per_slot)
+            path = MoeDequantCublas(
+                fmt,
+                quantized(cupy, rng, fmt, (e, m), k),
+                activations(cupy, rng, (t, top_k, k) if per_slot else (t, k)),
+                cupy.asarray(ids),
+                cupy.empty((t, top_k, m), dtype=cupy.float32),
+                top_k=top_k,
+                capacity=capacity,
+                x_per_slot=per_slot,
+            )
             path()
             path.check()
 
@@ -194,15 +215,22 @@ def run_fused(cupy, rng) -> None:
         for tile in gate_tiles("t1"):  # the dense T1 gate's tiles
             gemm = FusedKQuantGemm(tile, grouped=False, weights=weights)
             for m, k, t in [(197, 256, 1), (64, 768, 37), (300, 512, 130)]:  # M and T cut the tile, T = 1
-                gemm.dense(quantized(cupy, rng, weights, (m,), k), permuted(cupy, activations(cupy, rng, (t, k))),
-                           cupy.empty((t, m), dtype=cupy.float32), m, k, t)
+                gemm.dense(
+                    quantized(cupy, rng, weights, (m,), k),
+                    permuted(cupy, activations(cupy, rng, (t, k))),
+                    cupy.empty((t, m), dtype=cupy.float32),
+                    m,
+                    k,
+                    t,
+                )
     grouped_cases = [  # (routing table, top_k, E, M, K)
         (routing_table(rng, 23, 2, 7, 2, skip_last=1), 2, 7, 100, 512),  # expert 6 never routed, T = 23
-        (one_token_per_expert(rng, 8, 2), 2, 8, 100, 256),                # N_e = 1, K = 256
-        (routing_table(rng, 1, 1, 4, 1), 1, 4, 33, 256),                  # T = 1, three empty experts
+        (one_token_per_expert(rng, 8, 2), 2, 8, 100, 256),  # N_e = 1, K = 256
+        (routing_table(rng, 1, 1, 4, 1), 1, 4, 33, 256),  # T = 1, three empty experts
     ]
     grouped_tiles = [(tile, "q4_k") for tile in gate_tiles("t2")] + [  # the T2 gates' tiles (gate/up, down)
-        (tile, "q6_k") for tile in gate_tiles("t2", "t2_moe_down")]
+        (tile, "q6_k") for tile in gate_tiles("t2", "t2_moe_down")
+    ]
     for tile, weights in grouped_tiles:
         gemm = FusedKQuantGemm(tile, grouped=True, weights=weights)
         for ids, top_k, e, m, k in grouped_cases:
@@ -213,8 +241,18 @@ def run_fused(cupy, rng) -> None:
             for per_slot in (False, True):
                 rows = t * top_k if per_slot else t
                 y = cupy.empty((t, top_k, m), dtype=cupy.float32)
-                gemm.grouped_call(w, permuted(cupy, activations(cupy, rng, (rows, k))), y, m, k, ws.tiles, ws.offsets,
-                                  ws.sorted_ids, top_k, x_per_slot=per_slot)
+                gemm.grouped_call(
+                    w,
+                    permuted(cupy, activations(cupy, rng, (rows, k))),
+                    y,
+                    m,
+                    k,
+                    ws.tiles,
+                    ws.offsets,
+                    ws.sorted_ids,
+                    top_k,
+                    x_per_slot=per_slot,
+                )
 
 
 def run_layer(cupy, rng) -> None:
@@ -233,21 +271,43 @@ def run_layer(cupy, rng) -> None:
     family = load_family("layer")
     path = experiment_path(family.default_experiment)
     cfg = family.load(path)
-    cfg.shapes = [LayerShape("edge", experts=12, top_k=3, n_embd=256, expert_width=256,
-                             down_types=["q4_k", "q5_k", "q6_k"], shared_width=256, shared_type="q6_k")]
+    cfg.shapes = [
+        LayerShape(
+            "edge",
+            experts=12,
+            top_k=3,
+            n_embd=256,
+            expert_width=256,
+            down_types=["q4_k", "q5_k", "q6_k"],
+            shared_width=256,
+            shared_type="q6_k",
+        )
+    ]
     cfg.shapes[0].check()
     cfg.tokens, cfg.routing = [1, 23, 77], ["uniform"]
     declared = declared_for("layer", path, cfg)
     for case in family.cases(cfg):
         inputs = family.build_inputs(cfg, case, rng)
-        runs = [(name, declared.prepare(name, family.declared_binding(cfg, case, inputs)).run)
-                for name in ("engine_block_matvec", "engine_block_tc")]
+        runs = [
+            (name, declared.prepare(name, family.declared_binding(cfg, case, inputs)).run)
+            for name in ("engine_block_matvec", "engine_block_tc")
+        ]
         every_tile = case.params["tokens"] == max(cfg.tokens)
         for variant in ("fused_block", "fused_block_cublas_down"):
             for tile in cfg.fused_tiles if every_tile and variant == "fused_block" else cfg.fused_tiles[:1]:
                 try:
-                    runs.append((f"{variant} {tile}", family.prepare(
-                        cfg, case, inputs, variant, lambda key, tiles, make_run, tile=tile: Tuning(tile, {tile: 0.0})).run))
+                    runs.append(
+                        (
+                            f"{variant} {tile}",
+                            family.prepare(
+                                cfg,
+                                case,
+                                inputs,
+                                variant,
+                                lambda key, tiles, make_run, tile=tile: Tuning(tile, {tile: 0.0}),
+                            ).run,
+                        )
+                    )
                 except NotApplicable:
                     pass
         for name, run in runs:
@@ -271,8 +331,10 @@ def run_ssm(cupy, rng) -> None:
     family = load_family("t3")
     path = experiment_path(family.default_experiment)
     cfg = family.load(path)
-    cfg.models = [SsmModel("edge", n_embd=256, dt_rank=6, head_v_dim=128, d_state=128, n_group=3),
-                  SsmModel("narrow", n_embd=256, dt_rank=3, head_v_dim=32, d_state=32, n_group=1)]
+    cfg.models = [
+        SsmModel("edge", n_embd=256, dt_rank=6, head_v_dim=128, d_state=128, n_group=3),
+        SsmModel("narrow", n_embd=256, dt_rank=3, head_v_dim=32, d_state=32, n_group=1),
+    ]
     cfg.tokens, cfg.stages = [1, 37, 130], list(SSM_STAGES)
     declared = declared_for("t3", path, cfg)
     for case in family.cases(cfg):
@@ -305,31 +367,55 @@ def run_fused_at_gate_shapes(cupy, rng) -> None:
 
     m, k, t = T1_SHAPE["m"], T1_SHAPE["k"], T1_SHAPE["t"]
     FusedKQuantGemm(gate_tiles("t1")[0], grouped=False, weights="q4_k").dense(
-        quantized(cupy, rng, "q4_k", (m,), k), permuted(cupy, activations(cupy, rng, (t, k))),
-        cupy.empty((t, m), dtype=cupy.float32), m, k, t)
+        quantized(cupy, rng, "q4_k", (m,), k),
+        permuted(cupy, activations(cupy, rng, (t, k))),
+        cupy.empty((t, m), dtype=cupy.float32),
+        m,
+        k,
+        t,
+    )
     e, m, k, t, top_k = (T2_SHAPE[key] for key in ("e", "m", "k", "t", "top_k"))
     tile = gate_tiles("t2")[0]
     ws = RoutingWorkspace(t, top_k, e, tile.bn)
     build_routing(cupy.asarray(routing_table(rng, t, top_k, e)), ws)
     FusedKQuantGemm(tile, grouped=True, weights="q4_k").grouped_call(
-        quantized(cupy, rng, "q4_k", (e, m), k), permuted(cupy, activations(cupy, rng, (t, k))),
-        cupy.empty((t, top_k, m), dtype=cupy.float32), m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
+        quantized(cupy, rng, "q4_k", (e, m), k),
+        permuted(cupy, activations(cupy, rng, (t, k))),
+        cupy.empty((t, top_k, m), dtype=cupy.float32),
+        m,
+        k,
+        ws.tiles,
+        ws.offsets,
+        ws.sorted_ids,
+        top_k,
+    )
 
 
 GROUPS: dict[str, Callable[[object, np.random.Generator], None]] = {
-    "matvec": run_matvec, "dequant": run_dequant, "routing": run_routing, "gemm_tc": run_gemm_tc,
-    "moe_cublas": run_moe_cublas, "fused": run_fused, "layer": run_layer, "ssm": run_ssm,
+    "matvec": run_matvec,
+    "dequant": run_dequant,
+    "routing": run_routing,
+    "gemm_tc": run_gemm_tc,
+    "moe_cublas": run_moe_cublas,
+    "fused": run_fused,
+    "layer": run_layer,
+    "ssm": run_ssm,
 }
 GATE_SHAPES: dict[str, Callable[[object, np.random.Generator], None]] = {"fused": run_fused_at_gate_shapes}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zincbench.testing.sanitize_driver",
-                                     description="Launch one group of bundled kernels once at edge shapes.")
+    parser = argparse.ArgumentParser(
+        prog="python -m zincbench.testing.sanitize_driver",
+        description="Launch one group of bundled kernels once at edge shapes.",
+    )
     parser.add_argument("group", choices=sorted(GROUPS))
-    parser.add_argument("--shapes", choices=("edge", "gate"), default="edge",
-                        help="edge shapes (compute-sanitizer) or the gates' shapes (ncu; groups: "
-                             f"{', '.join(sorted(GATE_SHAPES))})")
+    parser.add_argument(
+        "--shapes",
+        choices=("edge", "gate"),
+        default="edge",
+        help=f"edge shapes (compute-sanitizer) or the gates' shapes (ncu; groups: {', '.join(sorted(GATE_SHAPES))})",
+    )
     parser.add_argument("--seed", type=int, default=None, help="replay the inputs of an earlier run")
     args = parser.parse_args(argv)
     launch = (GROUPS if args.shapes == "edge" else GATE_SHAPES).get(args.group)

@@ -18,9 +18,38 @@ import numpy as np
 # catalog prompt ("The capital of France is") into a handful of multi-character tokens.
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>")
 WORD_PIECES = (
-    ["▁"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["T", "F", "P", ",", "."]
-    + ["▁t", "he", "▁the", "▁T", "▁The", "▁c", "ap", "it", "al", "▁cap", "ital", "▁capital", "▁o",
-       "▁of", "▁F", "ra", "nc", "▁Fra", "nce", "▁France", "▁i", "▁is", "▁P", "ar", "is", "▁Par", "▁Paris"]
+    ["▁"]
+    + [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    + ["T", "F", "P", ",", "."]
+    + [
+        "▁t",
+        "he",
+        "▁the",
+        "▁T",
+        "▁The",
+        "▁c",
+        "ap",
+        "it",
+        "al",
+        "▁cap",
+        "ital",
+        "▁capital",
+        "▁o",
+        "▁of",
+        "▁F",
+        "ra",
+        "nc",
+        "▁Fra",
+        "nce",
+        "▁France",
+        "▁i",
+        "▁is",
+        "▁P",
+        "ar",
+        "is",
+        "▁Par",
+        "▁Paris",
+    ]
 )
 QUANT_TYPES = ("f32", "q4_k")
 
@@ -30,8 +59,11 @@ def vocabulary() -> tuple[list[str], list[float], list[int]]:
     from gguf import TokenType
 
     tokens = list(SPECIAL_TOKENS) + [f"<0x{b:02X}>" for b in range(256)] + list(WORD_PIECES)
-    types = ([TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
-             + [TokenType.NORMAL] * len(WORD_PIECES))
+    types = (
+        [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL]
+        + [TokenType.BYTE] * 256
+        + [TokenType.NORMAL] * len(WORD_PIECES)
+    )
     scores = [0.0] * (len(SPECIAL_TOKENS) + 256) + [float(len(p)) - i * 1e-3 for i, p in enumerate(WORD_PIECES)]
     return tokens, scores, [int(t) for t in types]
 
@@ -49,9 +81,19 @@ def _quantizer(quant: str | None):
     raise ValueError(f"unknown quant {quant!r} (known: {', '.join(QUANT_TYPES)})")
 
 
-def write_tiny_llama(path: str | os.PathLike, *, seed: int = 0, quant: str | None = None, n_layers: int = 2,
-                     n_embd: int = 256, n_ff: int = 512, n_head: int = 4, n_head_kv: int = 2,
-                     context_length: int = 512, name: str = "zincbench-tiny-llama") -> Path:
+def write_tiny_llama(
+    path: str | os.PathLike,
+    *,
+    seed: int = 0,
+    quant: str | None = None,
+    n_layers: int = 2,
+    n_embd: int = 256,
+    n_ff: int = 512,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    context_length: int = 512,
+    name: str = "zincbench-tiny-llama",
+) -> Path:
     """Write the model and return its path.
 
     ``quant="q4_k"`` stores every 2-D weight except ``token_embd`` as Q4_K (their row length must

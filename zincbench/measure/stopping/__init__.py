@@ -33,6 +33,7 @@ def rule(name: str):
         cls.name = name
         _RULES[name] = cls
         return cls
+
     return deco
 
 

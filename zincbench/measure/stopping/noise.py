@@ -15,7 +15,6 @@ import numpy as np
 from zincbench.judge import quantile_ci
 from zincbench.measure.stopping import StopDecision, rule
 
-
 # --quick: at most this many seconds and this minimum of samples
 QUICK_MAX_TIME_S = 0.3
 QUICK_MIN_SAMPLES = 10
@@ -39,8 +38,9 @@ class MedianNoiseRule:
         if not 1 <= self.min_samples <= self.max_samples:
             raise ValueError(f"need 1 <= min_samples <= max_samples, got {self.min_samples} and {self.max_samples}")
         if not 0 <= self.min_time_s <= self.max_time_s < math.inf:
-            raise ValueError(f"need 0 <= min_time_s <= max_time_s (finite), got {self.min_time_s} and "
-                             f"{self.max_time_s}")
+            raise ValueError(
+                f"need 0 <= min_time_s <= max_time_s (finite), got {self.min_time_s} and {self.max_time_s}"
+            )
         if not 0 < self.confidence < 1:
             raise ValueError(f"confidence must be strictly between 0 and 1, got {self.confidence}")
         if self.check_every < 1:
@@ -48,8 +48,12 @@ class MedianNoiseRule:
 
     def quick(self) -> MedianNoiseRule:
         max_time_s = min(self.max_time_s, QUICK_MAX_TIME_S)
-        return dataclasses.replace(self, max_time_s=max_time_s, min_time_s=min(self.min_time_s, max_time_s),
-                                   min_samples=min(self.min_samples, QUICK_MIN_SAMPLES))
+        return dataclasses.replace(
+            self,
+            max_time_s=max_time_s,
+            min_time_s=min(self.min_time_s, max_time_s),
+            min_samples=min(self.min_samples, QUICK_MIN_SAMPLES),
+        )
 
     def relative_noise(self, samples: Sequence[float]) -> float:
         lo, hi = quantile_ci(samples, 0.5, self.confidence)
@@ -61,7 +65,9 @@ class MedianNoiseRule:
     def check(self, samples: Sequence[float], elapsed_s: float) -> StopDecision:
         n = len(samples)
         if n >= self.max_samples:
-            return StopDecision(True, f"max_samples ({self.max_samples}) reached; noise {self.relative_noise(samples):.2%}")
+            return StopDecision(
+                True, f"max_samples ({self.max_samples}) reached; noise {self.relative_noise(samples):.2%}"
+            )
         if elapsed_s >= self.max_time_s:
             unmet = []
             if n < self.min_samples:
@@ -69,7 +75,9 @@ class MedianNoiseRule:
             noise = self.relative_noise(samples) if n >= 2 else float("inf")
             if noise > self.max_noise:
                 unmet.append(f"noise {noise:.2%} > {self.max_noise:.2%}")
-            return StopDecision(True, f"timeout {self.max_time_s:g}s" + (f" (unmet: {', '.join(unmet)})" if unmet else ""))
+            return StopDecision(
+                True, f"timeout {self.max_time_s:g}s" + (f" (unmet: {', '.join(unmet)})" if unmet else "")
+            )
         if n < self.min_samples or elapsed_s < self.min_time_s or n % self.check_every:
             return StopDecision(False)
         noise = self.relative_noise(samples)
