@@ -21,42 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from zincbench import records
-from zincbench.bench.base import CheckResult
-from zincbench.bench.rows import Floor, MicrobenchRow, Summary
-from zincbench.measure.timer import Measurement
+from zincbench.testing.synthetic_rows import timed_row
 
 CASES = ["Ne16-T512", "Ne16-T2048", "Ne64-T512", "Ne64-T2048"]
 VARIANTS = ["baseline", "fused"]
 SAMPLES = 40
-
-
-def row(case: str, variant: str, samples: np.ndarray) -> MicrobenchRow:
-    gpu_us = [float(x) for x in samples]
-    return MicrobenchRow(
-        family="t2",
-        case=case,
-        params={},
-        variant=variant,
-        role="baseline" if variant == "baseline" else "candidate",
-        check=CheckResult(rel_error=1e-6, fully_written=True, tolerance=1e-3),
-        traffic={},
-        detail={},
-        reference={},
-        floor=Floor(us=None, bound=None),
-        measurement=Measurement(
-            name=f"t2/{variant}/{case}",
-            mode="cold",
-            gpu_us=gpu_us,
-            cpu_launch_us=[],
-            sm_clock_mhz=[],
-            throttled=[],
-            dropped_throttled=0,
-            stop_reason="count",
-            warmup=3,
-            launch_hiding=True,
-        ),
-        summary=Summary.of_samples(gpu_us),
-    )
 
 
 def write_documents(folder: Path, documents: int, seed: int = 0) -> None:
@@ -70,7 +39,8 @@ def write_documents(folder: Path, documents: int, seed: int = 0) -> None:
                 if variant == "fused" and c == 0 and i >= documents * 3 // 4:
                     level *= 1.10
                 level *= 1 + 0.01 * rng.standard_normal()
-                rows.append(row(case, variant, level * (1 + 0.01 * rng.standard_normal(SAMPLES))))
+                role = "baseline" if variant == "baseline" else "candidate"
+                rows.append(timed_row(case, variant, level * (1 + 0.01 * rng.standard_normal(SAMPLES)), role=role))
         doc = records.Document(
             kind="microbench",
             config={"family": "t2"},

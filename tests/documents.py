@@ -10,11 +10,11 @@ from zincbench import records
 from zincbench.bench import load_family
 from zincbench.bench.base import CheckResult
 from zincbench.bench.declared import declared_for
-from zincbench.bench.rows import Floor, MicrobenchRow, Summary
+from zincbench.bench.rows import Floor, MicrobenchRow
 from zincbench.bench.runner import compare_case
 from zincbench.config import experiment_path
-from zincbench.measure.timer import Measurement
 from zincbench.runs.validate import ModelOutcome, Status
+from zincbench.testing.synthetic_rows import timed_row  # noqa: F401  (tests import it from here)
 
 
 def all_variants(family: str) -> list:
@@ -23,47 +23,6 @@ def all_variants(family: str) -> list:
     path = experiment_path(fam.default_experiment)
     cfg = fam.load(path)
     return fam.variants(cfg) + declared_for(family, path, cfg).infos()
-
-
-def timed_row(
-    case: str,
-    variant: str,
-    samples,
-    *,
-    family: str = "t2",
-    params: dict | None = None,
-    role: str = "candidate",
-    detail: dict | None = None,
-    tolerance: float = 1e-3,
-) -> MicrobenchRow:
-    """A row that passed its check and was timed at ``samples`` (µs)."""
-    samples = [float(x) for x in samples]
-    measurement = Measurement(
-        name=f"{family}/{variant}/{case}",
-        mode="cold",
-        gpu_us=samples,
-        cpu_launch_us=[],
-        sm_clock_mhz=[],
-        throttled=[],
-        dropped_throttled=0,
-        stop_reason="count",
-        warmup=3,
-        launch_hiding=True,
-    )
-    return MicrobenchRow(
-        family=family,
-        case=case,
-        params=params or {},
-        variant=variant,
-        role=role,
-        check=CheckResult(rel_error=1e-6, fully_written=True, tolerance=tolerance),
-        traffic={},
-        detail=detail,
-        reference={},
-        floor=Floor(us=None, bound=None),
-        measurement=measurement,
-        summary=Summary.of_samples(samples),
-    )
 
 
 def failed_row(case: str, variant: str, *, family: str = "t2", role: str = "candidate") -> MicrobenchRow:
