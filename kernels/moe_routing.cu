@@ -284,22 +284,29 @@ extern "C" __global__ void moe_scatter_rows(const float* src, const unsigned* so
 // Same choice as the engine: larger logit first; among equal logits the lower index mod 64 (the engine's
 // thread), then the lower index; a -inf or NaN logit is never chosen (the id is then 0xFFFFFFFF). Same
 // weights, bit for bit: exp(l - max) per slot, summed in slot order, times 1/sum.
+// logits may come in n_parts partial sums [n_parts][T][n_experts] (a split-K router GEMM): a logit is
+// their sum, parts added in order from part 0 (n_parts = 1: the logits as they are).
 // Grid ceil(T / warps per block), block a whole number of warps; n_experts <= TOPK_MAX_EXPERTS, k <= 32.
 #define TOPK_MAX_EXPERTS 256u
 #define TOPK_PER_LANE (TOPK_MAX_EXPERTS / 32u)
 #define TOPK_NEG_INF __int_as_float(0xff800000)  // NVRTC has no math.h INFINITY
 
 extern "C" __global__ void moe_topk_softmax(const float* logits, unsigned* table, unsigned T, unsigned n_experts,
-                                            unsigned k) {
+                                            unsigned k, unsigned n_parts) {
     const unsigned lane = threadIdx.x & 31u, t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (t >= T) return;  // a whole warp leaves together: the shuffles below stay full-warp
     const float* row = logits + (size_t)t * n_experts;
+    const size_t part_stride = (size_t)T * n_experts;
     const unsigned per_thread = (n_experts + 63u) >> 6;  // the engine's thread i % 64 scans per_thread logits
     float v[TOPK_PER_LANE];
 #pragma unroll
     for (unsigned j = 0; j < TOPK_PER_LANE; j++) {
         const unsigned i = lane + 32u * j;
-        v[j] = i < n_experts ? row[i] : TOPK_NEG_INF;
+        v[j] = TOPK_NEG_INF;
+        if (i < n_experts) {
+            v[j] = row[i];
+            for (unsigned p = 1; p < n_parts; p++) v[j] += row[p * part_stride + i];
+        }
     }
     unsigned slot_id = INVALID_ENTRY;  // lane s < k keeps slot s
     float slot_logit = TOPK_NEG_INF;

@@ -10,6 +10,9 @@
 #                                               its sanitizer group, a quick T1024 run; layerprobe_engine: the
 #                                               same on the engine's kernels in .carry/zinc-src)
 #                                               kernels routing t1q6 t2down (fused formats, routing builds)
+#                                               initprobe sanlayerinit router ncu_router (initcheck probes of
+#                                               cuBLAS output and the layer group stage by stage; the layer
+#                                               router's pieces timed apart, and under ncu)
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -103,6 +106,13 @@ for step in "${@:-env tests}"; do
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
                 --section InstructionStats -k regex:gemm_kquant_mma python3 -m zincbench.testing.sanitize_driver fused --shapes gate ;;
+        initprobe) TAIL=60 run initprobe 120 compute-sanitizer --tool initcheck --print-limit 4 --show-backtrace no \
+                python3 scripts/probe_initcheck.py ;;
+        sanlayerinit) TAIL=60 run sanlayerinit ${SAN_LIMIT:-300} compute-sanitizer --tool initcheck --print-limit 400 \
+                --show-backtrace no python3 -m zincbench.testing.sanitize_driver layer ;;
+        router) TAIL=20 run router 200 python3 scripts/probe_router.py ;;
+        ncu_router) TAIL=80 run ncu_router 200 ncu --clock-control none --section SpeedOfLight --section LaunchStats \
+                --section Occupancy python3 scripts/probe_router.py --once ;;
         sass) run sass 120 bash -c 'nvcc -std=c++17 -arch=sm_90 -cubin -DZINCBENCH_COMPILE_CHECK -o /tmp/f.cubin \
                 kernels/kquant_fused_mma.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;
         *) echo "unknown step $step" ;;

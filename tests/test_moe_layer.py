@@ -449,3 +449,12 @@ def test_every_down_type_has_a_fused_and_a_cublas_down():
     assert DOWN_PATHS["fused"] == dict.fromkeys(DOWN_TYPES, FusedDownCombine)
     assert DOWN_PATHS["cublas"] == dict.fromkeys(DOWN_TYPES, DequantCublasDown)
     assert set(DOWN_TYPES) <= set(POLICIES)
+
+
+@pytest.mark.parametrize("split", [0, -1, 3, 4096])
+def test_router_split_k_must_divide_n_embd(tmp_path, split):
+    data = yaml.safe_load(experiment_path("moe_layer").read_text())
+    data["router_split_k"] = split
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match="router_split_k"):
+        load_family("layer").load(tmp_path / "bad.yaml")

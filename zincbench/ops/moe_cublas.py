@@ -41,6 +41,9 @@ class CublasGemm:
     w: [B][M][K] (or [M][K]); x: [B][N][K] (or [N][K]), the same dtype; y: f32 [B][N][M] (or [N][M]).
     Row-major Y[N][M] is cuBLAS's column-major M x N, so the call is C = op_T(W) . op_N(X) with
     lda = ldb = K and ldc = M.
+    ``split_k`` = S > 1 (w and x 2-D): S partial products over consecutive K/S slices, y: f32 [S][N][M]
+    (a reader sums them), as one batched call whose batch entries step K/S along the same rows. More
+    thread blocks when M and N are small against K (the router: M = E = 256).
     """
 
     MATH = {
@@ -48,20 +51,26 @@ class CublasGemm:
         np.dtype(np.float32): (CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32),
     }
 
-    def __init__(self, w, x, y):
+    def __init__(self, w, x, y, split_k: int = 1):
         import cupy
 
         if np.dtype(w.dtype) not in self.MATH:
             raise InputError(f"w: dtype {w.dtype}, expected float16 or float32")
         batched = w.ndim == 3
+        if split_k < 1 or (split_k > 1 and batched):
+            raise InputError(f"split_k: {split_k}, expected 1, or more over 2-D operands")
         lead = (None,) if batched else ()
         check_array(w, w.dtype, (*lead, None, None), "w")
         m, k = w.shape[-2:]
-        batch = w.shape[0] if batched else 1
+        if k % split_k:
+            raise InputError(f"split_k: {split_k} does not divide K = {k}")
+        batch = w.shape[0] if batched else split_k
         check_array(x, w.dtype, (*((batch,) if batched else ()), None, k), "x")
         n = x.shape[-2]
-        check_array(y, np.float32, (*((batch,) if batched else ()), n, m), "y")
-        self.m, self.n, self.k, self.batch = m, n, k, batch
+        check_array(y, np.float32, (*((batch,) if batch > 1 or batched else ()), n, m), "y")
+        self.m, self.n, self.k, self.batch = m, n, k // split_k, batch
+        self.ld = k  # the operands' row length: a split's slices step k // split_k along the same rows
+        self.stride_w, self.stride_x = (m * k, n * k) if batched else (self.k, self.k)
         self.operand_type, self.compute_type = self.MATH[np.dtype(w.dtype)]
         self.handle = cupy.cuda.device.get_cublas_handle()
         # Host scalars for the host pointer mode; kept alive for as long as launches may read them.
@@ -86,12 +95,12 @@ class CublasGemm:
             self.alpha.ctypes.data,
             w.data.ptr,
             self.operand_type,
-            k,
-            m * k,
+            self.ld,
+            self.stride_w,
             x.data.ptr,
             self.operand_type,
-            k,
-            n * k,
+            self.ld,
+            self.stride_x,
             self.beta.ctypes.data,
             y.data.ptr,
             CUDA_R_32F,

@@ -85,23 +85,31 @@ def _ceil(a: int, b: int) -> int:
 TOPK_WARPS = 4  # tokens per block of moe_topk_softmax (one warp each)
 
 
-def topk_softmax(b: LayerBuffers) -> Callable[[], None]:
-    """moe_topk_softmax: the engine's routing table [ids | weights] from the logits, one warp per token
-    (the same choice and weight bits as the engine's softmax_topk_batched for the same logits)."""
-    if b.experts > 256:
-        raise ValueError(f"moe_topk_softmax keeps at most 256 logits per token, got {b.experts} experts")
+def topk_softmax(logits, table, top_k: int) -> Callable[[], None]:
+    """moe_topk_softmax: the engine's routing table u32 [T][2 top_k] (ids | weights) from logits f32 [T][E],
+    or from partial sums [S][T][E] of them, one warp per token (for the same logits, the same choice and
+    weight bits as the engine's softmax_topk_batched)."""
+    experts, t = logits.shape[-1], table.shape[0]
+    parts = logits.shape[0] if logits.ndim == 3 else 1
+    if experts > 256:
+        raise ValueError(f"moe_topk_softmax keeps at most 256 logits per token, got {experts} experts")
     kernel = get_kernel(ROUTING_SOURCE, "moe_topk_softmax")
-    args = (b.logits, b.table, u32(b.t), u32(b.experts), u32(b.top_k))
-    grid = (_ceil(b.t, TOPK_WARPS),)
+    args = (logits, table, u32(t), u32(experts), u32(top_k), u32(parts))
+    grid = (_ceil(t, TOPK_WARPS),)
     return lambda: kernel(grid, (32 * TOPK_WARPS,), args)
 
 
-def tensor_core_routing(b: LayerBuffers) -> Callable[[], None]:
+def tensor_core_routing(b: LayerBuffers, split_k: int = 1) -> Callable[[], None]:
     """The candidate's router + top-k: logits = x . router^T as ONE cuBLAS GEMM over all T tokens on TF32
-    Tensor cores (the engine: one f32 block per (expert, token)), then ``topk_softmax``.
+    Tensor cores (the engine: one f32 block per (expert, token)), then ``topk_softmax``. ``split_k`` > 1
+    splits K into that many partial GEMMs of one batched call (E = 256 columns give cuBLAS few tiles at
+    T = 2048); the top-k adds the partials. b.logits then stays unwritten.
     TF32 rounds x and the router to 10-bit mantissas: logits within about 1e-3 relative of f32, so a token
     whose k-th and (k+1)-th logits are that close may pick another expert than an f32 router would."""
-    gemm, topk = CublasGemm(b.router, b.x, b.logits), topk_softmax(b)
+    import cupy
+
+    logits = b.logits if split_k == 1 else cupy.empty((split_k, *b.logits.shape), dtype=cupy.float32)
+    gemm, topk = CublasGemm(b.router, b.x, logits, split_k=split_k), topk_softmax(logits, b.table, b.top_k)
 
     def run() -> None:
         gemm()
@@ -275,10 +283,17 @@ DOWN_PATHS = {
 
 
 def candidate_stages(
-    b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str = "fused", capacity: int = 0
+    b: LayerBuffers,
+    tile: MmaTile,
+    *,
+    shared: bool,
+    down: str = "fused",
+    capacity: int = 0,
+    router_split_k: int = 1,
 ) -> list[Stage]:
     """The candidate block as named stages, in launch order; ``down`` picks the DOWN_PATHS family,
-    ``capacity`` (tokens per expert, at least the largest bucket) sizes a padded down path."""
+    ``capacity`` (tokens per expert, at least the largest bucket) sizes a padded down path,
+    ``router_split_k`` splits the router GEMM (``tensor_core_routing``)."""
     import cupy
 
     if b.gate.dtype != np.uint8 or b.ef % 256:
@@ -287,7 +302,7 @@ def candidate_stages(
     xp = permuted_activations(cupy, b.t, b.n_embd)
     down_path = DOWN_PATHS[down][b.down_type](b, ws, tile, capacity)
     gate_up = FusedKQuantGemm(tile, grouped=True, weights="q4_k", epilogue=down_path.intermediate)
-    route = tensor_core_routing(b)
+    route = tensor_core_routing(b, router_split_k)
 
     def build() -> None:
         build_routing(b.table, ws)

@@ -289,7 +289,7 @@ def run_layer(cupy, rng) -> None:
     for case in family.cases(cfg):
         inputs = family.build_inputs(cfg, case, rng)
         runs = [
-            (name, declared.prepare(name, family.declared_binding(cfg, case, inputs)).run)
+            (name, declared.prepare(name, family.declared_binding(cfg, case, inputs)))
             for name in ("engine_block_matvec", "engine_block_tc")
         ]
         every_tile = case.params["tokens"] == max(cfg.tokens)
@@ -305,16 +305,18 @@ def run_layer(cupy, rng) -> None:
                                 inputs,
                                 variant,
                                 lambda key, tiles, make_run, tile=tile: Tuning(tile, {tile: 0.0}),
-                            ).run,
+                            ),
                         )
                     )
                 except NotApplicable:
                     pass
-        for name, run in runs:
-            # one line per block, each run synchronised: a sanitizer report printed below it is this block's
-            print(f"sanitize_driver layer: {case.key} {name}", flush=True)
-            run()
-            cupy.cuda.Device().synchronize()
+        for name, prepared in runs:
+            # The block stage by stage (in launch order the stages are the block), one line each and each
+            # synchronised: a sanitizer report printed below a line is that stage's.
+            for stage, run in prepared.stages or [("block", prepared.run)]:
+                print(f"sanitize_driver layer: {case.key} {name} / {stage}", flush=True)
+                run()
+                cupy.cuda.Device().synchronize()
 
 
 def run_ssm(cupy, rng) -> None:
