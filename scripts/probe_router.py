@@ -4,9 +4,10 @@
     ncu --section SpeedOfLight --section LaunchStats python scripts/probe_router.py --once
 
 
-One line per T: median µs of the TF32 cuBLAS GEMM alone, the warp top-k alone, the two together (the
-candidate's "router+top-k" stage), and an fp16 cuBLAS GEMM over fp16 copies of x and the router (what the
-GEMM would cost on half the bytes; the copies are made outside the timed region). A tool for finding
+One line per T: median µs of the warp top-k alone, an fp16 cuBLAS GEMM over fp16 copies of x and the
+router (what the GEMM would cost on half the bytes; the copies are made outside the timed region), the
+TF32 cuBLAS GEMM alone split into S = 1, 2, 4, 8 partial GEMMs over K, and the candidate's whole
+"router+top-k" stage at each S. A tool for finding
 where the stage's time goes; `zincbench microbench layer` times the stage inside the block. ``--once``
 runs each piece once at T = 2048 without the timer: what a profiler should see (the kernels cuBLAS picks).
 """
@@ -38,8 +39,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     timer = None if args.once else GpuTimer(TimerConfig(mode="cold"))
     rule = FixedCountRule(args.samples)
-    names = ("tf32 gemm", "top-k", "router+top-k", "fp16 gemm")
-    print(f"{'T':>5} " + " ".join(f"{n + ' us':>15}" for n in names), flush=True)
+    splits = (1, 2, 4, 8)
+    names = ("top-k", "fp16 gemm", *(f"gemm/{k}" for k in splits), *(f"stage/{k}" for k in splits))
+    print(f"{'T':>5} " + " ".join(f"{n:>9}" for n in names) + "   (median us; /S: split-K into S)", flush=True)
     for t in TOKENS[-1:] if args.once else TOKENS:
         b = SimpleNamespace(
             x=cupy.asarray(rng.standard_normal((t, N_EMBD), dtype=np.float32)),
@@ -51,19 +53,19 @@ def main() -> None:
             top_k=TOP_K,
         )
         half = CublasGemm(b.router.astype(cupy.float16), b.x.astype(cupy.float16), b.logits)
-        runs = (
-            CublasGemm(b.router, b.x, b.logits),
-            topk_softmax(b.logits, b.table, TOP_K),
-            tensor_core_routing(b),
-            half,
-        )
+        gemms = [
+            CublasGemm(b.router, b.x, b.logits if k == 1 else cupy.empty((k, t, EXPERTS), cupy.float32), split_k=k)
+            for k in splits
+        ]
+        stages = [tensor_core_routing(b, k) for k in splits]
+        runs = (topk_softmax(b.logits, b.table, TOP_K), half, *gemms, *stages)
         if args.once:
             for fn in runs:
                 fn()
             cupy.cuda.Device().synchronize()
             return
         medians = [summarize(timer.measure(fn, name=name, rule=rule).gpu_us).median for name, fn in zip(names, runs)]
-        print(f"{t:>5} " + " ".join(f"{m:>15.2f}" for m in medians), flush=True)
+        print(f"{t:>5} " + " ".join(f"{m:>9.2f}" for m in medians), flush=True)
 
 
 if __name__ == "__main__":
