@@ -280,65 +280,59 @@ extern "C" __global__ void moe_scatter_rows(const float* src, const unsigned* so
 // The candidate block's routing table from logits f32 [T][n_experts]: table row t (stride 2k) gets the k
 // chosen expert ids, then their softmax weights over the k chosen logits as f32 bits: the engine's
 // softmax_topk_batched (one 64-thread block per token, k rounds of block-wide arg-max and barriers) as k
-// warp-shuffle arg-max rounds over logits held in registers.
+// warp-wide arg-max rounds over logits held in registers.
 // Same choice as the engine: larger logit first; among equal logits the lower index mod 64 (the engine's
 // thread), then the lower index; a -inf or NaN logit is never chosen (the id is then 0xFFFFFFFF). Same
 // weights, bit for bit: exp(l - max) per slot, summed in slot order, times 1/sum.
-// logits may come in n_parts partial sums [n_parts][T][n_experts] (a split-K router GEMM): a logit is
-// their sum, parts added in order from part 0 (n_parts = 1: the logits as they are).
+// Each logit becomes one 64-bit key whose order is that choice: high word the logit's order as an
+// unsigned (-0 as +0: they compare equal), low word the complement of the engine's rank (i % 64) *
+// per_thread + i / 64; 0 for a logit that is never chosen. A round is then a per-lane max over the
+// lane's keys and two warp reductions (redux.sync, sm_80+): the high word's max, then the low word's max
+// among the lanes that hold it.
 // Grid ceil(T / warps per block), block a whole number of warps; n_experts <= TOPK_MAX_EXPERTS, k <= 32.
 #define TOPK_MAX_EXPERTS 256u
 #define TOPK_PER_LANE (TOPK_MAX_EXPERTS / 32u)
 #define TOPK_NEG_INF __int_as_float(0xff800000)  // NVRTC has no math.h INFINITY
 
+__device__ __forceinline__ unsigned topk_order(float v) {
+    unsigned u = __float_as_uint(v);
+    if (u == 0x80000000u) u = 0u;  // -0 == +0
+    return u ^ ((u >> 31) ? 0xFFFFFFFFu : 0x80000000u);
+}
+
+__device__ __forceinline__ float topk_value(unsigned order) {
+    return __uint_as_float((order & 0x80000000u) ? order ^ 0x80000000u : ~order);
+}
+
 extern "C" __global__ void moe_topk_softmax(const float* logits, unsigned* table, unsigned T, unsigned n_experts,
-                                            unsigned k, unsigned n_parts) {
+                                            unsigned k) {
     const unsigned lane = threadIdx.x & 31u, t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (t >= T) return;  // a whole warp leaves together: the shuffles below stay full-warp
+    if (t >= T) return;  // a whole warp leaves together: the warp reductions below stay full-warp
     const float* row = logits + (size_t)t * n_experts;
-    const size_t part_stride = (size_t)T * n_experts;
     const unsigned per_thread = (n_experts + 63u) >> 6;  // the engine's thread i % 64 scans per_thread logits
-    float v[TOPK_PER_LANE];
+    unsigned long long key[TOPK_PER_LANE];
 #pragma unroll
     for (unsigned j = 0; j < TOPK_PER_LANE; j++) {
-        const unsigned i = lane + 32u * j;
-        v[j] = TOPK_NEG_INF;
-        if (i < n_experts) {
-            v[j] = row[i];
-            for (unsigned p = 1; p < n_parts; p++) v[j] += row[p * part_stride + i];
-        }
+        const unsigned i = lane + 32u * j, rank = (i & 63u) * per_thread + (i >> 6);
+        const float v = i < n_experts ? row[i] : TOPK_NEG_INF;
+        key[j] = v > TOPK_NEG_INF ? ((unsigned long long)topk_order(v) << 32) | (0xFFFFFFFFu - rank) : 0ull;
     }
     unsigned slot_id = INVALID_ENTRY;  // lane s < k keeps slot s
     float slot_logit = TOPK_NEG_INF;
     for (unsigned s = 0; s < k; s++) {
-        float best = TOPK_NEG_INF;
-        unsigned best_rank = INVALID_ENTRY, best_i = INVALID_ENTRY;
+        unsigned long long best = key[0];
 #pragma unroll
-        for (unsigned j = 0; j < TOPK_PER_LANE; j++) {
-            const unsigned i = lane + 32u * j, rank = (i & 63u) * per_thread + (i >> 6);
-            if (v[j] > best || (v[j] == best && best > TOPK_NEG_INF && rank < best_rank)) {
-                best = v[j];
-                best_rank = rank;
-                best_i = i;
-            }
-        }
-#pragma unroll
-        for (unsigned offset = 16; offset > 0; offset >>= 1) {
-            const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-            const unsigned other_rank = __shfl_xor_sync(0xffffffffu, best_rank, offset);
-            const unsigned other_i = __shfl_xor_sync(0xffffffffu, best_i, offset);
-            if (other > best || (other == best && other > TOPK_NEG_INF && other_rank < best_rank)) {
-                best = other;
-                best_rank = other_rank;
-                best_i = other_i;
-            }
-        }
+        for (unsigned j = 1; j < TOPK_PER_LANE; j++) best = key[j] > best ? key[j] : best;
+        const unsigned hi = __reduce_max_sync(0xffffffffu, (unsigned)(best >> 32));
+        const unsigned lo = __reduce_max_sync(0xffffffffu, (unsigned)(best >> 32) == hi ? (unsigned)best : 0u);
+        const unsigned long long chosen = ((unsigned long long)hi << 32) | lo;
 #pragma unroll
         for (unsigned j = 0; j < TOPK_PER_LANE; j++)
-            if (lane + 32u * j == best_i) v[j] = TOPK_NEG_INF;  // out of later rounds
-        if (lane == s) {
-            slot_id = best_i;
-            slot_logit = best;
+            if (key[j] == chosen) key[j] = 0ull;  // out of later rounds (keys are unique, or 0)
+        if (lane == s && chosen != 0ull) {
+            const unsigned rank = 0xFFFFFFFFu - lo;
+            slot_id = (rank % per_thread) * 64u + rank / per_thread;
+            slot_logit = topk_value(hi);
         }
     }
     const float top = __shfl_sync(0xffffffffu, slot_logit, 0);  // slot 0 holds the largest

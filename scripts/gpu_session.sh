@@ -106,7 +106,7 @@ for step in "${@:-env tests}"; do
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
                 --section InstructionStats -k regex:gemm_kquant_mma python3 -m zincbench.testing.sanitize_driver fused --shapes gate ;;
-        initprobe) TAIL=60 run initprobe 120 compute-sanitizer --tool initcheck --print-limit 4 --show-backtrace no \
+        initprobe) TAIL=60 run initprobe 120 compute-sanitizer --tool initcheck --print-limit 200 --show-backtrace no \
                 python3 scripts/probe_initcheck.py ;;
         sanlayerinit) TAIL=60 run sanlayerinit ${SAN_LIMIT:-300} compute-sanitizer --tool initcheck --print-limit 400 \
                 --show-backtrace no python3 -m zincbench.testing.sanitize_driver layer ;;

@@ -3,13 +3,11 @@
     python scripts/probe_router.py [--samples N]
     ncu --section SpeedOfLight --section LaunchStats python scripts/probe_router.py --once
 
-
-One line per T: median µs of the warp top-k alone, an fp16 cuBLAS GEMM over fp16 copies of x and the
-router (what the GEMM would cost on half the bytes; the copies are made outside the timed region), the
-TF32 cuBLAS GEMM alone split into S = 1, 2, 4, 8 partial GEMMs over K, and the candidate's whole
-"router+top-k" stage at each S. A tool for finding
-where the stage's time goes; `zincbench microbench layer` times the stage inside the block. ``--once``
-runs each piece once at T = 2048 without the timer: what a profiler should see (the kernels cuBLAS picks).
+One line per T, median µs of: x to fp16 (the permute the fused GEMMs read, which the router reads too),
+the router's fp16 cuBLAS GEMM on it, the warp top-k, the two together (the candidate's "router+top-k"
+stage), and for comparison the TF32 cuBLAS GEMM on f32 x (the router before). A tool for finding where
+the stage's time goes; `zincbench microbench layer` times the stages inside the block. ``--once`` runs
+each piece once at T = 2048 without the timer: what a profiler should see.
 """
 
 from __future__ import annotations
@@ -22,11 +20,13 @@ import numpy as np
 from zincbench.judge import summarize
 from zincbench.measure.stopping.count import FixedCountRule
 from zincbench.measure.timer import GpuTimer, TimerConfig
+from zincbench.ops.fused import permute_activations, permuted_activations
 from zincbench.ops.moe_cublas import CublasGemm
 from zincbench.ops.moe_layer import tensor_core_routing, topk_softmax
 
 EXPERTS, TOP_K, N_EMBD = 256, 8, 2048  # qwen36-35b-a3b (experiments/moe_layer.yaml)
 TOKENS = (256, 512, 1024, 2048)
+NAMES = ("x to fp16", "fp16 gemm", "top-k", "router+top-k", "tf32 gemm")
 
 
 def main() -> None:
@@ -39,9 +39,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     timer = None if args.once else GpuTimer(TimerConfig(mode="cold"))
     rule = FixedCountRule(args.samples)
-    splits = (1, 2, 4, 8)
-    names = ("top-k", "fp16 gemm", *(f"gemm/{k}" for k in splits), *(f"stage/{k}" for k in splits))
-    print(f"{'T':>5} " + " ".join(f"{n:>9}" for n in names) + "   (median us; /S: split-K into S)", flush=True)
+    print(f"{'T':>5} " + " ".join(f"{n:>12}" for n in NAMES) + "   (median us, cold L2)", flush=True)
     for t in TOKENS[-1:] if args.once else TOKENS:
         b = SimpleNamespace(
             x=cupy.asarray(rng.standard_normal((t, N_EMBD), dtype=np.float32)),
@@ -52,20 +50,26 @@ def main() -> None:
             experts=EXPERTS,
             top_k=TOP_K,
         )
-        half = CublasGemm(b.router.astype(cupy.float16), b.x.astype(cupy.float16), b.logits)
-        gemms = [
-            CublasGemm(b.router, b.x, b.logits if k == 1 else cupy.empty((k, t, EXPERTS), cupy.float32), split_k=k)
-            for k in splits
-        ]
-        stages = [tensor_core_routing(b, k) for k in splits]
-        runs = (topk_softmax(b.logits, b.table, TOP_K), half, *gemms, *stages)
+        xp = permuted_activations(cupy, t, N_EMBD)
+        permute_activations(b.x, xp)
+        stage = tensor_core_routing(b, xp)
+        router16 = permuted_activations(cupy, EXPERTS, N_EMBD)
+        permute_activations(b.router, router16)
+        half = [a.view(cupy.float16).reshape(a.shape[0], N_EMBD) for a in (router16, xp)]
+        runs = (
+            lambda: permute_activations(b.x, xp),
+            CublasGemm(*half, b.logits),
+            topk_softmax(b.logits, b.table, TOP_K),
+            stage,
+            CublasGemm(b.router, b.x, b.logits),
+        )
         if args.once:
             for fn in runs:
                 fn()
             cupy.cuda.Device().synchronize()
             return
-        medians = [summarize(timer.measure(fn, name=name, rule=rule).gpu_us).median for name, fn in zip(names, runs)]
-        print(f"{t:>5} " + " ".join(f"{m:>9.2f}" for m in medians), flush=True)
+        medians = [summarize(timer.measure(fn, name=name, rule=rule).gpu_us).median for name, fn in zip(NAMES, runs)]
+        print(f"{t:>5} " + " ".join(f"{m:>12.2f}" for m in medians), flush=True)
 
 
 if __name__ == "__main__":

@@ -451,10 +451,39 @@ def test_every_down_type_has_a_fused_and_a_cublas_down():
     assert set(DOWN_TYPES) <= set(POLICIES)
 
 
-@pytest.mark.parametrize("split", [0, -1, 3, 4096])
-def test_router_split_k_must_divide_n_embd(tmp_path, split):
-    data = yaml.safe_load(experiment_path("moe_layer").read_text())
-    data["router_split_k"] = split
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
-    with pytest.raises(ConfigError, match="router_split_k"):
-        load_family("layer").load(tmp_path / "bad.yaml")
+def _topk_keys(logits: np.ndarray) -> np.ndarray:
+    """kernels/moe_routing.cu moe_topk_softmax's 64-bit keys, in NumPy: the logit's order as an unsigned
+    (-0 as +0) over the complement of the engine's rank; 0 where a logit is never chosen."""
+    t, e = logits.shape
+    u = logits.view(np.uint32).copy()
+    u[u == 0x80000000] = 0
+    order = np.where(u >> 31 == 1, ~u, u ^ np.uint32(0x80000000)).astype(np.uint64)
+    i = np.arange(e, dtype=np.uint64)
+    per_thread = np.uint64((e + 63) // 64)
+    rank = (i & np.uint64(63)) * per_thread + (i >> np.uint64(6))
+    keys = (order << np.uint64(32)) | (np.uint64(0xFFFFFFFF) - rank)
+    return np.where(logits > -np.inf, keys, np.uint64(0))  # NaN and -inf: never chosen
+
+
+@pytest.mark.parametrize("experts", [24, 64, 130, 256])
+def test_topk_kernel_keys_order_logits_as_the_engine_chooses(experts):
+    """The warp top-k picks the k largest keys (a max per lane, then over the warp); those must be the
+    engine's choice, exact ties, signed zeros, -inf and NaN included, and a key must give back its index."""
+    from zincbench.bench.moe_layer import engine_topk
+
+    rng = np.random.default_rng(experts)
+    logits = rng.integers(-2, 3, size=(200, experts)).astype(np.float32)
+    logits[:, ::7] = -0.0
+    logits[:, 3::11] = np.nan
+    logits[:, 5::13] = -np.inf
+    logits[:20] += rng.standard_normal((20, experts), dtype=np.float32)
+    keys = _topk_keys(logits)
+    k = 8
+    by_key = np.argsort(keys, axis=1)[:, ::-1][:, :k]  # keys are unique where valid
+    ids, _ = engine_topk(np.where(np.isnan(logits), -np.inf, logits), k)
+    np.testing.assert_array_equal(by_key, ids)
+    per_thread = (experts + 63) // 64
+    rank = (0xFFFFFFFF - (keys & 0xFFFFFFFF)).astype(np.int64)
+    back = (rank % per_thread) * 64 + rank // per_thread
+    valid = keys > 0
+    np.testing.assert_array_equal(back[valid], np.broadcast_to(np.arange(experts), keys.shape)[valid])

@@ -74,7 +74,6 @@ class LayerConfig(ExperimentConfig):
     zipf_s: float = 1.0
     fused_tiles: list[str] = field(default_factory=lambda: ["1,8,8,1,2", "1,4,4,1,4"])
     correctness_tokens: int = 12  # tokens checked against float64 (all when T is at most this)
-    router_split_k: int = 1  # the candidate's router GEMM as this many partial GEMMs over K slices
     gate: GateRule = field(default_factory=lambda: GateRule("fused_block", "engine", when={"min_tokens": 256}))
     # llama.cpp prefill (pp) tokens/s of the whole model, device -> prompt length -> tok/s: shown beside
     # the projected MoE-part tokens/s, never judged.
@@ -87,10 +86,6 @@ class LayerConfig(ExperimentConfig):
             raise ValueError("shapes, tokens and routing must not be empty")
         for s in self.shapes:
             s.check()
-            if self.router_split_k < 1 or s.n_embd % self.router_split_k:
-                raise ValueError(
-                    f"router_split_k: {self.router_split_k} must be at least 1 and divide n_embd {s.n_embd}"
-                )
         if any(t < 1 or t >= 65536 for t in self.tokens):
             raise ValueError("tokens must be in 1..65535 (the engine's order packs t in 16 bits)")
         self.gate.check_when({"min_tokens"})
@@ -275,6 +270,7 @@ class LayerFamily(FamilyBase):
     def build_inputs(self, cfg: LayerConfig, case: Case, rng) -> LayerInputs:
         import cupy
 
+        from zincbench.ops.fused import permute_activations, permuted_activations
         from zincbench.ops.moe_layer import LayerBuffers, tensor_core_routing
 
         p = case.params
@@ -313,7 +309,9 @@ class LayerFamily(FamilyBase):
 
         # This case's routing, once, as the candidate routes (its padded down path is sized by the largest
         # bucket); the traffic floor counts the hit experts.
-        tensor_core_routing(buffers, cfg.router_split_k)()
+        xp = permuted_activations(cupy, t, n)
+        permute_activations(buffers.x, xp)
+        tensor_core_routing(buffers, xp)()
         counts = np.bincount(buffers.table[:, : s.top_k].get().ravel(), minlength=s.experts)
         return LayerInputs(s, p["down_type"], w, x, residual, buffers, counts)
 
@@ -333,12 +331,7 @@ class LayerFamily(FamilyBase):
 
         def make_run(tile_text: str):
             stages = candidate_stages(
-                inp.buffers,
-                MmaTile.parse(tile_text),
-                shared=shared,
-                down=DOWN_OF_VARIANT[variant],
-                capacity=capacity,
-                router_split_k=cfg.router_split_k,
+                inp.buffers, MmaTile.parse(tile_text), shared=shared, down=DOWN_OF_VARIANT[variant], capacity=capacity
             )
 
             def run() -> None:

@@ -5,8 +5,9 @@ stream ``hidden`` f32 [T][n_embd] the block adds into, the router (f32 [E][n_emb
 weights (gate/up [E][ef][row bytes], down [E][n_embd][row bytes]) and the shared expert (gate/up
 [ef_sh][row bytes], down [n_embd][row bytes], the f32 gate-input row [n_embd]).
 
-``candidate_stages`` builds the candidate block as named stages (each enqueues only): the router as one
-TF32 Tensor-core GEMM and a warp-per-token top-k, routing built once on the GPU, gate and up as ONE
+``candidate_stages`` builds the candidate block as named stages (each enqueues only): x to fp16 once (in
+the order the fused GEMMs read), the router as one fp16 Tensor-core GEMM over it and a warp-per-token
+top-k, routing built once on the GPU, gate and up as ONE
 grouped fused-dequant Q4_K GEMM with SwiGLU in its epilogue (fp16 intermediate), the down projection by
 the entry of ``DOWN_PATHS`` for its type (the same fused kernel with the weighted combine in its
 epilogue on Q4_K, Q5_K and Q6_K, or dequant + batched cuBLAS), the shared expert on the engine's dense
@@ -87,29 +88,35 @@ TOPK_WARPS = 4  # tokens per block of moe_topk_softmax (one warp each)
 
 def topk_softmax(logits, table, top_k: int) -> Callable[[], None]:
     """moe_topk_softmax: the engine's routing table u32 [T][2 top_k] (ids | weights) from logits f32 [T][E],
-    or from partial sums [S][T][E] of them, one warp per token (for the same logits, the same choice and
-    weight bits as the engine's softmax_topk_batched)."""
-    experts, t = logits.shape[-1], table.shape[0]
-    parts = logits.shape[0] if logits.ndim == 3 else 1
+    one warp per token (for the same logits, the same choice and weight bits as the engine's
+    softmax_topk_batched)."""
+    t, experts = logits.shape
     if experts > 256:
         raise ValueError(f"moe_topk_softmax keeps at most 256 logits per token, got {experts} experts")
     kernel = get_kernel(ROUTING_SOURCE, "moe_topk_softmax")
-    args = (logits, table, u32(t), u32(experts), u32(top_k), u32(parts))
+    args = (logits, table, u32(t), u32(experts), u32(top_k))
     grid = (_ceil(t, TOPK_WARPS),)
     return lambda: kernel(grid, (32 * TOPK_WARPS,), args)
 
 
-def tensor_core_routing(b: LayerBuffers, split_k: int = 1) -> Callable[[], None]:
-    """The candidate's router + top-k: logits = x . router^T as ONE cuBLAS GEMM over all T tokens on TF32
-    Tensor cores (the engine: one f32 block per (expert, token)), then ``topk_softmax``. ``split_k`` > 1
-    splits K into that many partial GEMMs of one batched call (E = 256 columns give cuBLAS few tiles at
-    T = 2048); the top-k adds the partials. b.logits then stays unwritten.
-    TF32 rounds x and the router to 10-bit mantissas: logits within about 1e-3 relative of f32, so a token
-    whose k-th and (k+1)-th logits are that close may pick another expert than an f32 router would."""
+def tensor_core_routing(b: LayerBuffers, xp) -> Callable[[], None]:
+    """The candidate's router + top-k: logits = x . router^T as ONE cuBLAS fp16 GEMM over all T tokens (the
+    engine: one f32 block per (expert, token)), then ``topk_softmax``.
+
+    x is read as the fused GEMMs read it: ``xp``, fp16 in the kernel's permuted K order (written by
+    ``permute_activations`` before this runs); the router is converted once, here, to fp16 in the same K
+    order (a dot product does not depend on the order of its terms). fp16 keeps 11 significant bits, as
+    TF32 does: logits within about 1e-3 relative of f32, so a token whose k-th and (k+1)-th logits are
+    that close may pick another expert than an f32 router would. Measured on the H200 at T = 2048: the
+    TF32 GEMM on f32 x takes 15-19 us (cuBLAS's sm90 TF32 kernels), the fp16 one 8-10 us."""
     import cupy
 
-    logits = b.logits if split_k == 1 else cupy.empty((split_k, *b.logits.shape), dtype=cupy.float32)
-    gemm, topk = CublasGemm(b.router, b.x, logits, split_k=split_k), topk_softmax(logits, b.table, b.top_k)
+    experts, k = b.router.shape
+    router16 = permuted_activations(cupy, experts, k)
+    permute_activations(b.router, router16)  # once, when the block is built: the router is a constant
+    half = cupy.float16
+    gemm = CublasGemm(router16.view(half).reshape(experts, k), xp.view(half).reshape(b.t, k), b.logits)
+    topk = topk_softmax(b.logits, b.table, b.top_k)
 
     def run() -> None:
         gemm()
@@ -283,17 +290,10 @@ DOWN_PATHS = {
 
 
 def candidate_stages(
-    b: LayerBuffers,
-    tile: MmaTile,
-    *,
-    shared: bool,
-    down: str = "fused",
-    capacity: int = 0,
-    router_split_k: int = 1,
+    b: LayerBuffers, tile: MmaTile, *, shared: bool, down: str = "fused", capacity: int = 0
 ) -> list[Stage]:
     """The candidate block as named stages, in launch order; ``down`` picks the DOWN_PATHS family,
-    ``capacity`` (tokens per expert, at least the largest bucket) sizes a padded down path,
-    ``router_split_k`` splits the router GEMM (``tensor_core_routing``)."""
+    ``capacity`` (tokens per expert, at least the largest bucket) sizes a padded down path."""
     import cupy
 
     if b.gate.dtype != np.uint8 or b.ef % 256:
@@ -302,11 +302,7 @@ def candidate_stages(
     xp = permuted_activations(cupy, b.t, b.n_embd)
     down_path = DOWN_PATHS[down][b.down_type](b, ws, tile, capacity)
     gate_up = FusedKQuantGemm(tile, grouped=True, weights="q4_k", epilogue=down_path.intermediate)
-    route = tensor_core_routing(b, router_split_k)
-
-    def build() -> None:
-        build_routing(b.table, ws)
-        permute_activations(b.x, xp)
+    route = tensor_core_routing(b, xp)
 
     def gate_up_swiglu() -> None:
         gate_up.grouped_call(
@@ -325,8 +321,9 @@ def candidate_stages(
 
     stages = [
         ("residual", residual_copy(b)),
+        ("x to fp16", lambda: permute_activations(b.x, xp)),
         ("router+top-k", route),
-        ("routing build", build),
+        ("routing build", lambda: build_routing(b.table, ws)),
         ("gate+up+swiglu", gate_up_swiglu),
         *down_path.stages(),
     ]
