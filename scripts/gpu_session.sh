@@ -100,7 +100,9 @@ for step in "${@:-env tests}"; do
         t3tests) TAIL=30 run t3tests 300 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_t3_gpu.py ;;
         t3) TAIL=90 run t3 ${T3_LIMIT:-580} $ZB microbench t3 $ENGINE --no-progress --markdown "$LOGS/t3.md" ;;
         aa) TAIL=40 run aa 300 $ZB aa microbench --markdown "$LOGS/aa.md" ;;
-        profile) TAIL=60 run profile 300 $ZB profile microbench --tool both t2 --quick --case E256-M512-K2048-Ne16 ;;
+        profile) TAIL=60 ZINCBENCH_RESULTS=$LOGS/profile-run run profile 300 bash -c "$ZB profile microbench --tool both \
+                t2 --quick --case E256-M512-K2048-Ne16; python3 scripts/profile_pack.py $LOGS/profile-run \
+                $LOGS/profile-t2-Ne16" ;;  # $LOGS/profile-t2-Ne16 is what results/h200/profile-t2-Ne16 commits
         gate) TAIL=40 run gate 420 $ZB gate experiments/gates.yaml --junit "$LOGS/gate.xml" --markdown "$LOGS/gate.md" ;;
         probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \

@@ -315,12 +315,15 @@ def test_microbench_command_line_and_results_document(tmp_path):
     assert newest_document(tmp_path) == path
 
 
-NSYS_EXPORTS = sorted(FIXTURES.glob("nsys_run*.sqlite")) + sorted(FIXTURES.glob("nsys_run_*.csv"))
+H200_NSYS_EXPORT = Path(__file__).resolve().parents[1] / "results" / "h200" / "profile-t2-Ne16" / "nsys.sqlite.gz"
+NSYS_EXPORTS = sorted(FIXTURES.glob("nsys_run*.sqlite")) + sorted(FIXTURES.glob("nsys_run_*.csv")) + [H200_NSYS_EXPORT]
 
 
 @pytest.mark.parametrize("path", NSYS_EXPORTS, ids=lambda p: p.name)
 def test_parse_of_the_committed_nsys_export_fits_a_ci_log(path, capsys, monkeypatch):
     """COLUMNS=80: at most 32 lines, none wider than 80, names whole, every header on one line."""
+    if path == H200_NSYS_EXPORT and not path.exists():
+        pytest.skip(f"{path.name} of the H200 profile run not committed yet (GPU step `profile` makes it)")
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run_cli(["profile", "parse", str(path)], capsys)
     lines = out.splitlines()
@@ -347,3 +350,80 @@ def test_stacked_rows_keep_each_header_on_its_line():
         keys=[0],
     )
     assert "calls" in out.getvalue() and "\nc\n" not in out.getvalue().replace(" ", "")
+
+
+def _pack_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "profile_pack.py"
+    spec = importlib.util.spec_from_file_location("profile_pack", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("profile_pack", module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pack_commits_the_raw_exports_and_parse_prints_the_runs_tables(tools, tmp_path, capsys, monkeypatch):
+    """scripts/profile_pack.py on a `profile microbench --tool both` run (stand-in profilers): the folder it
+    makes holds the gzip'd raw exports, and `profile parse` of them gives the run's tables, traffic included."""
+    tools("nsys"), tools("ncu")
+    rows = [{"variant": "norm_swiglu", "case": "T64-D1024", "traffic": {"bytes_model": 800_000}}]
+    bench_doc = write(Document(kind="microbench", config={}, environment={}, results=rows), tmp_path / "mb.json")
+    monkeypatch.setenv("STAND_IN_MICROBENCH_DOC", str(bench_doc))
+    monkeypatch.setattr("zincbench.profile.microbench_argv", lambda args: [sys.executable, "-c", "pass"])
+    results, run_dir = tmp_path / "results", tmp_path / "run"
+    (run_dir / "microbench").mkdir(parents=True)  # the microbench makes it; the stand-in copies into it
+    code, out, err = run_cli(
+        ["profile", "microbench", "--tool", "both", "--out", str(run_dir), "--results-dir", str(results)]
+        + ["--json", "t2", "--quick"],
+        capsys,
+    )
+    assert code == 0, err
+    run = json.loads(out[out.index("{") :])
+    pack = _pack_script()
+    dest = tmp_path / "profile-t2-Ne16"
+    pack.pack(results, dest)
+    names = {p.name for p in dest.iterdir()}
+    assert {"nsys.sqlite.gz", "ncu.csv.gz", "microbench.json", "profile.json", "README.md"} <= names
+    assert {"nsys.log", "ncu.log", "nsys_kernels.csv", "ncu_traffic.csv", "nsys_tables.md"} <= names
+    assert not names & {"nsys.sqlite", "ncu.csv", "nsys.nsys-rep"}
+    first = (dest / "nsys.sqlite.gz").read_bytes()
+    pack.pack(results, dest)
+    assert (dest / "nsys.sqlite.gz").read_bytes() == first  # mtime 0: packing again changes nothing
+
+    code, out, err = run_cli(
+        ["profile", "parse", str(dest / "ncu.csv.gz"), "--microbench", str(dest / "microbench.json"), "--json"],
+        capsys,
+    )
+    assert code == 0, err
+    ncu_run = next(r for r in run["runs"] if r["tool"] == "ncu")
+    parsed = json.loads(out)
+    assert parsed["traffic"] == run["traffic"] and parsed["ranges"] == ncu_run["ranges"]
+    nsys_run = next(r for r in run["runs"] if r["tool"] == "nsys")
+    code, out, err = run_cli(["profile", "parse", str(dest / "nsys.sqlite.gz"), "--json"], capsys)
+    assert code == 0 and json.loads(out)["kernels"] == nsys_run["kernels"]
+    code, out, err = run_cli(
+        ["profile", "parse", str(dest / "nsys.sqlite.gz"), "--markdown", "--table", "ranges"], capsys
+    )
+    assert code == 0 and "**NVTX ranges" in out and "**Kernels" not in out and "|--:|" in out
+    readme = (dest / "README.md").read_text()
+    assert "zincbench profile parse results/h200/profile-t2-Ne16/nsys.sqlite.gz" in readme
+
+
+def test_parse_microbench_option_needs_dram_bytes(capsys):
+    code, _, err = run_cli(
+        ["profile", "parse", str(FIXTURES / "nsys_run.sqlite"), "--microbench", str(FIXTURES / "versions.txt")],
+        capsys,
+    )
+    assert code == 2 and "--microbench needs an ncu CSV" in err
+
+
+def test_a_damaged_gzip_export_is_an_input_error(tmp_path, capsys):
+    blob = tmp_path / "x.sqlite"
+    blob.write_bytes(FIXTURES.joinpath("nsys_run.sqlite").read_bytes())
+    import gzip
+
+    packed = gzip.compress(blob.read_bytes())
+    (tmp_path / "x.sqlite.gz").write_bytes(packed[: len(packed) // 2])
+    code, _, err = run_cli(["profile", "parse", str(tmp_path / "x.sqlite.gz")], capsys)
+    assert code == 2 and "damaged gzip file" in err

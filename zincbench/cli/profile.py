@@ -9,7 +9,7 @@ from rich.console import Console
 
 from zincbench import profile as prof
 from zincbench.cli._common import SECONDS, echo_json, json_option, results_dir_option
-from zincbench.errors import EnvironmentProblem, ExitCode
+from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.profile.categories import load_rules
 from zincbench.profile.parse import ProfileTables, frame_records, parse_file, traffic_comparison
 from zincbench.records import Document, read, results_dir, write
@@ -67,7 +67,7 @@ def command() -> None:
     \b
     zincbench profile run [--tool nsys|ncu|both|auto] -- COMMAND ARGS...
     zincbench profile microbench [t2|t1] [microbench options...]
-    zincbench profile parse FILE        (.sqlite, nsys stats CSV, ncu CSV)
+    zincbench profile parse FILE        (.sqlite, nsys stats CSV, ncu CSV; or .gz of one)
     """
 
 
@@ -246,27 +246,57 @@ def microbench_command(tool, categories_file, out_dir, timeout_s, top, results_d
     default=None,
     help="Also write the tables as CSV and markdown, and the category chart, into this folder.",
 )
+@click.option(
+    "--microbench",
+    "microbench_doc",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="With an ncu CSV of `profile microbench`: the profiled microbench's results document, for the table "
+    "of DRAM bytes per invocation next to its traffic model.",
+)
+@click.option(
+    "--table",
+    "only",
+    type=click.Choice(show.TABLE_NAMES),
+    multiple=True,
+    help="Show only these tables (repeatable; default: all).",
+)
+@click.option("--markdown", is_flag=True, help="Print the tables as markdown (what the docs quote).")
 @json_option
 @click.argument("file", type=click.Path())
-def parse_command(categories_file, top, out_dir, as_json, file) -> None:
-    """Tables from a recorded profile: an nsys .sqlite export, an nsys stats CSV or an ncu --csv log."""
+def parse_command(categories_file, top, out_dir, microbench_doc, only, markdown, as_json, file) -> None:
+    """Tables from a recorded profile: an nsys .sqlite export, an nsys stats CSV or an ncu --csv log, each
+    also gzip-compressed (.gz)."""
     tables: ProfileTables = parse_file(file, load_rules(categories_file))
+    traffic = None
+    if microbench_doc is not None:
+        if not tables.has_dram_bytes:
+            raise InputError(f"--microbench needs an ncu CSV with DRAM bytes; {file} is {tables.format}")
+        traffic = traffic_comparison(tables.launches, read(microbench_doc).get("results") or [])
     notes = []
     if out_dir:
-        stem = Path(file).stem
-        show.write_csvs(tables, out_dir, stem)
-        (Path(out_dir) / f"{stem}_tables.md").write_text(show.to_markdown(tables, top=top), encoding="utf-8")
+        stem = Path(Path(file).name.removesuffix(".gz")).stem
+        show.write_csvs(tables, out_dir, stem, traffic)
+        (Path(out_dir) / f"{stem}_tables.md").write_text(
+            show.to_markdown(tables, top=top, traffic=traffic), encoding="utf-8"
+        )
         try:
             show.write_category_chart(tables, Path(out_dir) / f"{stem}_categories.png")
         except EnvironmentProblem as exc:
             notes.append(f"no chart: {exc}")
     if as_json:
-        echo_json({**tables.to_dict(), "notes": tables.notes + notes})
+        extra = {"traffic": frame_records(traffic)} if traffic is not None else {}
+        echo_json({**tables.to_dict(), **extra, "notes": tables.notes + notes})
+        return
+    if markdown:
+        click.echo(show.to_markdown(tables, top=top, traffic=traffic, only=only), nl=False)
+        for note in notes:
+            click.echo(f"- note: {note}")
         return
     console = Console()
     title = f"{tables.format}: {file}"
     if len(title) + 6 > console.width:  # a rule cuts a long title with "…": the file's name says enough
         title = f"{tables.format}: {Path(file).name}"
-    show.render(tables, console, top=top, title=title)
+    show.render(tables, console, top=top, title=title, traffic=traffic, only=only)
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")

@@ -2,14 +2,19 @@
 range, per category).
 
 Formats, detected from the content: an nsys SQLite export, an ``nsys stats -f csv`` report (sibling
-reports of the same ``-o BASE`` run are read too), an ncu ``--csv`` log (raw or details page).
+reports of the same ``-o BASE`` run are read too), an ncu ``--csv`` log (raw or details page). Any of them
+may be gzip-compressed (``nsys.sqlite.gz``, ``ncu.csv.gz``: how results folders commit the raw exports); a
+compressed stats CSV is read without its siblings.
 The "kernels" table also lists GPU memory operations (``[CUDA memcpy ...]``, ``[CUDA memset]``) when the
 source records them, so shares are of all GPU time the profiler saw.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
+import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +26,8 @@ from zincbench.profile import ncu, nsys
 from zincbench.profile.categories import CategoryRules, category_table, load_rules
 
 NO_RANGE = "(no NVTX range)"
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_GUNZIPPED_BYTES = 8 << 30  # a compressed export is unpacked to a temporary file first
 _DRAM = ["dram_read_bytes", "dram_write_bytes"]
 
 
@@ -185,10 +192,42 @@ def detect_format(path: str | os.PathLike) -> str:
     return "nsys-stats-csv"
 
 
+def is_gzip(path: str | os.PathLike) -> bool:
+    with regular_file(path, "profiler output file").open("rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def _gunzip(path: Path, target: Path) -> None:
+    """Unpack ``path`` into ``target``; a damaged or oversized archive is an InputError."""
+    written = 0
+    try:
+        with gzip.open(path, "rb") as src, target.open("wb") as dst:
+            while chunk := src.read(1 << 20):
+                written += len(chunk)
+                if written > MAX_GUNZIPPED_BYTES:
+                    raise InputError(f"{path}: unpacks to more than {MAX_GUNZIPPED_BYTES >> 30} GiB")
+                dst.write(chunk)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"{path}: damaged gzip file: {exc}") from None
+
+
 def parse_file(path: str | os.PathLike, rules: CategoryRules | None = None) -> ProfileTables:
-    """Parse any supported profiler output into per-kernel, per-range and per-category tables."""
+    """Parse any supported profiler output (or a gzip of one) into per-kernel, per-range and per-category tables."""
     rules = rules or load_rules()
     p = Path(path)
+    if not is_gzip(p):
+        return _parse_plain(p, rules)
+    inner = p.name.removesuffix(".gz") if p.name.endswith(".gz") and len(p.name) > 3 else p.name + ".unpacked"
+    with tempfile.TemporaryDirectory(prefix="zb-gunzip-") as tmp:
+        unpacked = Path(tmp) / inner
+        _gunzip(p, unpacked)
+        tables = _parse_plain(unpacked, rules)
+    tables.source = str(p)
+    tables.notes = [note.replace(str(unpacked), str(p)) for note in tables.notes]
+    return tables
+
+
+def _parse_plain(p: Path, rules: CategoryRules) -> ProfileTables:
     fmt = detect_format(p)
     if fmt == "nsys-sqlite":
         launches, metadata, notes = nsys.read_sqlite(p)

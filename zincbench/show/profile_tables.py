@@ -144,11 +144,17 @@ def display_rows(
     return [_COLUMNS[c][0] for c in columns], rows, top is not None and len(frame) > top
 
 
-def sections(tables: ProfileTables, traffic: pd.DataFrame | None = None) -> list[tuple[str, pd.DataFrame]]:
+TABLE_NAMES = tuple(_TITLES)
+
+
+def sections(
+    tables: ProfileTables, traffic: pd.DataFrame | None = None, only: tuple[str, ...] | list[str] = ()
+) -> list[tuple[str, pd.DataFrame]]:
+    """(name, frame) per table, in ``TABLE_NAMES`` order; ``only`` keeps the named ones."""
     out = [("categories", tables.categories), ("kernels", tables.kernels), ("ranges", tables.ranges)]
     if traffic is not None and not traffic.empty:
         out.append(("traffic", traffic))
-    return out
+    return [(key, frame) for key, frame in out if not only or key in only]
 
 
 TERMINAL_TOP = 8  # rows per kernel/range table on a terminal: a profile reads in a CI log of 32 lines x 80
@@ -177,6 +183,7 @@ def render(
     top: int = TERMINAL_TOP,
     traffic: pd.DataFrame | None = None,
     title: str | None = None,
+    only: tuple[str, ...] | list[str] = (),
 ) -> None:
     """The tables for a terminal: box-less, at most ``top`` rows per kernel/range table; when a table is wider
     than the terminal the columns of ``NARROW_DROPS`` are left out in turn, and when it still is, each name
@@ -184,7 +191,7 @@ def render(
     console = console or Console()
     if title:
         console.rule(title)
-    for key, frame in sections(tables, traffic):
+    for key, frame in sections(tables, traffic, only):
         if frame.empty:
             console.print(f"[dim]{_TITLES[key]}: none[/dim]")
             continue
@@ -220,10 +227,19 @@ def render(
         console.print(f"[yellow]note:[/yellow] {note}")
 
 
-def to_markdown(tables: ProfileTables, *, top: int = 20, traffic: pd.DataFrame | None = None) -> str:
+def to_markdown(
+    tables: ProfileTables,
+    *,
+    top: int = 20,
+    traffic: pd.DataFrame | None = None,
+    only: tuple[str, ...] | list[str] = (),
+) -> str:
+    """The tables as markdown (numbers right-aligned, full kernel names), then the notes; ``only`` keeps
+    the named tables (``TABLE_NAMES``)."""
     parts = [f"Profile of `{tables.source}` ({tables.format})", ""]
-    for key, frame in sections(tables, traffic):
+    for key, frame in sections(tables, traffic, only):
         headers, rows, cut = display_rows(frame, None if key == "categories" else top)
+        columns = [c for c in _COLUMNS if c in frame.columns]
         parts.append(f"**{_TITLES[key]}**" + (f" (top {top} of {len(frame)})" if cut else ""))
         parts.append("")
         if not rows:
@@ -231,7 +247,7 @@ def to_markdown(tables: ProfileTables, *, top: int = 20, traffic: pd.DataFrame |
             continue
         escape = lambda cell: cell.replace("|", "\\|")  # noqa: E731 - kernel names may hold '|'
         parts.append("| " + " | ".join(headers) + " |")
-        parts.append("|" + "|".join("---" for _ in headers) + "|")
+        parts.append("|" + "|".join("--:" if c in _NUMERIC else "---" for c in columns) + "|")
         parts += ["| " + " | ".join(escape(c) for c in row) + " |" for row in rows]
         parts.append("")
     parts += [f"- note: {note}" for note in tables.notes]
