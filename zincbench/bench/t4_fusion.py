@@ -159,7 +159,7 @@ def compare_bits(reference, output, xp=np) -> BitComparison:
     return BitComparison(count, int(reference.size), int(xp.argmax(differ)) if count else None)
 
 
-def bits_failure(cmp: BitComparison, variant: str, gemm_of_index) -> str | None:
+def bits_failure(cmp: BitComparison, gemm_of_index) -> str | None:
     """The check failure of a variant that must be bit-identical and is not (None when it is)."""
     if cmp.identical:
         return None
@@ -168,6 +168,16 @@ def bits_failure(cmp: BitComparison, variant: str, gemm_of_index) -> str | None:
         f"not bit-identical to {BIT_REFERENCE}: {cmp.differing} of {cmp.total} output words differ "
         f"(first: {gemm} token {t} row {m})"
     )
+
+
+def judge_bits(cfg: T4Config, case: Case, variant: str, reference, output, xp=np) -> tuple[dict, str | None]:
+    """(detail, failure): the comparison of ``output`` with the engine path's ``reference`` for the row, and
+    the check failure when ``variant`` must be bit-identical (``bit_identical`` or the gate's candidate)."""
+    cmp = compare_bits(reference, output, xp)
+    must = variant in cfg.bit_identical or variant == cfg.gate.candidate
+    names = [(g[0], g[1]) for g in case.params["gemms"]]
+    failure = bits_failure(cmp, lambda i: gemm_at(names, case.params["tokens"], i)) if must else None
+    return {"bits": cmp.as_detail()}, failure
 
 
 # ---- inputs ------------------------------------------------------------------------------------------------
@@ -380,11 +390,7 @@ class T4Family(FamilyBase):
         a failure for a variant that must be bit-identical and is not."""
         import cupy
 
-        cmp = compare_bits(inp.reference, output, cupy)
-        must = info.name in cfg.bit_identical or info.name == cfg.gate.candidate
-        names = [(g.name, g.rows) for g in inp.spec.gemms]
-        failure = bits_failure(cmp, info.name, lambda i: gemm_at(names, case.params["tokens"], i)) if must else None
-        return {"bits": cmp.as_detail()}, failure
+        return judge_bits(cfg, case, info.name, inp.reference, output, cupy)
 
 
 FAMILY = register_family(T4Family())
