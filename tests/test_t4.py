@@ -333,3 +333,19 @@ def test_tables_fit_80_columns():
     assert all(len(line) <= 80 for line in text.splitlines())
     assert "gemma4-31b.attn-sliding-vq6" in text and "2542" in text
     assert re.search(r"\| qwen35-9b \| 512 \|", markdown_view(_document()))
+
+
+def test_gpu_orchestration_dry_run(tmp_path):
+    """Every path, tile and the declared engine built, run, checked and bit-judged with CuPy stood in by NumPy
+    and every launch checked against its kernel's parameter list (tests/fixtures/t4_dryrun.py). In a
+    subprocess: the stand-in `cupy` must never be seen by other tests."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "fixtures" / "fakecupy"), str(ROOT)])}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "fixtures" / "t4_dryrun.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("dry run ok"), result.stderr[-3000:]
