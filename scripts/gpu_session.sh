@@ -13,6 +13,7 @@
 #                                               initprobe sanlayerinit router ncu_router (initcheck probes of
 #                                               cuBLAS output and the layer group stage by stage; the layer
 #                                               router's pieces timed apart, and under ncu)
+#                                               t4tests t4 (the T4 family's GPU tests and sanitizer group; its run)
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -99,6 +100,10 @@ for step in "${@:-env tests}"; do
         t1full) TAIL=80 run t1full ${T1_LIMIT:-400} $ZB microbench t1 $ENGINE --no-progress --markdown "$LOGS/t1full.md" ;;
         t3tests) TAIL=30 run t3tests 300 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_t3_gpu.py ;;
         t3) TAIL=90 run t3 ${T3_LIMIT:-580} $ZB microbench t3 $ENGINE --no-progress --markdown "$LOGS/t3.md" ;;
+        t4tests) TAIL=40 run t4tests 400 bash -c "python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=10 \
+                tests/gpu/test_t4_gpu.py; python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k t4 \
+                tests/gpu/test_sanitizer.py" ;;
+        t4) TAIL=90 run t4 ${T4_LIMIT:-580} $ZB microbench t4 $ENGINE --no-progress --markdown "$LOGS/t4.md" ;;
         aa) TAIL=40 run aa 300 $ZB aa microbench --markdown "$LOGS/aa.md" ;;
         profile) TAIL=60 ZINCBENCH_RESULTS=$LOGS/profile-run run profile 300 bash -c "$ZB profile microbench --tool both \
                 t2 --quick --case E256-M512-K2048-Ne16; python3 scripts/profile_pack.py $LOGS/profile-run \

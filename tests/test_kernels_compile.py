@@ -54,7 +54,12 @@ def fused_name_expressions() -> set[str]:
     from zincbench.ops.moe_layer import DOWN_PATHS, FusedDownCombine
     from zincbench.testing.sanitize_driver import gate_tiles
 
-    expressions = {tile.expression(False, weights) for tile in gate_tiles("t1") for weights in POLICIES}
+    expressions = {
+        tile.expression(False, weights)
+        for family in ("t1", "t4")
+        for tile in gate_tiles(family)
+        for weights in POLICIES
+    }
     expressions |= {tile.expression(True, "q4_k") for tile in gate_tiles("t2")}
     expressions |= {tile.expression(True, "q6_k") for tile in gate_tiles("t2", "t2_moe_down")}
     for tile in gate_tiles("layer"):

@@ -109,6 +109,9 @@ class Family(Protocol):
     def reference_columns(self, config, case: Case, device_name: str) -> dict: ...
     def declared_binding(self, config, case: Case, inputs) -> Any: ...  # bench.declared.Binding
 
+    # Optional: judge_output(config, case, inputs, info, output) -> (detail, failure or None), called by the
+    # runner after the check (t4: the output's bits against the engine path's); a failure fails the check.
+
 
 @dataclass(kw_only=True)
 class ExperimentConfig:

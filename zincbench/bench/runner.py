@@ -261,6 +261,12 @@ def measure_variant(family, config, case, inputs, info, declared, tuner, timer, 
     except NotApplicable as exc:
         return MicrobenchRow(**base, skipped=str(exc))
     check = _check(family, config, case, inputs, prepared, info.tolerance, timer.stream)
+    judge_output = getattr(family, "judge_output", None)
+    if judge_output is not None:  # a family's own judgement of the checked output (t4: its bits)
+        detail, failure = judge_output(config, case, inputs, info, prepared.output)
+        prepared.detail.update(detail)
+        if failure and check.failure is None:
+            check.failure = failure
     floor_us, bound = ceil.ceilings.floor_us(prepared.traffic) if ceil else (None, None)
     row = MicrobenchRow(
         **base,

@@ -194,6 +194,45 @@ def run_moe_cublas(cupy, rng) -> None:
             path.check()
 
 
+def run_t4(cupy, rng) -> None:
+    """The norm kernels at widths below, at and past one block (1, 37, 256, 300) and every T4 path on groups
+    at edge shapes: one token, odd rows, a Q6_K run after a Q4_K run; outputs read back by a sum."""
+    from zincbench.ops.norm_cast import PATHS, GroupBuffers, RmsNorm, group_steps
+
+    for t, n in [(1, 1), (3, 37), (2, 256), (5, 300)]:
+        x, w = activations(cupy, rng, (t, n)), activations(cupy, rng, (n,))
+        for dtype in (cupy.float32, cupy.float16):
+            y = cupy.empty((t, n), dtype=dtype)
+            RmsNorm(x, w, y, 1e-6)()
+            y.sum()
+    tile = gate_tiles("t4")[0]
+    for t, k, gemms in [
+        (1, 256, [("q", "q4_k", 1), ("k", "q4_k", 3), ("v", "q6_k", 2)]),
+        (37, 512, [("gate", "q4_k", 67), ("up", "q4_k", 67)]),
+        (5, 256, [("q", "q6_k", 70)]),
+    ]:
+        runs = []
+        for name, fmt, rows in gemms:
+            if runs and runs[-1][0] == fmt:
+                runs[-1][1] += rows
+            else:
+                runs.append([fmt, rows])
+        weights = [(fmt, quantized(cupy, rng, fmt, (rows,), k)) for fmt, rows in runs]
+        total = sum(rows for _, _, rows in gemms)
+        for path in PATHS:
+            b = GroupBuffers(
+                activations(cupy, rng, (t, k)),
+                activations(cupy, rng, (k,)),
+                1e-6,
+                weights,
+                gemms,
+                cupy.empty(t * total, dtype=cupy.float32),
+            )
+            for _, step in group_steps(path, b, tile):
+                step()
+            b.y.sum()
+
+
 def gate_tiles(family: str, experiment: str | None = None) -> list:
     """The fused kernel's tile shapes that a gate tunes over: ``fused_tiles`` of its experiment YAML
     (the family's default experiment unless named)."""
@@ -402,6 +441,7 @@ GROUPS: dict[str, Callable[[object, np.random.Generator], None]] = {
     "fused": run_fused,
     "layer": run_layer,
     "ssm": run_ssm,
+    "t4": run_t4,
 }
 GATE_SHAPES: dict[str, Callable[[object, np.random.Generator], None]] = {"fused": run_fused_at_gate_shapes}
 
