@@ -4,7 +4,8 @@
 #
 #   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full t3tests t3 wheel aa
 #                                               gpulog sanlog (the recorded logs: every test listed, -rA)
-#                                               abi sanssm (the launch ABI echo tests; the ssm sanitizer group)
+#                                               abi sanssm sanfused (the launch ABI echo tests; the ssm and fused
+#                                               sanitizer groups)
 #                                               profile layer layerfull layergguf
 #                                               layertests sanlayer layerprobe (the layer family's GPU tests,
 #                                               its sanitizer group, a quick T1024 run; layerprobe_engine: the
@@ -58,6 +59,7 @@ for step in "${@:-env tests}"; do
                 --durations=15 $NO_NSYS tests ;;
         sanlog) TAIL=40 run sanitizer-all ${SAN_LIMIT:-560} python3 -m pytest -m sanitizer -rA -p no:cacheprovider --durations=25 tests ;;
         abi) TAIL=15 run abi 200 python3 -m pytest -m gpu -rA -p no:cacheprovider tests/gpu/test_kernel_abi_gpu.py ;;
+        sanfused) TAIL=15 run sanitizer-fused 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k fused tests/gpu/test_sanitizer.py ;;
         sanssm) TAIL=15 run sanitizer-ssm 300 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k ssm tests/gpu/test_sanitizer.py ;;
         capture) run capture 180 bash tests/fixtures/profile/capture.sh "$LOGS/profile" ;;
         t2) run t2 200 $ZB microbench t2 --quick --no-progress --markdown "$LOGS/t2.md" ;;
