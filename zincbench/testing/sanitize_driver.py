@@ -10,7 +10,8 @@ experts that receive no token, one token per expert (N_e = 1), a single token (T
 super-block), routing tables wider than top_k whose extra entries are junk; the fused kernel in every
 tile shape the T1 and T2 gates tune over (their experiment YAMLs). Inputs are fresh random
 data (the seed is printed; --seed replays it); every output the kernels should write is left
-uninitialised, so initcheck reports a kernel that reads what it did not write.
+uninitialised, so initcheck reports a kernel that reads what it did not write. cuBLAS's outputs are
+zeroed first: initcheck does not see what cuBLAS's kernels write (CublasGemm.zero_output_first).
 
 CuPy's memory pool is switched off: every array is its own cudaMalloc, so memcheck sees each
 buffer's exact bounds (inside a pool chunk an overrun would land in a neighbouring array unseen).
