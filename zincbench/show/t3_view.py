@@ -13,7 +13,7 @@ from rich.console import Console
 
 from zincbench.bench.rows import rows_of
 from zincbench.bench.t3_ssm import PROJECTIONS, SSM_STAGES
-from zincbench.show.fit import print_in_column_groups
+from zincbench.show.titled_tables import TitledTable, markdown_tables, print_tables
 
 TITLE = "SSM layer by stage, median µs"
 HEADERS = ["model", "T", "scan", "chunked", "conv1d", "norm", "proj", "layer", "share"]
@@ -116,7 +116,7 @@ def _cells(d: dict) -> list[str]:
     ]
 
 
-def _tables(doc: dict) -> list[tuple[str, list[str], list[list[str]], list[str]]]:
+def _tables(doc: dict) -> list[TitledTable]:
     """(title, headers, rows, notes) of each table this document has rows for."""
     tables = [
         (SCAN_TITLE, SCAN_HEADERS, [_scan_cells(d) for d in scan_rows(doc)], SCAN_NOTES),
@@ -126,16 +126,8 @@ def _tables(doc: dict) -> list[tuple[str, list[str], list[list[str]], list[str]]
 
 
 def print_view(doc: dict, console: Console) -> None:
-    for title, headers, rows, notes in _tables(doc):
-        print_in_column_groups(console, title, headers, rows, keys=2, right=range(1, len(headers)))
-        for note in notes:
-            console.print(note, markup=False, highlight=False)
+    print_tables(_tables(doc), console)
 
 
 def markdown_view(doc: dict) -> str:
-    parts = []
-    for title, headers, rows, notes in _tables(doc):
-        lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        parts.append("\n".join([f"### {title}", "", *lines, "", *(f"- {n}" for n in notes)]))
-    return "\n\n".join(parts)
+    return markdown_tables(_tables(doc))

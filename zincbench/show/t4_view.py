@@ -11,7 +11,7 @@ from collections import defaultdict
 
 from rich.console import Console
 
-from zincbench.show.fit import print_in_column_groups
+from zincbench.show.titled_tables import TitledTable, markdown_tables, print_tables
 
 ENGINE, A, B, T1, ZINC = "engine_path", "norm_f16", "norm_f16_shared", "t1_fused", "engine"
 GROUP_TITLE = "T4 norm + GEMM groups, median µs"
@@ -107,7 +107,7 @@ def projection_rows(doc: dict) -> list[list[str]]:
     return out
 
 
-def _tables(doc: dict) -> list[tuple[str, list[str], list[list[str]], list[str]]]:
+def _tables(doc: dict) -> list[TitledTable]:
     out = []
     groups = group_rows(doc)
     if groups:
@@ -119,16 +119,8 @@ def _tables(doc: dict) -> list[tuple[str, list[str], list[list[str]], list[str]]
 
 
 def print_view(doc: dict, console: Console) -> None:
-    for title, headers, rows, notes in _tables(doc):
-        print_in_column_groups(console, title, headers, rows, keys=2, right=range(1, len(headers)))
-        for note in notes:
-            console.print(note, markup=False, highlight=False)
+    print_tables(_tables(doc), console)
 
 
 def markdown_view(doc: dict) -> str:
-    parts = []
-    for title, headers, rows, notes in _tables(doc):
-        lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        parts.append("\n".join([f"### {title}", "", *lines, "", *(f"- {n}" for n in notes)]))
-    return "\n\n".join(parts)
+    return markdown_tables(_tables(doc))
