@@ -25,6 +25,9 @@ def _run(cmd, cwd, **kw):
     return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, **kw)
 
 
+STALE_MODULE = "zincbench/engines/stale_removed_module.py"
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(venv python, venv zincbench script, wheel path) for a wheel built from a copy of the sources
@@ -40,6 +43,10 @@ def installed(tmp_path_factory):
         else:
             src.mkdir(exist_ok=True)
             shutil.copy2(REPO / name, src / name)
+    # A module left in build/ by an earlier build of a source tree that no longer has it must not ship.
+    stale = src / "build" / "lib" / STALE_MODULE
+    stale.parent.mkdir(parents=True)
+    stale.write_text("raise ImportError('a module removed from the sources')\n")
     wheels = root / "dist"
     built = _run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels, src],
@@ -82,6 +89,11 @@ def installed(tmp_path_factory):
 
 
 @pytest.mark.slow
+def test_a_stale_build_folder_does_not_ship_removed_modules(installed):
+    _, _, wheel, _ = installed
+    assert STALE_MODULE not in zipfile.ZipFile(wheel).namelist()
+
+
 def test_the_wheel_holds_every_kernel_and_experiment(installed):
     _, _, wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
