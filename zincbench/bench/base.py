@@ -9,6 +9,17 @@ from zincbench.measure.timer import TimerConfig
 from zincbench.measure.traffic import Traffic
 
 
+def in_order(named: list[tuple[str, Callable[[], None]]]) -> Callable[[], None]:
+    """One callable that runs named steps (or stages) in order; ``.parts`` keeps them, names included."""
+
+    def run() -> None:
+        for _, fn in named:
+            fn()
+
+    run.parts = named
+    return run
+
+
 class NotApplicable(Exception):
     """A variant that cannot run this case (e.g. a Q4_K-only kernel on Q6_K weights): reported, not failed."""
 

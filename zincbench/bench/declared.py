@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from zincbench.bench.base import NotApplicable, Prepared, VariantInfo
+from zincbench.bench.base import NotApplicable, Prepared, VariantInfo, in_order
 from zincbench.bench.expressions import ExpressionError, check_syntax, evaluate, evaluate_int
 from zincbench.errors import ConfigError, InputError, KernelCompileError
 from zincbench.measure.traffic import Traffic
@@ -647,15 +647,7 @@ def _timed_stages(run_stages: list[str | None], runs: list) -> list | None:
             stages[-1][1].append(fn)
         else:
             stages.append((stage or "other", [fn]))
-    return [(name, _sequence(fns)) for name, fns in stages]
-
-
-def _sequence(fns: list[Callable[[], None]]) -> Callable[[], None]:
-    def run() -> None:
-        for fn in fns:
-            fn()
-
-    return run
+    return [(name, in_order([(name, fn) for fn in fns])) for name, fns in stages]
 
 
 # ---- which declared variants a run gets ---------------------------------------------------------------

@@ -23,7 +23,16 @@ from typing import Literal, Optional
 import numpy as np
 
 from zincbench.bench import autotune, register_family
-from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, NotApplicable, Prepared, VariantInfo
+from zincbench.bench.base import (
+    Case,
+    ExperimentConfig,
+    FamilyBase,
+    GateRule,
+    NotApplicable,
+    Prepared,
+    VariantInfo,
+    in_order,
+)
 from zincbench.config import load_config
 from zincbench.errors import InputError
 from zincbench.measure.traffic import Traffic
@@ -333,13 +342,7 @@ class LayerFamily(FamilyBase):
             stages = candidate_stages(
                 inp.buffers, MmaTile.parse(tile_text), shared=shared, down=DOWN_OF_VARIANT[variant], capacity=capacity
             )
-
-            def run() -> None:
-                for _, stage in stages:
-                    stage()
-
-            run.stages = stages
-            return run
+            return in_order(stages)
 
         tuning = tuner(f"layer/{variant}/{case.key}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
@@ -347,7 +350,7 @@ class LayerFamily(FamilyBase):
             run,
             inp.buffers.hidden,
             self.block_traffic(inp),
-            stages=run.stages,
+            stages=run.parts,
             detail={
                 "tile": MmaTile.parse(tuning.choice).label,
                 "tile_spec": tuning.choice,

@@ -28,7 +28,16 @@ from typing import Literal
 import numpy as np
 
 from zincbench.bench import autotune, register_family
-from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, NotApplicable, Prepared, VariantInfo
+from zincbench.bench.base import (
+    Case,
+    ExperimentConfig,
+    FamilyBase,
+    GateRule,
+    NotApplicable,
+    Prepared,
+    VariantInfo,
+    in_order,
+)
 from zincbench.config import load_config
 from zincbench.errors import InputError
 from zincbench.quant import check_row_length, get_format
@@ -326,14 +335,7 @@ class T4Family(FamilyBase):
             raise NotApplicable(f"T1's fused kernel has no policy for {', '.join(sorted(missing))}")
 
         def make_run(tile_text: str):
-            steps = group_steps("t1_fused", inp.buffers, MmaTile.parse(tile_text))
-
-            def run() -> None:
-                for _, step in steps:
-                    step()
-
-            run.steps = steps
-            return run
+            return in_order(group_steps("t1_fused", inp.buffers, MmaTile.parse(tile_text)))
 
         tuning = tuner(f"t4/t1_fused/{case.key}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
@@ -342,8 +344,8 @@ class T4Family(FamilyBase):
             inp.buffers.y,
             group_traffic("t1_fused", inp.buffers),
             detail={
-                "launches": len(run.steps),
-                "steps": [name for name, _ in run.steps],
+                "launches": len(run.parts),
+                "steps": [name for name, _ in run.parts],
                 "tile": MmaTile.parse(tuning.choice).label,
                 "tile_spec": tuning.choice,
                 "autotune": autotune.record(tuning),
