@@ -39,6 +39,35 @@ __device__ __forceinline__ void zb_cp_async16(unsigned dst, const void* src, uns
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes));
 }
 
+// Exact-size copies for the one chunk whose 16-byte window would pass the end of the weights (ZbQ6K's Loader).
+__device__ __forceinline__ void zb_cp_async8(unsigned dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" :: "r"(dst), "l"(src));
+}
+
+__device__ __forceinline__ void zb_cp_async4(unsigned dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src));
+}
+
+// The n bytes (n even, 2..14) at the 16-byte aligned global address src into shared memory at dst (16-byte
+// aligned), touching no byte at or past src + n: 8- and 4-byte cp.asyncs of exact size, then the last two
+// bytes (n % 4 == 2) by a plain load and store, since cp.async has no 2-byte form. The plain store is
+// ordered before the stage's readers by the __syncthreads that follows the cp.async wait, as the copies are.
+__device__ __forceinline__ void zb_copy_exact(unsigned dst, const unsigned char* src, unsigned n) {
+    unsigned off = 0u;
+    if (n & 8u) {
+        zb_cp_async8(dst, src);
+        off = 8u;
+    }
+    if (n & 4u) {
+        zb_cp_async4(dst + off, src + off);
+        off += 4u;
+    }
+    if (n & 2u) {
+        const unsigned short v = *reinterpret_cast<const unsigned short*>(src + off);
+        asm volatile("st.shared.u16 [%0], %1;\n" :: "r"(dst + off), "h"(v) : "memory");
+    }
+}
+
 __device__ __forceinline__ void zb_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N>
@@ -135,6 +164,9 @@ struct ZbRows {
         const bool up = r >= split;
         return (up ? w_up : w) + (unsigned long long)min(row0 + (up ? r - split : r), M - 1) * row_bytes;
     }
+
+    // Local row r reads row M - 1, the last of its matrix: no byte of the weights need follow its last block.
+    __device__ __forceinline__ bool last_row(int r) const { return row0 + (r >= split ? r - split : r) >= M - 1; }
 };
 
 // ---- Weight-format policies --------------------------------------------------------------------
@@ -273,7 +305,11 @@ struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
 
 // Q6_K (210-byte blocks: only 2-byte aligned in a row, so no 16-byte copy can start at a block): a stage
 // is one whole superblock, per row the 14 aligned 16-byte chunks that cover its 210 bytes at any even
-// misalignment o ([BM][224]; the block starts at byte o of its row area). In half H, lane c reads the
+// misalignment o ([BM][224]; the block starts at byte o of its row area). The tail chunk (13) holds only
+// the block's last o + 2 bytes; its 16-byte window passes the block's end by 14 - o bytes, the next
+// block's or row's (in bounds, and zero-filled: src-size o + 2), except after the last block of row M - 1,
+// where the weights may end: that one chunk is copied at its exact size (zb_copy_exact; compute-sanitizer
+// reported the 16-byte window as an out-of-bounds read). In half H, lane c reads the
 // low nibbles (c < 2) or high nibbles (c >= 2) of ql[64h + 16(c&1) + ...] and ql[64h + 32 + ...] and
 // two bits of qh[32h + 16(c&1) + ...]; its two 16-weight sub-blocks are 8h + 4(c>>1) + (c&1) and that + 2.
 struct ZbQ6K {
@@ -287,26 +323,34 @@ struct ZbQ6K {
         static constexpr int CHUNKS = BM * CHUNKS_PER_ROW, ITERS = (CHUNKS + THREADS - 1) / THREADS;
         const unsigned char* src[ITERS];  // chunk q of the row, relative to superblock 0 (before alignment)
         unsigned dst[ITERS];
-        bool last[ITERS];  // the chunk holding the block's tail: copy only the block's bytes (o + 2)
+        static_assert(ITERS <= 32, "one bit per chunk in the masks");
+        unsigned tails;      // bit it: chunk it holds the block's tail: copy only the block's bytes (o + 2)
+        unsigned end_tails;  // ... and is of row M - 1, whose last block may end the weights
+        int last_sb;         // a row's last superblock
 
-        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) {
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : tails(0u), end_tails(0u) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
                 const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
                 const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
                 src[it] = rows.at(r) + 16 * q;
                 dst[it] = r * ROW_STAGE_BYTES + 16 * q;
-                last[it] = q == CHUNKS_PER_ROW - 1;
+                if (q == CHUNKS_PER_ROW - 1) tails |= 1u << it;
+                if (q == CHUNKS_PER_ROW - 1 && rows.last_row(r)) end_tails |= 1u << it;
             }
+            last_sb = rows.row_bytes / BLOCK_BYTES - 1;
         }
 
         // Stage `step` = superblock sb, into the stage's weight area at shared address ws.
         __device__ __forceinline__ void issue(unsigned ws, int sb) const {
+            const unsigned exact = sb == last_sb ? end_tails : 0u;
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
                 const unsigned long long p = reinterpret_cast<unsigned long long>(src[it]) + sb * BLOCK_BYTES;
                 const unsigned o = (unsigned)(p & 15ull);
-                zb_cp_async16(ws + dst[it], reinterpret_cast<const void*>(p & ~15ull), last[it] ? o + 2u : 16u);
+                const unsigned char* aligned = reinterpret_cast<const unsigned char*>(p & ~15ull);
+                if ((exact >> it & 1u) && o != 14u) zb_copy_exact(ws + dst[it], aligned, o + 2u);
+                else zb_cp_async16(ws + dst[it], aligned, (tails >> it & 1u) ? o + 2u : 16u);
             }
         }
     };
