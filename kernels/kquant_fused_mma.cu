@@ -25,7 +25,9 @@
 //   pipeline, the X tile, the MMA loop and the epilogues are shared;
 // - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
 //   on row parity so the 16-byte fragment loads are bank-conflict free.
-// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no headers.
+// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh).
+
+#include "zb_half.cuh"
 
 #define ZB_INVALID 0xFFFFFFFFu
 
@@ -76,12 +78,6 @@ __device__ __forceinline__ void zb_cp_async_wait() { asm volatile("cp.async.wait
 // 16-byte shared-memory load through a plain pointer: the compiler folds constant offsets into the
 // LDS instruction (an inline-asm address would cost an integer add per load).
 __device__ __forceinline__ uint4 zb_lds128(const unsigned char* p) { return *reinterpret_cast<const uint4*>(p); }
-
-__device__ __forceinline__ float zb_half_to_float(unsigned short h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
 
 // {v, v} as fp16x2, round to nearest even.
 __device__ __forceinline__ unsigned zb_half2_splat(float v) {
@@ -197,8 +193,8 @@ __device__ __forceinline__ ZbScale zb_q4k_scale(const uint4& hdr, int j) {
     const unsigned yb = hdr.y >> s, zb = hdr.z >> s, wb = hdr.w >> s;  // scales bytes j, 4 + j, 8 + j
     const unsigned sc = HIGH ? (wb & 0xFu) | ((yb >> 6 & 3u) << 4) : yb & 63u;
     const unsigned mn = HIGH ? (wb >> 4 & 0xFu) | ((zb >> 6 & 3u) << 4) : zb & 63u;
-    const float d = zb_half_to_float((unsigned short)(hdr.x & 0xFFFFu));
-    const float dmin = zb_half_to_float((unsigned short)(hdr.x >> 16));
+    const float d = zb_half_bits_to_float((unsigned short)(hdr.x & 0xFFFFu));
+    const float dmin = zb_half_bits_to_float((unsigned short)(hdr.x >> 16));
     return {zb_half2_splat(d * (float)sc), zb_half2_splat(-dmin * (float)mn)};
 }
 
@@ -371,7 +367,7 @@ struct ZbQ6K {
         l.ql_lo = zb_lds128_unaligned(blk + 64 * h + l0);
         l.ql_hi = zb_lds128_unaligned(blk + 64 * h + 32 + l0);
         l.qh = zb_lds128_unaligned(blk + 128 + 32 * h + l0);
-        const float d = zb_half_to_float(*reinterpret_cast<const unsigned short*>(blk + 208));
+        const float d = zb_half_bits_to_float(*reinterpret_cast<const unsigned short*>(blk + 208));
         const signed char* sc = reinterpret_cast<const signed char*>(blk + 192 + 8 * h + 4 * (c >> 1) + (c & 1));
         l.dsc_lo = zb_half2_splat(d * (float)sc[0]);
         l.dsc_hi = zb_half2_splat(d * (float)sc[2]);
@@ -680,8 +676,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
             if (row >= M || orow < 0) continue;
             const float gate = cs[o * CS + n], up = cs[(o + OUT_ROWS) * CS + n];
             const float value = gate / (1.0f + expf(-gate)) * up;
-            unsigned short bits;
-            asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+            const unsigned short bits = zb_float_to_half_rne(value);
             if constexpr (EPI == ZB_EPI_SWIGLU_F16_GROUPED) {
                 if (place0 + n >= (unsigned)n_rows) continue;  // past the capacity: dropped (the host sizes it)
                 h[(long long)(bucket_row0 + place0 + n) * M + row] = bits;
