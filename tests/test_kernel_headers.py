@@ -74,7 +74,10 @@ class FakeNvrtc:
         return (13, 0)
 
     def createProgram(self, source, name, headers, include_names):
-        self.programs.append((source, name, tuple(headers), tuple(include_names)))
+        if not all(isinstance(item, bytes) for item in (*headers, *include_names)):
+            raise TypeError("expected bytes, str found")  # what CuPy's binding says
+        headers = tuple(item.decode() for item in headers)
+        self.programs.append((source, name, headers, tuple(item.decode() for item in include_names)))
         return len(self.programs)
 
     def addNameExpression(self, prog, expr):

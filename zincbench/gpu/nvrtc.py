@@ -148,7 +148,9 @@ def compile_cubin(
         return Compiled(cubin_path.read_bytes(), options, dict(meta["lowered_names"]), version, meta.get("log", ""))
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    prog = nvrtc.createProgram(source, filename, tuple(text for _, text in headers), tuple(name for name, _ in headers))
+    # CuPy's binding takes the headers and their names as bytes (the source as str).
+    header_texts = tuple(text.encode() for _, text in headers)
+    prog = nvrtc.createProgram(source, filename, header_texts, tuple(name.encode() for name, _ in headers))
     try:
         for expr in name_expressions:
             nvrtc.addNameExpression(prog, expr)
