@@ -496,6 +496,118 @@ __device__ __forceinline__ unsigned zb_kquant_perm_index(unsigned k) {
     return chunk * 8u + 4u * hi + (((off & 1u) << 1) | (off >> 1));
 }
 
+// ---- Steps of gemm_kquant_mma --------------------------------------------------------------------
+
+// The block's token tile (blockIdx.y): for each of its BN columns r, s_orow[r] = the output row (token, or
+// token-slot when grouped; -1 for padding) and s_xoff[r] = the first 16-byte chunk of its X row (ZB_INVALID
+// for padding). Grouped: tile entry (expert << 16 | j) of `tiles` is the j-th BN-wide slice of the expert's
+// bucket; false for an unused entry (the block has nothing to do).
+struct ZbTokenTile {
+    unsigned long long w_base;  // byte offset of the tile's weights (the expert's) in w
+    int n_tokens;               // tokens in this block's tile (<= BN)
+    unsigned bucket_row0;       // SWIGLU_F16_GROUPED: expert * capacity
+    unsigned place0;            // the tile's first place in its expert's bucket
+};
+
+template <int BN, int THREADS, bool GROUPED>
+__device__ __forceinline__ bool zb_token_tile(ZbTokenTile& tt, unsigned* s_xoff, int* s_orow, int tid, int K, int n_rows,
+                                              unsigned long long expert_bytes, const unsigned* tiles,
+                                              const unsigned* offsets,
+                                              const unsigned* sorted_ids, int top_k, int x_per_slot) {
+    tt.w_base = 0;
+    tt.bucket_row0 = 0, tt.place0 = 0;
+    if (GROUPED) {
+        const unsigned tile = tiles[blockIdx.y];
+        if (tile == ZB_INVALID) return false;
+        const unsigned expert = tile >> 16;
+        const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
+        const unsigned end = offsets[expert + 1];
+        tt.bucket_row0 = expert * (unsigned)n_rows;
+        tt.place0 = (tile & 0xFFFFu) * BN;
+        tt.n_tokens = (int)min(end - begin, (unsigned)BN);
+        tt.w_base = expert * expert_bytes;
+        for (int r = tid; r < BN; r += THREADS) {
+            const unsigned pos = begin + r;
+            const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
+            s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
+            s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
+        }
+    } else {
+        tt.n_tokens = min(n_rows - (int)blockIdx.y * BN, BN);
+        for (int r = tid; r < BN; r += THREADS) {
+            const int t = blockIdx.y * BN + r;
+            s_orow[r] = t < n_rows ? t : -1;
+            s_xoff[r] = t < n_rows ? (unsigned)t * (unsigned)(K / 8) : ZB_INVALID;
+        }
+    }
+    return true;
+}
+
+// SWIGLU_F16_PERM / SWIGLU_F16_GROUPED epilogue (see the epilogue notes above): the accumulators of gate rows and
+// up rows meet in the pipeline's shared memory, then fp16(silu(gate) * up) goes out per output row.
+template <class Tile, int STAGES, int EPI, int WM, int WN>
+__device__ __forceinline__ void zb_epilogue_swiglu(const float (&acc)[WM][WN][4], unsigned char* smem, const int* s_orow,
+                                                   const ZbTokenTile& tt, float* y, int M, int n_rows,
+                                                   int row0, int tid, int wm, int wn, int g, int c) {
+    constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, OUT_ROWS = BM / 2;
+    // Gate and up rows of one output row sit in different warps: meet in shared memory (the pipeline's).
+    constexpr int CS = BN + 1;  // padded row stride
+    static_assert(BM * CS * 4 <= STAGES * Tile::STAGE_BYTES, "SwiGLU staging must fit the pipeline's shared memory");
+    float* cs = reinterpret_cast<float*>(smem);
+    __syncthreads();  // every warp is done with the last stage
+#pragma unroll
+    for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < WN; ++nt)
+#pragma unroll
+            for (int v = 0; v < 4; ++v)
+                cs[(wm * 16 * WM + mt * 16 + g + (v >> 1) * 8) * CS + wn * 8 * WN + nt * 8 + 2 * c + (v & 1)] =
+                    acc[mt][nt][v];
+    __syncthreads();
+    unsigned short* h = reinterpret_cast<unsigned short*>(y);
+    for (int idx = tid; idx < OUT_ROWS * BN; idx += THREADS) {
+        const int n = idx / OUT_ROWS, o = idx - n * OUT_ROWS, row = row0 + o, orow = s_orow[n];
+        if (row >= M || orow < 0) continue;
+        const float gate = cs[o * CS + n], up = cs[(o + OUT_ROWS) * CS + n];
+        const float value = gate / (1.0f + expf(-gate)) * up;
+        const unsigned short bits = zb_float_to_half_rne(value);
+        if constexpr (EPI == ZB_EPI_SWIGLU_F16_GROUPED) {
+            if (tt.place0 + n >= (unsigned)n_rows) continue;  // past the capacity: dropped (the host sizes it)
+            h[(long long)(tt.bucket_row0 + tt.place0 + n) * M + row] = bits;
+        } else {
+            h[(long long)orow * M + zb_kquant_perm_index((unsigned)row)] = bits;
+        }
+    }
+}
+
+// STORE and COMBINE epilogues, straight from the C fragments: y[out_row][m] = acc, or the routing-weighted
+// atomicAdd into y[t][m].
+template <int EPI, int WM, int WN>
+__device__ __forceinline__ void zb_epilogue_rows(const float (&acc)[WM][WN][4], const int* s_orow, float* y,
+                                                 int M, int row0, int wm, int wn, int g, int c, int top_k,
+                                                 const unsigned* routing, int routing_stride) {
+#pragma unroll
+    for (int mt = 0; mt < WM; ++mt) {
+        const int r_lo = row0 + wm * 16 * WM + mt * 16 + g;
+#pragma unroll
+        for (int nt = 0; nt < WN; ++nt) {
+#pragma unroll
+            for (int v = 0; v < 4; ++v) {
+                const int row = r_lo + (v >> 1) * 8;
+                const int orow = s_orow[wn * 8 * WN + nt * 8 + 2 * c + (v & 1)];
+                if (row >= M || orow < 0) continue;
+                if constexpr (EPI == ZB_EPI_COMBINE) {
+                    const int t = orow / top_k, slot = orow - t * top_k;
+                    const float weight = __uint_as_float(routing[(long long)t * routing_stride + top_k + slot]);
+                    atomicAdd(y + (long long)t * M + row, weight * acc[mt][nt][v]);
+                } else {
+                    y[(long long)orow * M + row] = acc[mt][nt][v];
+                }
+            }
+        }
+    }
+}
+
 // TRIM_N: the block's token extent is its real token count rounded up to 8, not BN: a warp skips the
 // dequant and MMAs of 8-token columns that hold no token (with a BN at least the largest expert bucket,
 // the work unit is (expert, row block) with the whole bucket as N, every weight read and decoded once).
@@ -535,33 +647,12 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     constexpr int OUT_ROWS = SWIGLU ? BM / 2 : BM;  // output rows per block
     const int row0 = blockIdx.x * OUT_ROWS;
 
-    unsigned long long w_base = 0;
-    int n_tokens;  // tokens in this block's tile (<= BN)
-    unsigned bucket_row0 = 0, place0 = 0;  // SWIGLU_F16_GROUPED: expert*capacity; the tile's first place
-    if (GROUPED) {
-        const unsigned tile = tiles[blockIdx.y];
-        if (tile == ZB_INVALID) return;
-        const unsigned expert = tile >> 16;
-        const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
-        const unsigned end = offsets[expert + 1];
-        bucket_row0 = expert * (unsigned)n_rows;
-        place0 = (tile & 0xFFFFu) * BN;
-        n_tokens = (int)min(end - begin, (unsigned)BN);
-        w_base = expert * expert_bytes;
-        for (int r = tid; r < BN; r += THREADS) {
-            const unsigned pos = begin + r;
-            const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
-            s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
-            s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
-        }
-    } else {
-        n_tokens = min(n_rows - (int)blockIdx.y * BN, BN);
-        for (int r = tid; r < BN; r += THREADS) {
-            const int t = blockIdx.y * BN + r;
-            s_orow[r] = t < n_rows ? t : -1;
-            s_xoff[r] = t < n_rows ? (unsigned)t * (unsigned)(K / 8) : ZB_INVALID;
-        }
-    }
+    ZbTokenTile tt;
+    if (!zb_token_tile<BN, THREADS, GROUPED>(tt, s_xoff, s_orow, tid, K, n_rows, expert_bytes, tiles, offsets, sorted_ids,
+                                             top_k, x_per_slot))
+        return;  // an unused grouped tile (block-uniform, before any barrier)
+    const unsigned long long w_base = tt.w_base;
+    const int n_tokens = tt.n_tokens;
     __syncthreads();
 
     const int row_bytes = (K / 256) * Q::BLOCK_BYTES;
@@ -656,55 +747,9 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
 
     // C fragment: c0,c1 = (row g, tokens 2c, 2c+1); c2,c3 = (row g+8, tokens 2c, 2c+1).
     if constexpr (SWIGLU) {
-        // Gate and up rows of one output row sit in different warps: meet in shared memory (the pipeline's).
-        constexpr int CS = BN + 1;  // padded row stride
-        static_assert(BM * CS * 4 <= STAGES * Tile::STAGE_BYTES, "SwiGLU staging must fit the pipeline's shared memory");
-        float* cs = reinterpret_cast<float*>(smem);
-        __syncthreads();  // every warp is done with the last stage
-#pragma unroll
-        for (int mt = 0; mt < WM; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < WN; ++nt)
-#pragma unroll
-                for (int v = 0; v < 4; ++v)
-                    cs[(wm * 16 * WM + mt * 16 + g + (v >> 1) * 8) * CS + wn * 8 * WN + nt * 8 + 2 * c + (v & 1)] =
-                        acc[mt][nt][v];
-        __syncthreads();
-        unsigned short* h = reinterpret_cast<unsigned short*>(y);
-        for (int idx = tid; idx < OUT_ROWS * BN; idx += THREADS) {
-            const int n = idx / OUT_ROWS, o = idx - n * OUT_ROWS, row = row0 + o, orow = s_orow[n];
-            if (row >= M || orow < 0) continue;
-            const float gate = cs[o * CS + n], up = cs[(o + OUT_ROWS) * CS + n];
-            const float value = gate / (1.0f + expf(-gate)) * up;
-            const unsigned short bits = zb_float_to_half_rne(value);
-            if constexpr (EPI == ZB_EPI_SWIGLU_F16_GROUPED) {
-                if (place0 + n >= (unsigned)n_rows) continue;  // past the capacity: dropped (the host sizes it)
-                h[(long long)(bucket_row0 + place0 + n) * M + row] = bits;
-            } else {
-                h[(long long)orow * M + zb_kquant_perm_index((unsigned)row)] = bits;
-            }
-        }
+        zb_epilogue_swiglu<Tile, STAGES, EPI, WM, WN>(acc, smem, s_orow, tt, y, M, n_rows, row0, tid, wm, wn, g, c);
     } else {
-#pragma unroll
-        for (int mt = 0; mt < WM; ++mt) {
-            const int r_lo = row0 + wm * 16 * WM + mt * 16 + g;
-#pragma unroll
-            for (int nt = 0; nt < WN; ++nt) {
-#pragma unroll
-                for (int v = 0; v < 4; ++v) {
-                    const int row = r_lo + (v >> 1) * 8;
-                    const int orow = s_orow[wn * 8 * WN + nt * 8 + 2 * c + (v & 1)];
-                    if (row >= M || orow < 0) continue;
-                    if constexpr (EPI == ZB_EPI_COMBINE) {
-                        const int t = orow / top_k, slot = orow - t * top_k;
-                        const float weight = __uint_as_float(routing[(long long)t * routing_stride + top_k + slot]);
-                        atomicAdd(y + (long long)t * M + row, weight * acc[mt][nt][v]);
-                    } else {
-                        y[(long long)orow * M + row] = acc[mt][nt][v];
-                    }
-                }
-            }
-        }
+        zb_epilogue_rows<EPI, WM, WN>(acc, s_orow, y, M, row0, wm, wn, g, c, top_k, routing, routing_stride);
     }
 }
 
