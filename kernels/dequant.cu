@@ -6,28 +6,8 @@
 // buffers are the engine's push fields (DequantQ4KPush / DequantQ5KPush / DequantQ6KPush {M, K, a_offset}, F32ToF16Push {N}),
 // all u32, so experiments/engine_zinc.yaml can launch these as stand-ins for the engine's own.
 
-__device__ __forceinline__ float half_bits_to_float(unsigned short h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-
-__device__ __forceinline__ unsigned short float_to_half_rne(float f) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-
-// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block `sub` (Q4_K and Q5_K headers).
-__device__ __forceinline__ void scale_min_k4(const unsigned char* scales, unsigned sub, unsigned& sc, unsigned& mn) {
-    if (sub < 4u) {
-        sc = scales[sub] & 63u;
-        mn = scales[sub + 4u] & 63u;
-    } else {
-        sc = (scales[sub + 4u] & 0xFu) | ((scales[sub - 4u] >> 6) << 4);
-        mn = (scales[sub + 4u] >> 4) | ((scales[sub] >> 6) << 4);
-    }
-}
+#include "zb_half.cuh"
+#include "zb_kquant.cuh"
 
 // Q4_K: value = (d*sc)*q - dmin*mn in f32 (ggml's get_scale_min_k4 for sc, mn).
 extern "C" __global__ void dequant_q4k_to_f16(const unsigned* a_u32, unsigned short* w16,
@@ -39,15 +19,15 @@ extern "C" __global__ void dequant_q4k_to_f16(const unsigned* a_u32, unsigned sh
     const unsigned sub = (k & 255u) >> 5, l = k & 31u;
     const unsigned* blk = a_u32 + (a_offset >> 2) + (row * (K >> 8) + (k >> 8)) * 36u;
     const unsigned d_dmin = blk[0];
-    const float d = half_bits_to_float((unsigned short)(d_dmin & 0xFFFFu));
-    const float dmin = half_bits_to_float((unsigned short)(d_dmin >> 16));
+    const float d = zb_half_bits_to_float((unsigned short)(d_dmin & 0xFFFFu));
+    const float dmin = zb_half_bits_to_float((unsigned short)(d_dmin >> 16));
     const unsigned char* scales = (const unsigned char*)(blk + 1);
     const unsigned char* qs = (const unsigned char*)(blk + 4);
     unsigned sc, mn;
-    scale_min_k4(scales, sub, sc, mn);
+    zb_scale_min_k4(scales, sub, sc, mn);
     const unsigned q_byte = qs[(sub >> 1) * 32u + l];
     const unsigned q = (sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu);
-    w16[i] = float_to_half_rne(d * (float)sc * (float)q - dmin * (float)mn);
+    w16[i] = zb_float_to_half_rne(d * (float)sc * (float)q - dmin * (float)mn);
 }
 
 // Q6_K: value = d*sc*(q-32) with q = 4 bits of ql + 2 bits of qh (ggml ordering, 210-byte blocks).
@@ -58,7 +38,7 @@ extern "C" __global__ void dequant_q6k_to_f16(const unsigned char* a, unsigned s
     const size_t row = i / K;
     const unsigned k = (unsigned)(i - row * K);
     const unsigned char* blk = a + a_offset + (row * (K >> 8) + (k >> 8)) * 210u;
-    const float d = half_bits_to_float((unsigned short)((unsigned)blk[208] | ((unsigned)blk[209] << 8)));
+    const float d = zb_half_bits_to_float((unsigned short)((unsigned)blk[208] | ((unsigned)blk[209] << 8)));
     // Within a 128-weight half, quarter g (32 weights) takes ql[l] or ql[l+32], low or high nibble,
     // and qh bits 2g..2g+1; its scale index is l/16 + 2g.
     const unsigned within = k & 255u, half_id = within >> 7, quarter = (within >> 5) & 3u, l = within & 31u;
@@ -67,7 +47,7 @@ extern "C" __global__ void dequant_q6k_to_f16(const unsigned char* a, unsigned s
     const signed char* sc = (const signed char*)(blk + 192u + half_id * 8u);
     const unsigned low4 = (quarter < 2u) ? (ql[l] & 0xFu) : (unsigned)(ql[l] >> 4);
     const unsigned q = low4 | (((qh[l] >> (2u * quarter)) & 3u) << 4);
-    w16[i] = float_to_half_rne(d * (float)sc[(l >> 4) + 2u * quarter] * ((float)q - 32.0f));
+    w16[i] = zb_float_to_half_rne(d * (float)sc[(l >> 4) + 2u * quarter] * ((float)q - 32.0f));
 }
 
 // Q5_K: Q4_K's value with a 5-bit q: nibble of qs[(sub/2)*32 + l] @48 plus bit `sub` of qh[l] @16 (176-byte blocks).
@@ -79,18 +59,18 @@ extern "C" __global__ void dequant_q5k_to_f16(const unsigned char* a, unsigned s
     const unsigned k = (unsigned)(i - row * K);
     const unsigned sub = (k & 255u) >> 5, l = k & 31u;
     const unsigned char* blk = a + a_offset + (row * (K >> 8) + (k >> 8)) * 176u;
-    const float d = half_bits_to_float((unsigned short)(blk[0] | (blk[1] << 8)));
-    const float dmin = half_bits_to_float((unsigned short)(blk[2] | (blk[3] << 8)));
+    const float d = zb_half_bits_to_float((unsigned short)(blk[0] | (blk[1] << 8)));
+    const float dmin = zb_half_bits_to_float((unsigned short)(blk[2] | (blk[3] << 8)));
     const unsigned char* scales = blk + 4;
     unsigned sc, mn;
-    scale_min_k4(scales, sub, sc, mn);
+    zb_scale_min_k4(scales, sub, sc, mn);
     const unsigned q_byte = blk[48u + (sub >> 1) * 32u + l];
     const unsigned q = ((sub & 1u) ? (q_byte >> 4) : (q_byte & 0xFu)) | (((unsigned)blk[16u + l] >> sub & 1u) << 4);
-    w16[i] = float_to_half_rne(d * (float)sc * (float)q - dmin * (float)mn);
+    w16[i] = zb_float_to_half_rne(d * (float)sc * (float)q - dmin * (float)mn);
 }
 
 // y[i] = fp16(x[i]), round to nearest even.
 extern "C" __global__ void f32_to_f16(const float* x, unsigned short* y, unsigned N) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) y[i] = float_to_half_rne(x[i]);
+    if (i < N) y[i] = zb_float_to_half_rne(x[i]);
 }

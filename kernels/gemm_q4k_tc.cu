@@ -1,3 +1,7 @@
+// FAITHFUL COPY of the engine's kernel: keep it verbatim. It includes none of zincbench's kernels/zb_*.cuh
+// and keeps its own copy of the Q4_K tile loop (zinc_moe_tc.cu's grouped tile, ours, restates it per format),
+// so that it stays comparable line by line with the engine's source.
+//
 // Engine-style Tensor-core Q4_K GEMM, faithful to ZINC's gemm_q4k_tc (zinc-kernels.md §1.5): the
 // reference point the fused candidates of the T1 gate are compared with (it reaches ~22% of cuBLAS).
 // Y[T][M] = A[T][K] . W[M][K]^T with W in Q4_K (36 u32 words per 256 weights), A f32 token-major.

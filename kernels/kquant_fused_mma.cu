@@ -25,7 +25,9 @@
 //   pipeline, the X tile, the MMA loop and the epilogues are shared;
 // - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
 //   on row parity so the 16-byte fragment loads are bank-conflict free.
-// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no headers.
+// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh).
+
+#include "zb_half.cuh"
 
 #define ZB_INVALID 0xFFFFFFFFu
 
@@ -39,6 +41,35 @@ __device__ __forceinline__ void zb_cp_async16(unsigned dst, const void* src, uns
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes));
 }
 
+// Exact-size copies for the one chunk whose 16-byte window would pass the end of the weights (ZbQ6K's Loader).
+__device__ __forceinline__ void zb_cp_async8(unsigned dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" :: "r"(dst), "l"(src));
+}
+
+__device__ __forceinline__ void zb_cp_async4(unsigned dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src));
+}
+
+// The n bytes (n even, 2..14) at the 16-byte aligned global address src into shared memory at dst (16-byte
+// aligned), touching no byte at or past src + n: 8- and 4-byte cp.asyncs of exact size, then the last two
+// bytes (n % 4 == 2) by a plain load and store, since cp.async has no 2-byte form. The plain store is
+// ordered before the stage's readers by the __syncthreads that follows the cp.async wait, as the copies are.
+__device__ __forceinline__ void zb_copy_exact(unsigned dst, const unsigned char* src, unsigned n) {
+    unsigned off = 0u;
+    if (n & 8u) {
+        zb_cp_async8(dst, src);
+        off = 8u;
+    }
+    if (n & 4u) {
+        zb_cp_async4(dst + off, src + off);
+        off += 4u;
+    }
+    if (n & 2u) {
+        const unsigned short v = *reinterpret_cast<const unsigned short*>(src + off);
+        asm volatile("st.shared.u16 [%0], %1;\n" :: "r"(dst + off), "h"(v) : "memory");
+    }
+}
+
 __device__ __forceinline__ void zb_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N>
@@ -47,12 +78,6 @@ __device__ __forceinline__ void zb_cp_async_wait() { asm volatile("cp.async.wait
 // 16-byte shared-memory load through a plain pointer: the compiler folds constant offsets into the
 // LDS instruction (an inline-asm address would cost an integer add per load).
 __device__ __forceinline__ uint4 zb_lds128(const unsigned char* p) { return *reinterpret_cast<const uint4*>(p); }
-
-__device__ __forceinline__ float zb_half_to_float(unsigned short h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
 
 // {v, v} as fp16x2, round to nearest even.
 __device__ __forceinline__ unsigned zb_half2_splat(float v) {
@@ -135,6 +160,9 @@ struct ZbRows {
         const bool up = r >= split;
         return (up ? w_up : w) + (unsigned long long)min(row0 + (up ? r - split : r), M - 1) * row_bytes;
     }
+
+    // Local row r reads row M - 1, the last of its matrix: no byte of the weights need follow its last block.
+    __device__ __forceinline__ bool last_row(int r) const { return row0 + (r >= split ? r - split : r) >= M - 1; }
 };
 
 // ---- Weight-format policies --------------------------------------------------------------------
@@ -165,8 +193,8 @@ __device__ __forceinline__ ZbScale zb_q4k_scale(const uint4& hdr, int j) {
     const unsigned yb = hdr.y >> s, zb = hdr.z >> s, wb = hdr.w >> s;  // scales bytes j, 4 + j, 8 + j
     const unsigned sc = HIGH ? (wb & 0xFu) | ((yb >> 6 & 3u) << 4) : yb & 63u;
     const unsigned mn = HIGH ? (wb >> 4 & 0xFu) | ((zb >> 6 & 3u) << 4) : zb & 63u;
-    const float d = zb_half_to_float((unsigned short)(hdr.x & 0xFFFFu));
-    const float dmin = zb_half_to_float((unsigned short)(hdr.x >> 16));
+    const float d = zb_half_bits_to_float((unsigned short)(hdr.x & 0xFFFFu));
+    const float dmin = zb_half_bits_to_float((unsigned short)(hdr.x >> 16));
     return {zb_half2_splat(d * (float)sc), zb_half2_splat(-dmin * (float)mn)};
 }
 
@@ -273,7 +301,11 @@ struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
 
 // Q6_K (210-byte blocks: only 2-byte aligned in a row, so no 16-byte copy can start at a block): a stage
 // is one whole superblock, per row the 14 aligned 16-byte chunks that cover its 210 bytes at any even
-// misalignment o ([BM][224]; the block starts at byte o of its row area). In half H, lane c reads the
+// misalignment o ([BM][224]; the block starts at byte o of its row area). The tail chunk (13) holds only
+// the block's last o + 2 bytes; its 16-byte window passes the block's end by 14 - o bytes, the next
+// block's or row's (in bounds, and zero-filled: src-size o + 2), except after the last block of row M - 1,
+// where the weights may end: that one chunk is copied at its exact size (zb_copy_exact; compute-sanitizer
+// reported the 16-byte window as an out-of-bounds read). In half H, lane c reads the
 // low nibbles (c < 2) or high nibbles (c >= 2) of ql[64h + 16(c&1) + ...] and ql[64h + 32 + ...] and
 // two bits of qh[32h + 16(c&1) + ...]; its two 16-weight sub-blocks are 8h + 4(c>>1) + (c&1) and that + 2.
 struct ZbQ6K {
@@ -287,26 +319,34 @@ struct ZbQ6K {
         static constexpr int CHUNKS = BM * CHUNKS_PER_ROW, ITERS = (CHUNKS + THREADS - 1) / THREADS;
         const unsigned char* src[ITERS];  // chunk q of the row, relative to superblock 0 (before alignment)
         unsigned dst[ITERS];
-        bool last[ITERS];  // the chunk holding the block's tail: copy only the block's bytes (o + 2)
+        static_assert(ITERS <= 32, "one bit per chunk in the masks");
+        unsigned tails;      // bit it: chunk it holds the block's tail: copy only the block's bytes (o + 2)
+        unsigned end_tails;  // ... and is of row M - 1, whose last block may end the weights
+        int last_sb;         // a row's last superblock
 
-        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) {
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : tails(0u), end_tails(0u) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
                 const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
                 const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
                 src[it] = rows.at(r) + 16 * q;
                 dst[it] = r * ROW_STAGE_BYTES + 16 * q;
-                last[it] = q == CHUNKS_PER_ROW - 1;
+                if (q == CHUNKS_PER_ROW - 1) tails |= 1u << it;
+                if (q == CHUNKS_PER_ROW - 1 && rows.last_row(r)) end_tails |= 1u << it;
             }
+            last_sb = rows.row_bytes / BLOCK_BYTES - 1;
         }
 
         // Stage `step` = superblock sb, into the stage's weight area at shared address ws.
         __device__ __forceinline__ void issue(unsigned ws, int sb) const {
+            const unsigned exact = sb == last_sb ? end_tails : 0u;
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
                 const unsigned long long p = reinterpret_cast<unsigned long long>(src[it]) + sb * BLOCK_BYTES;
                 const unsigned o = (unsigned)(p & 15ull);
-                zb_cp_async16(ws + dst[it], reinterpret_cast<const void*>(p & ~15ull), last[it] ? o + 2u : 16u);
+                const unsigned char* aligned = reinterpret_cast<const unsigned char*>(p & ~15ull);
+                if ((exact >> it & 1u) && o != 14u) zb_copy_exact(ws + dst[it], aligned, o + 2u);
+                else zb_cp_async16(ws + dst[it], aligned, (tails >> it & 1u) ? o + 2u : 16u);
             }
         }
     };
@@ -327,7 +367,7 @@ struct ZbQ6K {
         l.ql_lo = zb_lds128_unaligned(blk + 64 * h + l0);
         l.ql_hi = zb_lds128_unaligned(blk + 64 * h + 32 + l0);
         l.qh = zb_lds128_unaligned(blk + 128 + 32 * h + l0);
-        const float d = zb_half_to_float(*reinterpret_cast<const unsigned short*>(blk + 208));
+        const float d = zb_half_bits_to_float(*reinterpret_cast<const unsigned short*>(blk + 208));
         const signed char* sc = reinterpret_cast<const signed char*>(blk + 192 + 8 * h + 4 * (c >> 1) + (c & 1));
         l.dsc_lo = zb_half2_splat(d * (float)sc[0]);
         l.dsc_hi = zb_half2_splat(d * (float)sc[2]);
@@ -456,6 +496,118 @@ __device__ __forceinline__ unsigned zb_kquant_perm_index(unsigned k) {
     return chunk * 8u + 4u * hi + (((off & 1u) << 1) | (off >> 1));
 }
 
+// ---- Steps of gemm_kquant_mma --------------------------------------------------------------------
+
+// The block's token tile (blockIdx.y): for each of its BN columns r, s_orow[r] = the output row (token, or
+// token-slot when grouped; -1 for padding) and s_xoff[r] = the first 16-byte chunk of its X row (ZB_INVALID
+// for padding). Grouped: tile entry (expert << 16 | j) of `tiles` is the j-th BN-wide slice of the expert's
+// bucket; false for an unused entry (the block has nothing to do).
+struct ZbTokenTile {
+    unsigned long long w_base;  // byte offset of the tile's weights (the expert's) in w
+    int n_tokens;               // tokens in this block's tile (<= BN)
+    unsigned bucket_row0;       // SWIGLU_F16_GROUPED: expert * capacity
+    unsigned place0;            // the tile's first place in its expert's bucket
+};
+
+template <int BN, int THREADS, bool GROUPED>
+__device__ __forceinline__ bool zb_token_tile(ZbTokenTile& tt, unsigned* s_xoff, int* s_orow, int tid, int K, int n_rows,
+                                              unsigned long long expert_bytes, const unsigned* tiles,
+                                              const unsigned* offsets,
+                                              const unsigned* sorted_ids, int top_k, int x_per_slot) {
+    tt.w_base = 0;
+    tt.bucket_row0 = 0, tt.place0 = 0;
+    if (GROUPED) {
+        const unsigned tile = tiles[blockIdx.y];
+        if (tile == ZB_INVALID) return false;
+        const unsigned expert = tile >> 16;
+        const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
+        const unsigned end = offsets[expert + 1];
+        tt.bucket_row0 = expert * (unsigned)n_rows;
+        tt.place0 = (tile & 0xFFFFu) * BN;
+        tt.n_tokens = (int)min(end - begin, (unsigned)BN);
+        tt.w_base = expert * expert_bytes;
+        for (int r = tid; r < BN; r += THREADS) {
+            const unsigned pos = begin + r;
+            const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
+            s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
+            s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
+        }
+    } else {
+        tt.n_tokens = min(n_rows - (int)blockIdx.y * BN, BN);
+        for (int r = tid; r < BN; r += THREADS) {
+            const int t = blockIdx.y * BN + r;
+            s_orow[r] = t < n_rows ? t : -1;
+            s_xoff[r] = t < n_rows ? (unsigned)t * (unsigned)(K / 8) : ZB_INVALID;
+        }
+    }
+    return true;
+}
+
+// SWIGLU_F16_PERM / SWIGLU_F16_GROUPED epilogue (see the epilogue notes above): the accumulators of gate rows and
+// up rows meet in the pipeline's shared memory, then fp16(silu(gate) * up) goes out per output row.
+template <class Tile, int STAGES, int EPI, int WM, int WN>
+__device__ __forceinline__ void zb_epilogue_swiglu(const float (&acc)[WM][WN][4], unsigned char* smem, const int* s_orow,
+                                                   const ZbTokenTile& tt, float* y, int M, int n_rows,
+                                                   int row0, int tid, int wm, int wn, int g, int c) {
+    constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, OUT_ROWS = BM / 2;
+    // Gate and up rows of one output row sit in different warps: meet in shared memory (the pipeline's).
+    constexpr int CS = BN + 1;  // padded row stride
+    static_assert(BM * CS * 4 <= STAGES * Tile::STAGE_BYTES, "SwiGLU staging must fit the pipeline's shared memory");
+    float* cs = reinterpret_cast<float*>(smem);
+    __syncthreads();  // every warp is done with the last stage
+#pragma unroll
+    for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < WN; ++nt)
+#pragma unroll
+            for (int v = 0; v < 4; ++v)
+                cs[(wm * 16 * WM + mt * 16 + g + (v >> 1) * 8) * CS + wn * 8 * WN + nt * 8 + 2 * c + (v & 1)] =
+                    acc[mt][nt][v];
+    __syncthreads();
+    unsigned short* h = reinterpret_cast<unsigned short*>(y);
+    for (int idx = tid; idx < OUT_ROWS * BN; idx += THREADS) {
+        const int n = idx / OUT_ROWS, o = idx - n * OUT_ROWS, row = row0 + o, orow = s_orow[n];
+        if (row >= M || orow < 0) continue;
+        const float gate = cs[o * CS + n], up = cs[(o + OUT_ROWS) * CS + n];
+        const float value = gate / (1.0f + expf(-gate)) * up;
+        const unsigned short bits = zb_float_to_half_rne(value);
+        if constexpr (EPI == ZB_EPI_SWIGLU_F16_GROUPED) {
+            if (tt.place0 + n >= (unsigned)n_rows) continue;  // past the capacity: dropped (the host sizes it)
+            h[(long long)(tt.bucket_row0 + tt.place0 + n) * M + row] = bits;
+        } else {
+            h[(long long)orow * M + zb_kquant_perm_index((unsigned)row)] = bits;
+        }
+    }
+}
+
+// STORE and COMBINE epilogues, straight from the C fragments: y[out_row][m] = acc, or the routing-weighted
+// atomicAdd into y[t][m].
+template <int EPI, int WM, int WN>
+__device__ __forceinline__ void zb_epilogue_rows(const float (&acc)[WM][WN][4], const int* s_orow, float* y,
+                                                 int M, int row0, int wm, int wn, int g, int c, int top_k,
+                                                 const unsigned* routing, int routing_stride) {
+#pragma unroll
+    for (int mt = 0; mt < WM; ++mt) {
+        const int r_lo = row0 + wm * 16 * WM + mt * 16 + g;
+#pragma unroll
+        for (int nt = 0; nt < WN; ++nt) {
+#pragma unroll
+            for (int v = 0; v < 4; ++v) {
+                const int row = r_lo + (v >> 1) * 8;
+                const int orow = s_orow[wn * 8 * WN + nt * 8 + 2 * c + (v & 1)];
+                if (row >= M || orow < 0) continue;
+                if constexpr (EPI == ZB_EPI_COMBINE) {
+                    const int t = orow / top_k, slot = orow - t * top_k;
+                    const float weight = __uint_as_float(routing[(long long)t * routing_stride + top_k + slot]);
+                    atomicAdd(y + (long long)t * M + row, weight * acc[mt][nt][v]);
+                } else {
+                    y[(long long)orow * M + row] = acc[mt][nt][v];
+                }
+            }
+        }
+    }
+}
+
 // TRIM_N: the block's token extent is its real token count rounded up to 8, not BN: a warp skips the
 // dequant and MMAs of 8-token columns that hold no token (with a BN at least the largest expert bucket,
 // the work unit is (expert, row block) with the whole bucket as N, every weight read and decoded once).
@@ -495,33 +647,12 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     constexpr int OUT_ROWS = SWIGLU ? BM / 2 : BM;  // output rows per block
     const int row0 = blockIdx.x * OUT_ROWS;
 
-    unsigned long long w_base = 0;
-    int n_tokens;  // tokens in this block's tile (<= BN)
-    unsigned bucket_row0 = 0, place0 = 0;  // SWIGLU_F16_GROUPED: expert*capacity; the tile's first place
-    if (GROUPED) {
-        const unsigned tile = tiles[blockIdx.y];
-        if (tile == ZB_INVALID) return;
-        const unsigned expert = tile >> 16;
-        const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
-        const unsigned end = offsets[expert + 1];
-        bucket_row0 = expert * (unsigned)n_rows;
-        place0 = (tile & 0xFFFFu) * BN;
-        n_tokens = (int)min(end - begin, (unsigned)BN);
-        w_base = expert * expert_bytes;
-        for (int r = tid; r < BN; r += THREADS) {
-            const unsigned pos = begin + r;
-            const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
-            s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
-            s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
-        }
-    } else {
-        n_tokens = min(n_rows - (int)blockIdx.y * BN, BN);
-        for (int r = tid; r < BN; r += THREADS) {
-            const int t = blockIdx.y * BN + r;
-            s_orow[r] = t < n_rows ? t : -1;
-            s_xoff[r] = t < n_rows ? (unsigned)t * (unsigned)(K / 8) : ZB_INVALID;
-        }
-    }
+    ZbTokenTile tt;
+    if (!zb_token_tile<BN, THREADS, GROUPED>(tt, s_xoff, s_orow, tid, K, n_rows, expert_bytes, tiles, offsets, sorted_ids,
+                                             top_k, x_per_slot))
+        return;  // an unused grouped tile (block-uniform, before any barrier)
+    const unsigned long long w_base = tt.w_base;
+    const int n_tokens = tt.n_tokens;
     __syncthreads();
 
     const int row_bytes = (K / 256) * Q::BLOCK_BYTES;
@@ -616,56 +747,9 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
 
     // C fragment: c0,c1 = (row g, tokens 2c, 2c+1); c2,c3 = (row g+8, tokens 2c, 2c+1).
     if constexpr (SWIGLU) {
-        // Gate and up rows of one output row sit in different warps: meet in shared memory (the pipeline's).
-        constexpr int CS = BN + 1;  // padded row stride
-        static_assert(BM * CS * 4 <= STAGES * Tile::STAGE_BYTES, "SwiGLU staging must fit the pipeline's shared memory");
-        float* cs = reinterpret_cast<float*>(smem);
-        __syncthreads();  // every warp is done with the last stage
-#pragma unroll
-        for (int mt = 0; mt < WM; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < WN; ++nt)
-#pragma unroll
-                for (int v = 0; v < 4; ++v)
-                    cs[(wm * 16 * WM + mt * 16 + g + (v >> 1) * 8) * CS + wn * 8 * WN + nt * 8 + 2 * c + (v & 1)] =
-                        acc[mt][nt][v];
-        __syncthreads();
-        unsigned short* h = reinterpret_cast<unsigned short*>(y);
-        for (int idx = tid; idx < OUT_ROWS * BN; idx += THREADS) {
-            const int n = idx / OUT_ROWS, o = idx - n * OUT_ROWS, row = row0 + o, orow = s_orow[n];
-            if (row >= M || orow < 0) continue;
-            const float gate = cs[o * CS + n], up = cs[(o + OUT_ROWS) * CS + n];
-            const float value = gate / (1.0f + expf(-gate)) * up;
-            unsigned short bits;
-            asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
-            if constexpr (EPI == ZB_EPI_SWIGLU_F16_GROUPED) {
-                if (place0 + n >= (unsigned)n_rows) continue;  // past the capacity: dropped (the host sizes it)
-                h[(long long)(bucket_row0 + place0 + n) * M + row] = bits;
-            } else {
-                h[(long long)orow * M + zb_kquant_perm_index((unsigned)row)] = bits;
-            }
-        }
+        zb_epilogue_swiglu<Tile, STAGES, EPI, WM, WN>(acc, smem, s_orow, tt, y, M, n_rows, row0, tid, wm, wn, g, c);
     } else {
-#pragma unroll
-        for (int mt = 0; mt < WM; ++mt) {
-            const int r_lo = row0 + wm * 16 * WM + mt * 16 + g;
-#pragma unroll
-            for (int nt = 0; nt < WN; ++nt) {
-#pragma unroll
-                for (int v = 0; v < 4; ++v) {
-                    const int row = r_lo + (v >> 1) * 8;
-                    const int orow = s_orow[wn * 8 * WN + nt * 8 + 2 * c + (v & 1)];
-                    if (row >= M || orow < 0) continue;
-                    if constexpr (EPI == ZB_EPI_COMBINE) {
-                        const int t = orow / top_k, slot = orow - t * top_k;
-                        const float weight = __uint_as_float(routing[(long long)t * routing_stride + top_k + slot]);
-                        atomicAdd(y + (long long)t * M + row, weight * acc[mt][nt][v]);
-                    } else {
-                        y[(long long)orow * M + row] = acc[mt][nt][v];
-                    }
-                }
-            }
-        }
+        zb_epilogue_rows<EPI, WM, WN>(acc, s_orow, y, M, row0, wm, wn, g, c, top_k, routing, routing_stride);
     }
 }
 

@@ -9,6 +9,8 @@
 //   tiles[max_tiles] work tiles of a grouped GEMM with token-tile width tile_n: entry = e << 16 | j for
 //                   the j-th tile of expert e, 0xFFFFFFFF for unused slots; max_tiles = ceil(P/tile_n) + E
 //   status[2]       [0] ids >= E (skipped), [1] largest bucket: read by the caller after timing
+#include "zb_half.cuh"
+
 #define INVALID_ENTRY 0xFFFFFFFFu
 #define ROUTE_MAX_EXPERTS 1024u
 #define ROUTE_CACHE 12288u  // ids kept in shared memory between the two passes (24 KB as u16)
@@ -255,11 +257,7 @@ extern "C" __global__ void moe_gather_rows_f16(const float* x, const unsigned* s
     const unsigned item = sorted_ids[position], t = item / top_k, slot = item - t * top_k;
     const float* src = x + (size_t)t * x_tok_stride + (size_t)slot * x_slot_stride;
     unsigned short* dst = out + (size_t)r * K;
-    for (unsigned k = threadIdx.x; k < K; k += blockDim.x) {
-        unsigned short h;
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(src[k]));
-        dst[k] = h;
-    }
+    for (unsigned k = threadIdx.x; k < K; k += blockDim.x) dst[k] = zb_float_to_half_rne(src[k]);
 }
 
 // y[t*y_tok_stride + slot*y_slot_stride + m] = src[r*M + m] for the item (t, slot) of row r.

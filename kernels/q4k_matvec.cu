@@ -1,3 +1,7 @@
+// FAITHFUL COPY of the engine's kernel: keep it verbatim. It includes none of zincbench's kernels/zb_*.cuh
+// and keeps its own copies of ideas our kernels share (half_bits_to_float; the routing prologue repeated in
+// each dmmv_q*k kernel, as in the engine), so that it stays comparable line by line with the engine's source.
+//
 // Routed-expert matvecs, faithful to ZINC's dmmv_q{4,5,6}k_experts_batched
 // (see the reference notes, zinc-kernels.md §1.2-1.3). These are the BASELINES of the T2 gate: the
 // engine's algorithm, not a better one. One block per (token, expert slot, output row):

@@ -19,6 +19,8 @@
 // dt_bias and ssm_a are per-head, f16 or f32 by their flags.
 #include <mma.h>
 
+#include "zb_half.cuh"
+
 using namespace nvcuda;
 
 struct DeltaNetPush {
@@ -39,14 +41,8 @@ struct GatedNormBatchPush {
     unsigned d_inner, dt_rank, head_v_dim, d_state, norm_per_head, n_tok;
 };
 
-__device__ __forceinline__ float half_bits_to_float(unsigned short h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-
 __device__ __forceinline__ float load_f16_or_f32(const void* p, unsigned i, unsigned is_f16) {
-    return is_f16 ? half_bits_to_float(((const unsigned short*)p)[i]) : ((const float*)p)[i];
+    return is_f16 ? zb_half_bits_to_float(((const unsigned short*)p)[i]) : ((const float*)p)[i];
 }
 
 // log g of the gate: softplus(alpha + dt_bias) * ssm_a, or -softplus(.) without ssm_a.

@@ -13,7 +13,11 @@
 //   Tile y computes 64 rows x 64 positions of its expert with wmma 16x16x16 (fp16 in, f32 accumulate),
 //   BK = 32 (one Q4_K sub-block per step), per-thread dequant to fp16 (RNE), f32 activations of the
 //   tokens in order staged to fp16, and scatters dst[t*dst_tok_stride + slot*M + row].
+//   The tile loop restates gemm_q4k_tc.cu's per format (that file is a faithful copy of the engine's kernel,
+//   kept verbatim, so the two do not share code); get_scale_min_k4 comes from zb_kquant.cuh.
 #include <mma.h>
+
+#include "zb_kquant.cuh"
 
 using namespace nvcuda;
 
@@ -64,24 +68,13 @@ extern "C" __global__ void build_expert_order_padded(const unsigned* routing, un
 
 // Element (sub-block sub, position l) of one superblock, dequantized in f32 by the engine's formula.
 // Q4_K / Q5_K: (d*sc)*q - dmin*mn (get_scale_min_k4); Q6_K: d*sc*(q - 32).
-__device__ __forceinline__ void zinc_scale_min_k4(const unsigned char* scales, unsigned sub, unsigned* sc,
-                                                  unsigned* mn) {
-    if (sub < 4u) {
-        *sc = scales[sub] & 63u;
-        *mn = scales[sub + 4u] & 63u;
-    } else {
-        *sc = (scales[sub + 4u] & 0xFu) | ((scales[sub - 4u] >> 6) << 4);
-        *mn = (scales[sub + 4u] >> 4) | ((scales[sub] >> 6) << 4);
-    }
-}
-
 // d*sc and dmin*mn of sub-block sub from a Q4_K / Q5_K header (f16 d, f16 dmin, 12 scale bytes).
 __device__ __forceinline__ float2 zinc_k4_scale_min(const unsigned char* blk, unsigned sub) {
     const unsigned d_dmin = *(const unsigned*)blk;
     const float d = __half2float(__ushort_as_half((unsigned short)(d_dmin & 0xFFFFu)));
     const float dmin = __half2float(__ushort_as_half((unsigned short)(d_dmin >> 16)));
     unsigned sc, mn;
-    zinc_scale_min_k4(blk + 4, sub, &sc, &mn);
+    zb_scale_min_k4(blk + 4, sub, sc, mn);
     return make_float2(d * (float)sc, dmin * (float)mn);
 }
 

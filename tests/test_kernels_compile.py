@@ -77,12 +77,16 @@ def test_every_requested_fused_instantiation_compiles_with_nvrtc(tmp_path, monke
     fails here, not on the GPU host. Needs CuPy's NVRTC bindings (e.g. cupy-cuda13x)."""
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     from zincbench.gpu.nvrtc import compile_cubin, engine_options
-    from zincbench.gpu.runtime import kernel_source
+    from zincbench.gpu.runtime import kernel_headers, kernel_source
     from zincbench.ops.fused import SOURCE
 
     monkeypatch.setenv("ZINCBENCH_CACHE", str(tmp_path))  # compile, do not read a cached CUBIN
     expressions = tuple(sorted(fused_name_expressions()))
     compiled = compile_cubin(
-        kernel_source(SOURCE), filename=f"kernels/{SOURCE}", options=engine_options("90"), name_expressions=expressions
+        kernel_source(SOURCE),
+        filename=f"kernels/{SOURCE}",
+        options=engine_options("90"),
+        name_expressions=expressions,
+        headers=kernel_headers(SOURCE),
     )
     assert set(compiled.lowered_names) == set(expressions)

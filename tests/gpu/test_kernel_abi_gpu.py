@@ -28,7 +28,7 @@ def _echo_module(path: Path):
     """The source plus one echo twin per struct kernel, compiled with the engine's options."""
     import cupy
 
-    from zincbench.gpu.nvrtc import LoadedModule, compile_cubin, engine_options
+    from zincbench.gpu.nvrtc import LoadedModule, compile_cubin, engine_options, source_headers
 
     text = path.read_text(encoding="utf-8")
     abi = source_abi(text)
@@ -44,7 +44,8 @@ def _echo_module(path: Path):
         )
     source = text + "\n" + "\n".join(twins)
     options = engine_options(cupy.cuda.Device().compute_capability)
-    return LoadedModule(compile_cubin(source, filename=f"echo-{path.name}", options=options))
+    headers = source_headers(text, path.parent)  # the kernels' zb_*.cuh
+    return LoadedModule(compile_cubin(source, filename=f"echo-{path.name}", options=options, headers=headers))
 
 
 def _received(module, kernel: KernelAbi, params: bytes, first_buffer) -> dict:

@@ -425,7 +425,7 @@ def kernel_function(source: KernelSource, entry: str, where: str, optional: bool
     import cupy
 
     from zincbench.gpu.kernel_abi import kernel_abi, source_abi
-    from zincbench.gpu.nvrtc import KernelNotFound, engine_options, load_cached
+    from zincbench.gpu.nvrtc import KernelNotFound, engine_options, load_cached, source_headers
 
     kind, files = source.resolve(variables)
     arch = cupy.cuda.Device().compute_capability
@@ -433,7 +433,9 @@ def kernel_function(source: KernelSource, entry: str, where: str, optional: bool
 
     def module(path: Path, text: str):
         try:
-            return load_cached(text, str(path), options, (), cupy.cuda.Device().id)
+            # Headers beside the file (a stand-in's kernels/zb_*.cuh) go to NVRTC by content: no -I of ours.
+            headers = source_headers(text, path.parent)
+            return load_cached(text, str(path), options, (), cupy.cuda.Device().id, headers)
         except KernelCompileError as exc:  # the spec's source or options: an input error, with NVRTC's log
             raise InputError(f"{source.where}: {exc}") from None
 

@@ -3,8 +3,12 @@
 Why not ``cupy.RawModule``: CuPy's compile path appends options of its own (``-ftz=true`` among them),
 and a gate that compares the engine's kernels must compile them the way the engine does
 (``--gpu-architecture=sm_<cc> --std=c++17 -I<CUDA include>``, nothing else). This module talks to NVRTC
-directly, caches the CUBIN on disk keyed by source, options, name expressions and NVRTC version, and
-records the options it used.
+directly, caches the CUBIN on disk keyed by source, the headers it includes, options, name expressions and
+NVRTC version, and records the options it used.
+
+Headers: a source's ``#include "name"`` of a file beside it (kernels/zb_*.cuh for the bundled kernels) is
+handed to NVRTC by name and content (``source_headers``), so the compile needs no include path of ours
+(the options stay the engine's) and a changed header changes the cache key.
 
 Launches go through ``cuLaunchKernel``'s ``extra`` form (``CU_LAUNCH_PARAM_BUFFER_POINTER``): the
 caller packs the whole parameter buffer as the C ABI lays it out (pointers first, then a push struct
@@ -17,6 +21,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -88,13 +93,54 @@ def _write_atomically(path: Path, data: bytes) -> None:
         pass  # the cache is an optimisation: a read-only or full disk only costs a recompile
 
 
+QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
+
+
+def source_headers(source: str, folder: Path) -> tuple[tuple[str, str], ...]:
+    """(name, text) of every file ``source`` includes by ``#include "name"`` that exists under ``folder``,
+    and of the files those include, each once, in first-include order. Other includes (``<mma.h>``, a name
+    not beside the source) are left to NVRTC's own search."""
+    found: dict[str, str] = {}
+
+    def visit(text: str) -> None:
+        for name in QUOTED_INCLUDE.findall(text):
+            path = folder / name
+            if name in found or not path.is_file():
+                continue
+            found[name] = path.read_text(encoding="utf-8")
+            visit(found[name])
+
+    visit(source)
+    return tuple(found.items())
+
+
+def cache_key(
+    source: str,
+    options: tuple[str, ...],
+    name_expressions: tuple[str, ...],
+    version: str,
+    headers: tuple[tuple[str, str], ...] = (),
+) -> str:
+    """The disk cache's key: everything that decides the CUBIN (the headers' names and contents too)."""
+    parts = [source, *options, "|", *name_expressions, version]
+    if headers:  # keys of header-less sources are unchanged: their cached CUBINs stay valid
+        parts += ["|headers", *(item for header in headers for item in header)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
 def compile_cubin(
-    source: str, *, filename: str, options: tuple[str, ...], name_expressions: tuple[str, ...] = ()
+    source: str,
+    *,
+    filename: str,
+    options: tuple[str, ...],
+    name_expressions: tuple[str, ...] = (),
+    headers: tuple[tuple[str, str], ...] = (),
 ) -> Compiled:
-    """Compile ``source`` with exactly ``options``; KernelCompileError carries NVRTC's log."""
+    """Compile ``source`` with exactly ``options``; KernelCompileError carries NVRTC's log. ``headers``:
+    (include name, text) pairs NVRTC resolves ``#include "name"`` with (``source_headers``)."""
     nvrtc = _nvrtc()
     version = nvrtc_version()
-    digest = hashlib.sha256("\0".join((source, *options, "|", *name_expressions, version)).encode()).hexdigest()[:32]
+    digest = cache_key(source, options, name_expressions, version, headers)
     cubin_path = cache_dir() / f"{digest}.cubin"
     meta_path = cache_dir() / f"{digest}.json"
     try:
@@ -102,7 +148,9 @@ def compile_cubin(
         return Compiled(cubin_path.read_bytes(), options, dict(meta["lowered_names"]), version, meta.get("log", ""))
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    prog = nvrtc.createProgram(source, filename, (), ())
+    # CuPy's binding takes the headers and their names as bytes (the source as str).
+    header_texts = tuple(text.encode() for _, text in headers)
+    prog = nvrtc.createProgram(source, filename, header_texts, tuple(name.encode() for name, _ in headers))
     try:
         for expr in name_expressions:
             nvrtc.addNameExpression(prog, expr)
@@ -146,10 +194,17 @@ class LoadedModule:
 
 @lru_cache(maxsize=None)
 def load_cached(
-    source: str, filename: str, options: tuple[str, ...], name_expressions: tuple[str, ...] = (), device_id: int = 0
+    source: str,
+    filename: str,
+    options: tuple[str, ...],
+    name_expressions: tuple[str, ...] = (),
+    device_id: int = 0,
+    headers: tuple[tuple[str, str], ...] = (),
 ) -> LoadedModule:
     """Compile (or fetch from the disk cache) and load once per process and device."""
-    return LoadedModule(compile_cubin(source, filename=filename, options=options, name_expressions=name_expressions))
+    return LoadedModule(
+        compile_cubin(source, filename=filename, options=options, name_expressions=name_expressions, headers=headers)
+    )
 
 
 def set_dynamic_shared(function, nbytes: int) -> None:

@@ -33,8 +33,17 @@ def kernel_source(name: str) -> str:
         raise EnvironmentProblem(f"bundled kernel source missing: {path}") from None
 
 
-def source_hash(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()[:16]
+def kernel_headers(name: str) -> tuple[tuple[str, str], ...]:
+    """(name, text) of the bundled headers (kernels/zb_*.cuh) that ``kernels/<name>`` includes."""
+    from zincbench.gpu.nvrtc import source_headers
+
+    return source_headers(kernel_source(name), KERNELS_DIR)
+
+
+def source_hash(source: str, headers: tuple[tuple[str, str], ...] = ()) -> str:
+    return hashlib.sha256("\0".join((source, *(item for header in headers for item in header))).encode()).hexdigest()[
+        :16
+    ]
 
 
 def _device_arch() -> str:
@@ -52,16 +61,18 @@ def _load(name: str, digest: str, arch: str, options: tuple[str, ...], name_expr
         filename=f"kernels/{name}",
         options=engine_options(arch) + options,
         name_expressions=name_expressions,
+        headers=kernel_headers(name),
     )
     return LoadedModule(compiled)
 
 
 def load_module(name: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] = ()):
-    """The compiled module of ``kernels/<name>`` for the current device (cached)."""
+    """The compiled module of ``kernels/<name>`` for the current device (cached per source and headers)."""
     from zincbench.gpu import require_cupy
 
     require_cupy()
-    return _load(name, source_hash(kernel_source(name)), _device_arch(), tuple(options), tuple(name_expressions))
+    digest = source_hash(kernel_source(name), kernel_headers(name))
+    return _load(name, digest, _device_arch(), tuple(options), tuple(name_expressions))
 
 
 def get_kernel(name: str, function: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] = ()):

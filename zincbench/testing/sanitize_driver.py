@@ -246,15 +246,21 @@ def gate_tiles(family: str, experiment: str | None = None) -> list:
     return [MmaTile.parse(tile) for tile in config.fused_tiles]
 
 
+# The fused kernel's edge shapes (run_fused; tests/test_fused_loader.py models the Q6_K loads at the same).
+# Dense (M, K, T): M and T cut the tile, T = 1; K = 768: Q6_K rows of 630 bytes, so blocks start at every even
+# misalignment. Grouped (E, M, K) of the routing cases in run_fused.
+FUSED_DENSE_SHAPES = ((197, 256, 1), (64, 768, 37), (300, 512, 130))
+FUSED_GROUPED_SHAPES = ((7, 100, 512), (8, 100, 256), (4, 33, 256))
+
+
 def run_fused(cupy, rng) -> None:
     from zincbench.ops.fused import POLICIES, FusedKQuantGemm
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
-    # K = 768: Q6_K rows of 630 bytes, so blocks start at every even misalignment.
     for weights in POLICIES:  # every format the kernel reads
         for tile in gate_tiles("t1"):  # the dense T1 gate's tiles
             gemm = FusedKQuantGemm(tile, grouped=False, weights=weights)
-            for m, k, t in [(197, 256, 1), (64, 768, 37), (300, 512, 130)]:  # M and T cut the tile, T = 1
+            for m, k, t in FUSED_DENSE_SHAPES:
                 gemm.dense(
                     quantized(cupy, rng, weights, (m,), k),
                     permuted(cupy, activations(cupy, rng, (t, k))),
@@ -263,11 +269,12 @@ def run_fused(cupy, rng) -> None:
                     k,
                     t,
                 )
-    grouped_cases = [  # (routing table, top_k, E, M, K)
-        (routing_table(rng, 23, 2, 7, 2, skip_last=1), 2, 7, 100, 512),  # expert 6 never routed, T = 23
-        (one_token_per_expert(rng, 8, 2), 2, 8, 100, 256),  # N_e = 1, K = 256
-        (routing_table(rng, 1, 1, 4, 1), 1, 4, 33, 256),  # T = 1, three empty experts
+    routings = [  # (routing table, top_k) of FUSED_GROUPED_SHAPES
+        (routing_table(rng, 23, 2, 7, 2, skip_last=1), 2),  # expert 6 never routed, T = 23
+        (one_token_per_expert(rng, 8, 2), 2),  # N_e = 1, K = 256
+        (routing_table(rng, 1, 1, 4, 1), 1),  # T = 1, three empty experts
     ]
+    grouped_cases = [(ids, top_k, e, m, k) for (ids, top_k), (e, m, k) in zip(routings, FUSED_GROUPED_SHAPES)]
     grouped_tiles = [(tile, "q4_k") for tile in gate_tiles("t2")] + [  # the T2 gates' tiles (gate/up, down)
         (tile, "q6_k") for tile in gate_tiles("t2", "t2_moe_down")
     ]
