@@ -10,8 +10,10 @@
 // is reduced in the engine's order (thread i accumulates elements i, i + blockDim, ... in one f32
 // register, then zinc_block_reduce_sum: shfl-down 16..1 per warp, the warp sums through shared memory,
 // warp 0 shfl-down again) and every element is the same f32 value; rms_norm_to_f16 then rounds it with
-// cvt.rn.f16.f32, exactly what f32_to_f16 (__float2half) does to rms_norm's output. The launch shape
+// zb_float_to_half_rne, the function f32_to_f16 (dequant.cu) applies to rms_norm's output. The launch shape
 // (block 256, one row per block) is part of the order: zincbench/reference/rms_norm_ref.py models it.
+
+#include "zb_half.cuh"
 
 // zinc_block_reduce_sum: the sum in thread 0 only.
 __device__ __forceinline__ float rms_block_reduce_sum(float v) {
@@ -52,9 +54,6 @@ extern "C" __global__ void rms_norm(const float* x, const float* w, float* y, un
 extern "C" __global__ void rms_norm_to_f16(const float* x, const float* w, unsigned short* y, unsigned N, float eps) {
     const size_t base = (size_t)blockIdx.x * N;
     const float scale = rms_row_scale(x + base, N, eps);
-    for (unsigned i = threadIdx.x; i < N; i += blockDim.x) {
-        unsigned short h;
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(rms_value(x[base + i], w[i], scale)));
-        y[base + i] = h;
-    }
+    for (unsigned i = threadIdx.x; i < N; i += blockDim.x)
+        y[base + i] = zb_float_to_half_rne(rms_value(x[base + i], w[i], scale));
 }

@@ -1,6 +1,6 @@
-// fp16 <-> f32 by bit pattern, for zincbench's own kernels (dequant.cu, ssm_scan.cu, moe_routing.cu,
-// kquant_fused_mma.cu): plain PTX cvt, no cuda_fp16.h. The engine's faithful copies (q4k_matvec.cu,
-// gemm_q4k_tc.cu) keep their own helpers verbatim.
+// fp16 <-> f32 by bit pattern, for zincbench's own kernels (dequant.cu, rms_norm_cast.cu, ssm_scan.cu,
+// moe_routing.cu, kquant_fused_mma.cu): plain PTX cvt, no cuda_fp16.h. The engine's faithful copies
+// (q4k_matvec.cu, gemm_q4k_tc.cu) keep their own helpers verbatim.
 // Included as #include "zb_half.cuh": nvcc finds it beside the including file, NVRTC gets it by name and
 // content from zincbench.gpu.nvrtc.source_headers (also part of the CUBIN cache key).
 #ifndef ZB_HALF_CUH

@@ -231,7 +231,7 @@ def test_a_different_block_or_load_width_sums_in_another_order():
 
 def test_both_norm_kernels_share_the_row_arithmetic():
     """rms_norm and rms_norm_to_f16 compute each element through the same two device functions, so their f32
-    values are equal by construction; the fp16 kernel then rounds with cvt.rn (what f32_to_f16 does)."""
+    values are equal by construction; the fp16 kernel then rounds through the one function f32_to_f16 uses."""
     source = (KERNELS_DIR / "rms_norm_cast.cu").read_text()
     bodies = {
         name: source.split(f'extern "C" __global__ void {name}(', 1)[1].split("\n}\n", 1)[0]
@@ -239,8 +239,10 @@ def test_both_norm_kernels_share_the_row_arithmetic():
     }
     for body in bodies.values():
         assert "rms_row_scale(x + base, N, eps)" in body and "rms_value(x[base + i], w[i], scale)" in body
-    assert "cvt.rn.f16.f32" in bodies["rms_norm_to_f16"]
-    assert "cvt.rn.f16.f32" in (KERNELS_DIR / "dequant.cu").read_text().split("f32_to_f16", 1)[0]
+    cast = (KERNELS_DIR / "dequant.cu").read_text().split("void f32_to_f16(", 1)[1].split("\n}\n", 1)[0]
+    for body in (bodies["rms_norm_to_f16"], cast):
+        assert "zb_float_to_half_rne(" in body
+    assert "cvt.rn.f16.f32" in (KERNELS_DIR / "zb_half.cuh").read_text()
 
 
 def test_fp16_rounding_of_the_model_is_round_to_nearest_even():
