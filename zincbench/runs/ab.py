@@ -142,6 +142,14 @@ class ABSettings:
         if not self.timeout_s > 0 or not self.max_time_s > 0:  # `not >` also refuses NaN
             raise ValueError(f"--timeout and --max-time must be positive, got {self.timeout_s}/{self.max_time_s}")
 
+    @classmethod
+    def checked(cls, **values) -> ABSettings:
+        """Settings from the command line: a value out of range is bad input (InputError naming the option)."""
+        try:
+            return cls(**values)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+
     def design(self) -> SequentialDesign:
         """When the A/B looks at its verdict: fixed ``rounds`` is a single look."""
         if self.rounds is not None:
