@@ -112,11 +112,7 @@ def run_microbench(
     stand-ins.
     ``candidate`` / ``baseline`` replace the experiment's gate pair (e.g. a kernel declared in a pack).
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from zincbench.gpu import require_cupy
-    from zincbench.gpu.device import environment_report
-    from zincbench.measure.ceilings import measure_ceilings
     from zincbench.measure.timer import GpuTimer
 
     family = load_family(family_name)
@@ -133,10 +129,27 @@ def run_microbench(
         candidate=candidate,
         baseline=baseline,
     )
-    cupy = require_cupy("microbench")
+    require_cupy("microbench")
     timer_cfg = family.timer_config(config)
     timer = GpuTimer(timer_cfg.quick() if quick else timer_cfg)
-    doc = records.Document(
+    doc = microbench_document(family_name, path, config, plan, quick=quick, case_filter=case_filter, seed=seed)
+    rng = np.random.default_rng(seed)
+    writer = records.IncrementalWriter(doc, directory=results_dir)
+    tuner = autotune.Autotuner(timer, autotune.device_scope(timer.device.name), retune=retune)
+
+    with writer:
+        ceil = record_ceilings(doc, timer) if ceilings else None
+        measure_cases(family, config, plan, doc, writer, rng, tuner, timer, ceil, progress=progress)
+        decision = record_verdict(family, config, plan, doc)
+    return doc, decision, writer.path
+
+
+def microbench_document(family_name: str, path: Path, config, plan, *, quick, case_filter, seed) -> records.Document:
+    """The run's results document before its first row: what was asked, where the declared variants came from
+    and the machine it runs on."""
+    from zincbench.gpu.device import environment_report
+
+    return records.Document(
         kind="microbench",
         config={
             "family": family_name,
@@ -149,46 +162,43 @@ def run_microbench(
         },
         environment=environment_report(include_tools=False),
     )
-    rng = np.random.default_rng(seed)
-    writer = records.IncrementalWriter(doc, directory=results_dir)
-    tuner = autotune.Autotuner(timer, autotune.device_scope(timer.device.name), retune=retune)
 
-    with writer:
-        ceil = measure_ceilings(timer) if ceilings else None
-        if ceil is not None:
-            doc.config["ceilings"] = asdict(ceil.ceilings)
-            doc.config["ceiling_samples_us"] = {"copy": ceil.copy.gpu_us, "cublas_fp16": ceil.gemm.gpu_us}
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            transient=True,
-            disable=not progress,
-        ) as bar:
-            task = bar.add_task(f"{family_name} microbench", total=len(plan.cases) * len(plan.variants))
-            for case in plan.cases:
-                inputs = family.build_inputs(config, case, rng)
-                case_rows = {}
-                for info in plan.variants:
-                    bar.update(task, description=f"{case.key} {info.name}")
-                    row = measure_variant(family, config, case, inputs, info, plan.declared, tuner, timer, ceil)
-                    if row.skipped is None:
-                        case_rows[info.name] = row
-                    doc.results.append(row)
-                    bar.advance(task)
-                compare_case(case_rows, plan.rule)
-                del inputs
-                cupy.get_default_memory_pool().free_all_blocks()
-                writer.flush()
-        decision, cells = decide_gate(family, config, plan.cases, doc.results, plan.rule)
-        doc.verdict = {
-            "decision": decision.value,
-            "rule": asdict(plan.rule),
-            "cells": cells,
-            "exit_code": int(decision.exit_code),
-        }
-    return doc, decision, writer.path
+
+def record_ceilings(doc: records.Document, timer):
+    """Measure the copy and cuBLAS ceilings (every row's floor comes from them) and keep them, with their
+    samples, in the document's config."""
+    from zincbench.measure.ceilings import measure_ceilings
+
+    ceil = measure_ceilings(timer)
+    doc.config["ceilings"] = asdict(ceil.ceilings)
+    doc.config["ceiling_samples_us"] = {"copy": ceil.copy.gpu_us, "cublas_fp16": ceil.gemm.gpu_us}
+    return ceil
+
+
+def measure_cases(family, config, plan, doc, writer, rng, tuner, timer, ceil, *, progress: bool) -> None:
+    """Every planned variant on every planned case, one row each in the document; the variants of a case are
+    compared with its baseline and the document written once the case is done (an interrupted run keeps
+    the cases it finished). Each case's inputs are freed before the next is built."""
+    import cupy
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, transient=True, disable=not progress) as bar:
+        task = bar.add_task(f"{family.name} microbench", total=len(plan.cases) * len(plan.variants))
+        for case in plan.cases:
+            inputs = family.build_inputs(config, case, rng)
+            case_rows = {}
+            for info in plan.variants:
+                bar.update(task, description=f"{case.key} {info.name}")
+                row = measure_variant(family, config, case, inputs, info, plan.declared, tuner, timer, ceil)
+                if row.skipped is None:
+                    case_rows[info.name] = row
+                doc.results.append(row)
+                bar.advance(task)
+            compare_case(case_rows, plan.rule)
+            del inputs
+            cupy.get_default_memory_pool().free_all_blocks()
+            writer.flush()
 
 
 @dataclasses.dataclass
@@ -338,6 +348,19 @@ def compare_case(case_rows: dict[str, MicrobenchRow], rule) -> None:
             confidence=cmp.confidence,
             method=cmp.method,
         )
+
+
+def record_verdict(family, config, plan, doc: records.Document) -> judge.GateDecision:
+    """Decide the gate over the document's rows and write the decision, the rule and its cells into the
+    document's verdict."""
+    decision, cells = decide_gate(family, config, plan.cases, doc.results, plan.rule)
+    doc.verdict = {
+        "decision": decision.value,
+        "rule": asdict(plan.rule),
+        "cells": cells,
+        "exit_code": int(decision.exit_code),
+    }
+    return decision
 
 
 def decide_gate(family, config, cases, rows: list[MicrobenchRow], rule) -> tuple[judge.GateDecision, list[dict]]:

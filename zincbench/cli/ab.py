@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -21,13 +20,6 @@ from zincbench.cli._common import (
 from zincbench.runs.ab import ABSettings
 
 DEFAULTS = ABSettings()  # the options' defaults are the settings'
-
-
-def _arm_label(arm, path) -> str:
-    """'B=zinc (md5 1a2b3c4d) ZINC_MOE_TC=0': which build and which flags, for the scoreboard title."""
-    md5 = arm.engine.describe().get("md5")
-    parts = [f"{arm.name}={Path(path).name}"] + ([f"(md5 {md5[:8]})"] if md5 else [])
-    return " ".join(parts + [f"{k}={v}" for k, v in arm.env.items()])
 
 
 @click.command(
@@ -111,34 +103,21 @@ def command(
     catalog_path,
     model_names,
     model_pairs,
-    rounds,
-    min_rounds,
-    max_rounds,
-    max_time_s,
-    max_failure_rate,
-    order,
-    seed,
-    prompt_tokens,
-    n_gen,
-    gpu_uuid,
     env_a,
     env_b,
     llama_bench_file,
     llama_bench_bin,
-    threshold,
-    timeout_s,
-    require_clean_gpu,
     markdown_path,
     as_json,
     results_dir,
+    **settings_options,
 ):
+    """``settings_options``: the options named as ``ABSettings`` fields (--rounds ... --require-clean-gpu)."""
     from rich.console import Console
 
     from zincbench.engines import make_engine
-    from zincbench.errors import InputError
     from zincbench.gpu.nvml import check_gpu_request
     from zincbench.measure import llama_bench
-    from zincbench.outputs import write_output
     from zincbench.runs.ab import Arm, run_ab
     from zincbench.show import scoreboard
 
@@ -146,61 +125,45 @@ def command(
         raise click.UsageError("give --llama-bench FILE or --llama-bench-bin PATH, not both")
     if env_b and not bin_b:
         raise click.UsageError("--env-b needs --b (use --b with the same binary for a feature-flag A/B)")
+    gpu_uuid = settings_options["gpu_uuid"]
     if gpu_uuid and ("," in gpu_uuid or gpu_uuid == "all"):
         from zincbench.gpu.selection import resolve_gpus, run_per_gpu
 
         sys.exit(run_per_gpu(resolve_gpus(gpu_uuid)))
-    try:
-        settings = ABSettings(
-            rounds=rounds,
-            min_rounds=min_rounds,
-            max_rounds=max_rounds,
-            max_time_s=max_time_s,
-            max_failure_rate=max_failure_rate,
-            order=order,
-            seed=seed,
-            prompt_tokens=prompt_tokens,
-            n_gen=n_gen,
-            gpu_uuid=gpu_uuid,
-            threshold=threshold,
-            timeout_s=timeout_s,
-            require_clean_gpu=require_clean_gpu,
-        )
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    check_gpu_request(gpu_uuid, require_clean_gpu)
+    settings = ABSettings.checked(**settings_options)
+    check_gpu_request(settings.gpu_uuid, settings.require_clean_gpu)
     models = chosen_models(catalog_path, model_names, model_pairs)
     arms = [
         Arm(
-            "A",
-            make_engine(engine_kind, bin_a, engine_config, prompt_tokens=prompt_tokens),
-            parse_env_pairs(env_a, "--env-a"),
+            name,
+            make_engine(engine_kind, binary, engine_config, prompt_tokens=settings.prompt_tokens),
+            parse_env_pairs(env, f"--env-{name.lower()}"),
         )
+        for name, binary, env in (("A", bin_a, env_a), ("B", bin_b, env_b))
+        if binary
     ]
-    if bin_b:
-        arms.append(
-            Arm(
-                "B",
-                make_engine(engine_kind, bin_b, engine_config, prompt_tokens=prompt_tokens),
-                parse_env_pairs(env_b, "--env-b"),
-            )
-        )
-    llama_rows = llama_bench.load(llama_bench_file) if llama_bench_file else None
-
     outcome = run_ab(
         models,
         arms,
         settings,
-        llama_rows=llama_rows,
+        llama_rows=llama_bench.load(llama_bench_file) if llama_bench_file else None,
         llama_bench_bin=llama_bench_bin,
         results_dir=results_dir,
         console=Console(stderr=True),
     )
-    names = [a.name for a in arms]
     gpu = outcome.document.environment.get("gpu") or {}
-    builds = " vs ".join(_arm_label(arm, path) for arm, path in zip(arms, (bin_a, bin_b)))
-    device = gpu.get("name") or gpu.get("uuid") or "GPU unknown"
-    title = f"{builds} · {device} · {scoreboard.rounds_label(outcome.models)} {order}"
+    title = scoreboard.run_title(arms, (bin_a, bin_b), gpu, outcome.models, settings.order)
+    return _finish(outcome, [a.name for a in arms], title, as_json, markdown_path)
+
+
+def _finish(outcome, names: list[str], title: str, as_json: bool, markdown_path: str | None) -> int:
+    """Show the outcome (a JSON summary, or the scoreboard, the verdict and where the results are), then write
+    the --markdown scoreboard; the exit code."""
+    from rich.console import Console
+
+    from zincbench.outputs import write_output
+    from zincbench.show import scoreboard
+
     if as_json:
         echo_json(
             {

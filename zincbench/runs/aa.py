@@ -171,6 +171,14 @@ class VerdictTally:
             "confidence": confidence,
         }
 
+    def rates(self, confidence: float) -> dict:
+        """The tally with its false-positive and inconclusive rates (Clopper-Pearson intervals)."""
+        return {
+            "tally": self.as_dict(),
+            "false_positive": self.rate(self.false_positives, confidence),
+            "inconclusive": self.rate(self.inconclusive, confidence),
+        }
+
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
@@ -244,33 +252,12 @@ def judge_aa(
     every, indep = VerdictTally.of(verdicts), VerdictTally.of(indep_all)
     confidence = config.interval_confidence
     alpha = 1.0 - confidence
-    fp = every.rate(every.false_positives, confidence)
-    tallies = {name: VerdictTally.of(group) for name, group in groups.items()}
     simultaneous = 1.0 - alpha / max(1, len(groups))  # Bonferroni: every group's bound holds at once
-    tests = {
-        name: {
-            "false_positives": t.false_positives,
-            "n": t.comparisons,
-            "p_excess": binomial_excess_p(t.false_positives, t.comparisons, config.target_fp_rate),
-            "upper": clopper_pearson(t.false_positives, t.comparisons, simultaneous)[1] if t.comparisons else None,
-        }
-        for name, t in tallies.items()
-    }
-    rejected = holm({name: t["p_excess"] for name, t in tests.items()}, alpha)
-    for name, t in tests.items():
-        t["rejected"] = rejected[name]
+    tests = _group_tests(groups, config.target_fp_rate, alpha, simultaneous)
     summary = {
         "target_fp_rate": config.target_fp_rate,
-        "comparisons": {
-            "tally": every.as_dict(),
-            "false_positive": fp,
-            "inconclusive": every.rate(every.inconclusive, confidence),
-        },
-        "independent": {
-            "tally": indep.as_dict(),
-            "false_positive": indep.rate(indep.false_positives, confidence),
-            "inconclusive": indep.rate(indep.inconclusive, confidence),
-        },
+        "comparisons": every.rates(confidence),
+        "independent": indep.rates(confidence),
         "independent_needed": trials_to_bound(config.target_fp_rate, simultaneous),
         "test": {
             "method": "exact one-sided binomial test per group, Holm-corrected; pass: Clopper-Pearson "
@@ -281,14 +268,8 @@ def judge_aa(
         "failures": failures,
         "notes": [],
     }
-    if not indep.comparisons:
-        code, outcome = ExitCode.INCONCLUSIVE, "no comparisons"
-    elif any(rejected.values()):
-        code, outcome = ExitCode.FAIL, "fail"
-    elif all(t["upper"] is not None and t["upper"] <= config.target_fp_rate for t in tests.values()):
-        code, outcome = ExitCode.OK, "pass"
-    else:
-        code, outcome = ExitCode.INCONCLUSIVE, "inconclusive"
+    code, outcome = _fp_decision(indep, tests, config.target_fp_rate)
+    if outcome == "inconclusive":
         worst_upper = max(t["upper"] for t in tests.values() if t["upper"] is not None)
         summary["notes"].append(
             f"{indep.false_positives} false positive(s) in {indep.comparisons} independent comparisons neither show "
@@ -307,6 +288,38 @@ def judge_aa(
         )
     summary.update(outcome=outcome, exit_code=int(code))
     return summary
+
+
+def _group_tests(groups: dict[str, list[str]], target: float, alpha: float, simultaneous: float) -> dict:
+    """Per group of independent comparisons: its false positives, the exact test's p-value against "the rate is
+    at most ``target``", whether Holm rejects that over the groups, and the Clopper-Pearson upper bound at
+    the ``simultaneous`` confidence (None without comparisons)."""
+    tallies = {name: VerdictTally.of(group) for name, group in groups.items()}
+    tests = {
+        name: {
+            "false_positives": t.false_positives,
+            "n": t.comparisons,
+            "p_excess": binomial_excess_p(t.false_positives, t.comparisons, target),
+            "upper": clopper_pearson(t.false_positives, t.comparisons, simultaneous)[1] if t.comparisons else None,
+        }
+        for name, t in tallies.items()
+    }
+    rejected = holm({name: t["p_excess"] for name, t in tests.items()}, alpha)
+    for name, t in tests.items():
+        t["rejected"] = rejected[name]
+    return tests
+
+
+def _fp_decision(indep: VerdictTally, tests: dict, target: float) -> tuple[ExitCode, str]:
+    """Pass, fail or neither from the groups' tests, before failed runs count: fail when a group's excess is
+    shown, pass when every group's upper bound is at most ``target``."""
+    if not indep.comparisons:
+        return ExitCode.INCONCLUSIVE, "no comparisons"
+    if any(t["rejected"] for t in tests.values()):
+        return ExitCode.FAIL, "fail"
+    if all(t["upper"] is not None and t["upper"] <= target for t in tests.values()):
+        return ExitCode.OK, "pass"
+    return ExitCode.INCONCLUSIVE, "inconclusive"
 
 
 def judge_detection(verdicts: Sequence[str], expected: str, failures: int, config: AAConfig) -> dict:
@@ -638,9 +651,7 @@ def run_ab_aa(
     """The same ``engine`` as arm A and arm B, ``config.ab.repeats`` independent A/B runs; every
     (repeat, model) verdict is one comparison of identical code. ``planted``: extra environment for
     arm B only, a change the verdict should call ``expect`` (slower/faster): the detection rate is judged."""
-    from rich.console import Console
-
-    from zincbench.runs.ab import Arm, run_ab
+    from zincbench.runs.ab import Arm
 
     settings = config.ab
     if bool(planted) != bool(expect) or expect not in (None, "slower", "faster"):
@@ -650,7 +661,31 @@ def run_ab_aa(
 
         monitor = Nvml(uuid=gpu_uuid)
     arms = [Arm("A", engine, dict(env or {})), Arm("B", engine, {**(env or {}), **(planted or {})})]
-    doc = records.Document(
+    doc = _ab_aa_document(models, engine, config, env=env, gpu_uuid=gpu_uuid, planted=planted, expect=expect)
+    rows = []
+    with _progress(progress) as bar:
+        repeats = _repeated_ab(models, arms, settings, gpu_uuid, monitor, bar)
+        # bad input (a missing model file, a binary that is no engine) stops here, before a results file
+        first = next(repeats)
+        with signals_as_interrupts(), records.IncrementalWriter(doc, directory=results_dir) as writer:
+            for repeat, outcome in itertools.chain([first], repeats):
+                doc.environment = doc.environment or outcome.document.environment
+                doc.notes.extend(n for n in outcome.document.notes if n not in doc.notes)
+                for model in outcome.models:
+                    row = RepeatRow.of(repeat, model)
+                    rows.append(row)
+                    doc.results.append(row)
+                writer.flush()
+            summary = _judge_repeats(rows, config, len(models), expect)
+            doc.verdict = summary
+    return AAOutcome(doc, writer.path, summary, ExitCode(summary["exit_code"]))
+
+
+def _ab_aa_document(models: Sequence, engine, config: AAConfig, *, env, gpu_uuid, planted, expect) -> records.Document:
+    """The ``ab`` A/A's results document before its first repeat: the A/B settings, the engine, the planted
+    change if any, and the verdict rule each repeat applies."""
+    settings = config.ab
+    return records.Document(
         kind="aa",
         environment={},
         config={
@@ -672,69 +707,62 @@ def run_ab_aa(
             "detection_coverage": config.detection_coverage,
         },
     )
-    rows = []
-    quiet = Console(quiet=True)  # run_ab's warnings land in its document's notes, gathered below
-    with _progress(progress) as bar:
-        task = bar.add_task("A/A ab", total=settings.repeats)
 
-        def repeated():
-            for repeat in range(settings.repeats):
-                with tempfile.TemporaryDirectory(prefix="zincbench-aa-") as scratch:
-                    yield (
-                        repeat,
-                        run_ab(
-                            models,
-                            arms,
-                            settings.ab_settings(repeat, gpu_uuid),
-                            results_dir=scratch,
-                            monitor=monitor,
-                            console=quiet,
-                            progress=False,
-                            write_csv=False,
-                        ),
-                    )
-                bar.advance(task)
 
-        repeats = repeated()
-        first = next(
-            repeats
-        )  # bad input (a missing model file, a binary that is no engine) stops here, before a results file
-        with signals_as_interrupts(), records.IncrementalWriter(doc, directory=results_dir) as writer:
-            for repeat, outcome in itertools.chain([first], repeats):
-                doc.environment = doc.environment or outcome.document.environment
-                doc.notes.extend(n for n in outcome.document.notes if n not in doc.notes)
-                for model in outcome.models:
-                    row = RepeatRow.of(repeat, model)
-                    rows.append(row)
-                    doc.results.append(row)
-                writer.flush()
-            judged = [r for r in rows if r.verdict != "error"]
-            verdicts = [r.verdict for r in judged]
-            summary = (
-                judge_detection(verdicts, expect, len(rows) - len(judged), config)
-                if planted
-                else judge_aa(verdicts, _by_model(judged), len(rows) - len(judged), config)
+def _repeated_ab(models: Sequence, arms: list, settings: ABAASettings, gpu_uuid, monitor, bar):
+    """(repeat, ABOutcome) for each of ``settings.repeats`` A/B runs, lazily: each run quiet, without a CSV and
+    with its results in a scratch folder (the A/A keeps their rows and notes, not their files)."""
+    from rich.console import Console
+
+    from zincbench.runs.ab import run_ab
+
+    quiet = Console(quiet=True)  # run_ab's warnings land in its document's notes, gathered by the caller
+    task = bar.add_task("A/A ab", total=settings.repeats)
+    for repeat in range(settings.repeats):
+        with tempfile.TemporaryDirectory(prefix="zincbench-aa-") as scratch:
+            yield (
+                repeat,
+                run_ab(
+                    models,
+                    arms,
+                    settings.ab_settings(repeat, gpu_uuid),
+                    results_dir=scratch,
+                    monitor=monitor,
+                    console=quiet,
+                    progress=False,
+                    write_csv=False,
+                ),
             )
-            changes = {
-                metric: [
-                    change_to_call(ratio.ratio, ratio.ci, settings.threshold, True) for ratio in _ratios(judged, metric)
-                ]
-                for metric in PAIRED_METRICS
-            }
-            summary.update(
-                mode="ab",
-                threshold=settings.threshold,
-                alpha=settings.alpha,
-                repeats={"requested": settings.repeats, "models": len(models)},
-                rounds=_rounds_used(judged),
-                by_metric={
-                    metric: VerdictTally.of(ratio.verdict for ratio in _ratios(judged, metric)).as_dict()
-                    for metric in PAIRED_METRICS
-                },
-                noise=_ab_noise(judged),
-                detectable={
-                    metric: detectable_change(changes[metric], config.detection_coverage) for metric in PAIRED_METRICS
-                },
-            )
-            doc.verdict = summary
-    return AAOutcome(doc, writer.path, summary, ExitCode(summary["exit_code"]))
+        bar.advance(task)
+
+
+def _judge_repeats(rows: list[RepeatRow], config: AAConfig, n_models: int, expect: str | None) -> dict:
+    """The ``ab`` A/A's summary over its repeats' rows: the false-positive test (with a planted change, the
+    detection rate instead) over the repeats that reached a verdict, then what they show per metric: verdicts,
+    round-to-round noise, the change they would call, and the rounds they took."""
+    settings = config.ab
+    judged = [r for r in rows if r.verdict != "error"]
+    verdicts = [r.verdict for r in judged]
+    summary = (
+        judge_detection(verdicts, expect, len(rows) - len(judged), config)
+        if expect
+        else judge_aa(verdicts, _by_model(judged), len(rows) - len(judged), config)
+    )
+    changes = {
+        metric: [change_to_call(ratio.ratio, ratio.ci, settings.threshold, True) for ratio in _ratios(judged, metric)]
+        for metric in PAIRED_METRICS
+    }
+    summary.update(
+        mode="ab",
+        threshold=settings.threshold,
+        alpha=settings.alpha,
+        repeats={"requested": settings.repeats, "models": n_models},
+        rounds=_rounds_used(judged),
+        by_metric={
+            metric: VerdictTally.of(ratio.verdict for ratio in _ratios(judged, metric)).as_dict()
+            for metric in PAIRED_METRICS
+        },
+        noise=_ab_noise(judged),
+        detectable={metric: detectable_change(changes[metric], config.detection_coverage) for metric in PAIRED_METRICS},
+    )
+    return summary

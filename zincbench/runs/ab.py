@@ -142,6 +142,14 @@ class ABSettings:
         if not self.timeout_s > 0 or not self.max_time_s > 0:  # `not >` also refuses NaN
             raise ValueError(f"--timeout and --max-time must be positive, got {self.timeout_s}/{self.max_time_s}")
 
+    @classmethod
+    def checked(cls, **values) -> ABSettings:
+        """Settings from the command line: a value out of range is bad input (InputError naming the option)."""
+        try:
+            return cls(**values)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+
     def design(self) -> SequentialDesign:
         """When the A/B looks at its verdict: fixed ``rounds`` is a single look."""
         if self.rounds is not None:
@@ -369,23 +377,9 @@ def summarize_model(
         confidence = 1.0 - ABSettings.alpha / METRICS
     measured = [r for r in records if not r.warmup]
     # A run that reported a rate of zero (or a negative or NaN one) measured no throughput: it is kept out
-    # of every statistic and ratio (no division by zero), counted apart, and judged below.
-    zero = [r for r in records if r.status == "ok" and zero_rates(r)]
+    # of every statistic and ratio (no division by zero), listed apart (_run_errors) and judged (_judge_failures).
     ok = [r for r in measured if r.status == "ok" and not zero_rates(r)]
-    errors = [{"arm": r.arm, "round": r.round, **r.error} for r in records if r.status == "error"]
-    errors += [
-        {
-            "arm": r.arm,
-            "round": r.round,
-            "reason": "zero-rate",
-            "message": f"reported {', '.join(zero_rates(r))}: no throughput measured",
-            "stderr_tail": "",
-        }
-        for r in zero
-    ]
-    failed_measured = len(measured) - len(ok)
     stats = {arm: _arm_stats([r for r in ok if r.arm == arm]) for arm in arms}
-    notes = []
     prefill = decode = None
     if len(arms) == 2:
         prefill = _paired(ok, "prefill_tps", threshold, confidence)
@@ -393,27 +387,76 @@ def summarize_model(
         verdict = combine_verdicts(*(ratio.verdict if ratio else None for ratio in (prefill, decode)))
     else:
         verdict = "measured"
+    verdict, notes = _judge_failures(verdict, measured, ok, arms, prefill, max_failure_rate)
+    return ScoreboardRow(
+        model=model.name,
+        shape=model.shape,
+        gguf=str(model.gguf),
+        arms=stats,
+        prefill=prefill,
+        decode=decode,
+        errors=_run_errors(records),
+        failed_runs=len(measured) - len(ok),
+        rounds=len({r.round for r in measured}),
+        verdict=verdict,
+        prefill_tokens=stats[arms[-1]].prefill_tokens or stats[arms[0]].prefill_tokens,
+        notes=notes + _arm_notes(stats, arms),
+    )
+
+
+def _run_errors(records: list[ABRun]) -> list[dict]:
+    """The failed runs of a model (warm-up included), for the scoreboard row's ``errors``: the engine's own
+    failures, then the runs that reported a zero rate."""
+    errors = [{"arm": r.arm, "round": r.round, **r.error} for r in records if r.status == "error"]
+    return errors + [
+        {
+            "arm": r.arm,
+            "round": r.round,
+            "reason": "zero-rate",
+            "message": f"reported {', '.join(zero_rates(r))}: no throughput measured",
+            "stderr_tail": "",
+        }
+        for r in records
+        if r.status == "ok" and zero_rates(r)
+    ]
+
+
+def _judge_failures(
+    verdict: str,
+    measured: list[ABRun],
+    ok: list[ABRun],
+    arms: Sequence[str],
+    prefill: PairedRatio | None,
+    max_failure_rate: float,
+) -> tuple[str, list[str]]:
+    """The verdict once the failed measured runs are counted, with a note saying why it changed (or what was
+    left out). Failures never turn a decided verdict into "error" unless there are too many of them or no
+    round is complete; a zero rate of B where A measured one is always "slower"."""
+    failed = len(measured) - len(ok)
     zero_b = _zero_against_a(measured, arms)
     if zero_b:
         # B measured nothing where A measured a rate: the slowest a build can be, a regression whatever
         # the other rounds say (never "error" or "inconclusive", which would hide it).
-        verdict = "slower"
-        notes.append(
+        return "slower", [
             f"arm {arms[-1]} reported a zero rate in round(s) {', '.join(map(str, zero_b))} where "
             f"{arms[0]} measured one: slower"
-        )
-    elif measured and failed_measured / len(measured) > max_failure_rate:
-        verdict = "error"
-        notes.append(
-            f"{failed_measured} of {len(measured)} measured runs failed (more than {max_failure_rate:.0%}): no verdict"
-        )
-    elif not ok or (len(arms) == 2 and prefill is None):
-        verdict = "error"
-        notes.append("no round where every arm succeeded: no verdict")
-    elif failed_measured:
-        notes.append(
-            f"{failed_measured} failed run(s) left out; the verdict is judged on the rounds where both arms succeeded"
-        )
+        ]
+    if measured and failed / len(measured) > max_failure_rate:
+        return "error", [
+            f"{failed} of {len(measured)} measured runs failed (more than {max_failure_rate:.0%}): no verdict"
+        ]
+    if not ok or (len(arms) == 2 and prefill is None):
+        return "error", ["no round where every arm succeeded: no verdict"]
+    if failed:
+        return verdict, [
+            f"{failed} failed run(s) left out; the verdict is judged on the rounds where both arms succeeded"
+        ]
+    return verdict, []
+
+
+def _arm_notes(stats: dict[str, ArmStats], arms: Sequence[str]) -> list[str]:
+    """What the arms' statistics leave out or disagree on: runs without a decode rate, different prompt lengths."""
+    notes = []
     for arm in arms:
         dropped = stats[arm].n - stats[arm].n_decode
         if stats[arm].n_decode and dropped:
@@ -424,20 +467,7 @@ def summarize_model(
     tokens = {s.prefill_tokens for s in stats.values() if s.prefill_tokens is not None}
     if len(tokens) > 1:
         notes.append(f"arms report different prompt lengths {sorted(tokens)}: are the tokenizers the same?")
-    return ScoreboardRow(
-        model=model.name,
-        shape=model.shape,
-        gguf=str(model.gguf),
-        arms=stats,
-        prefill=prefill,
-        decode=decode,
-        errors=errors,
-        failed_runs=failed_measured,
-        rounds=len({r.round for r in measured}),
-        verdict=verdict,
-        prefill_tokens=stats[arms[-1]].prefill_tokens or stats[arms[0]].prefill_tokens,
-        notes=notes,
-    )
+    return notes
 
 
 def summarize_recorded(model, records: list[ABRun], arms: Sequence[str], settings: dict) -> ScoreboardRow:
@@ -552,15 +582,57 @@ def run_ab(
     """
     from rich.console import Console
 
+    check_runnable(models, arms, llama_bench_bin)
+    names = [a.name for a in arms]
+    prompts = {a.name: benchmark_prompt(a.engine, settings.prompt_tokens) for a in arms}
+    console = console or Console(stderr=True)
+    if monitor is None:
+        from zincbench.gpu.nvml import Nvml
+
+        monitor = Nvml(uuid=settings.gpu_uuid)
+    doc = ab_document(models, arms, settings, prompts, monitor, llama_rows=llama_rows, llama_bench_bin=llama_bench_bin)
+    warn = _warn_once(doc, console)
+    if not monitor.available:
+        warn(f"NVML unavailable ({monitor.error}): clean-GPU check and clocks not recorded")
+    guard = _GpuGuard(monitor, settings.gpu_uuid, settings.require_clean_gpu, warn)
+    with (
+        signals_as_interrupts(),
+        IncrementalWriter(doc, results_path, results_dir) as writer,
+        _progress_bar(console, progress) as bar,
+    ):
+        task = bar.add_task("ab", total=_planned_steps(models, arms, settings, live_llama=bool(llama_bench_bin)))
+        summaries: list[ScoreboardRow] = []
+        for model in models:
+            summary = _measure_model(model, arms, settings, prompts, guard, warn, doc, writer, bar, task)
+            if llama_bench_bin:
+                bar.update(task, description=f"{model.name} llama-bench")
+                summary.llama = _live_llama(llama_bench_bin, model, summary, settings, warn)
+                bar.advance(task)
+            elif llama_rows:
+                summary.llama = _filed_llama(llama_rows, model, summary, settings.n_gen, len(models) == 1, warn)
+            summary.gap = _gap(summary, names)
+            summaries.append(summary)
+            overall, code = _record_verdict(doc, summaries, names, settings.threshold)
+            writer.flush()
+        csv_path = None
+        if write_csv:  # before the document says complete: an interrupt here leaves complete: false
+            csv_path = writer.path.with_suffix(".csv")
+            write_scoreboard_csv(summaries, names, csv_path)
+    return ABOutcome(doc, writer.path, csv_path, summaries, overall, code)
+
+
+def check_runnable(models: Sequence, arms: Sequence[Arm], llama_bench_bin) -> None:
+    """Refuse, as bad input, what would fail every run: one arm or two, some models, every GGUF file there,
+    every binary able to start. Checked before the results document exists, so bad input leaves no
+    partial file."""
     if len(arms) not in (1, 2):
         raise InputError("an A/B needs one arm (scoreboard) or two (A and B)")
-    names = [a.name for a in arms]
     if not models:
         raise InputError("no models to run (give --models with a catalog, or --model NAME=PATH)")
     for model in models:
         if not Path(model.gguf).is_file():
             raise InputError(f"model {model.name}: GGUF file not found: {model.gguf}")
-    for arm in arms:  # before the results document exists: a binary that cannot start is bad input, no partial file
+    for arm in arms:
         program = arm.engine.program()
         problem = launch_problem(program, env={**os.environ, **arm.env}) if program else None
         if problem:
@@ -568,14 +640,15 @@ def run_ab(
     problem = launch_problem(llama_bench_bin) if llama_bench_bin else None
     if problem:
         raise InputError(f"--llama-bench-bin {problem}: {llama_bench_bin}")
-    prompts = {a.name: benchmark_prompt(a.engine, settings.prompt_tokens) for a in arms}
-    console = console or Console(stderr=True)
-    if monitor is None:
-        from zincbench.gpu.nvml import Nvml
 
-        monitor = Nvml(uuid=settings.gpu_uuid)
+
+def ab_document(
+    models: Sequence, arms: Sequence[Arm], settings: ABSettings, prompts: dict, monitor, *, llama_rows, llama_bench_bin
+) -> Document:
+    """The A/B's results document before its first run: the settings, the builds, the prompts, how the
+    verdict is reached (the looks of the sequential design, for an A/B) and the GPU as it is now."""
     design = settings.design()
-    doc = Document(
+    return Document(
         kind="ab",
         config={
             "settings": dataclasses.asdict(settings),
@@ -603,6 +676,10 @@ def run_ab(
             "python": platform.python_version(),
         },
     )
+
+
+def _warn_once(doc: Document, console):
+    """The run's ``warn(message)``: each distinct message once, as a note in the document and on the console."""
     warned: set[str] = set()
 
     def warn(message: str) -> None:
@@ -611,49 +688,35 @@ def run_ab(
             doc.notes.append(f"warning: {message}")
             console.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
 
-    if not monitor.available:
-        warn(f"NVML unavailable ({monitor.error}): clean-GPU check and clocks not recorded")
-    guard = _GpuGuard(monitor, settings.gpu_uuid, settings.require_clean_gpu, warn)
-    with (
-        signals_as_interrupts(),
-        IncrementalWriter(doc, results_path, results_dir) as writer,
-        _progress_bar(console, progress) as bar,
-    ):
-        rounds_each = settings.scoreboard_rounds() if len(arms) == 1 else design.max_rounds
-        task = bar.add_task("ab", total=len(models) * ((rounds_each + 1) * len(arms) + (1 if llama_bench_bin else 0)))
-        summaries: list[ScoreboardRow] = []
-        for model in models:
-            summary = _measure_model(model, arms, settings, prompts, guard, warn, doc, writer, bar, task)
-            if llama_bench_bin:
-                bar.update(task, description=f"{model.name} llama-bench")
-                summary.llama = _live_llama(
-                    llama_bench_bin, model, summary.prefill_tokens or settings.prompt_tokens, settings, warn
-                )
-                bar.advance(task)
-            elif llama_rows:
-                summary.llama = llama_baseline(
-                    llama_rows, model, summary.prefill_tokens, settings.n_gen, only_model=len(models) == 1
-                )
-                if summary.llama is None:
-                    warn(
-                        f"{model.name}: no row of the --llama-bench file matches this model "
-                        "(by GGUF file name or alias)"
-                    )
-            summary.gap = _gap(summary, names)
-            summaries.append(summary)
-            overall, code = _verdict(summaries, names)
-            doc.verdict = {
-                "overall": overall,
-                "exit_code": int(code),
-                "threshold": settings.threshold,
-                "models": to_jsonable(summaries),
-            }
-            writer.flush()
-        csv_path = None
-        if write_csv:  # before the document says complete: an interrupt here leaves complete: false
-            csv_path = writer.path.with_suffix(".csv")
-            write_scoreboard_csv(summaries, names, csv_path)
-    return ABOutcome(doc, writer.path, csv_path, summaries, overall, code)
+    return warn
+
+
+def _planned_steps(models: Sequence, arms: Sequence[Arm], settings: ABSettings, live_llama: bool) -> int:
+    """The progress bar's total: per model, every arm's warm-up and every round the budget allows, and a live
+    llama-bench (rounds an A/B does not need are counted off as it stops)."""
+    rounds_each = settings.scoreboard_rounds() if len(arms) == 1 else settings.design().max_rounds
+    return len(models) * ((rounds_each + 1) * len(arms) + (1 if live_llama else 0))
+
+
+def _filed_llama(rows: Sequence[LlamaBenchRow], model, summary: ScoreboardRow, n_gen: int, only_model: bool, warn):
+    """This model's llama-bench columns from the --llama-bench file; a warning when no row matches it."""
+    llama = llama_baseline(rows, model, summary.prefill_tokens, n_gen, only_model=only_model)
+    if llama is None:
+        warn(f"{model.name}: no row of the --llama-bench file matches this model (by GGUF file name or alias)")
+    return llama
+
+
+def _record_verdict(doc: Document, summaries: list[ScoreboardRow], names: Sequence[str], threshold: float):
+    """The run's verdict over the models measured so far, written into the document's verdict; returns
+    (overall, exit code)."""
+    overall, code = _verdict(summaries, names)
+    doc.verdict = {
+        "overall": overall,
+        "exit_code": int(code),
+        "threshold": threshold,
+        "models": to_jsonable(summaries),
+    }
+    return overall, code
 
 
 def scoreboard_frame(models: Sequence[ScoreboardRow], arms: Sequence[str]):
@@ -762,7 +825,10 @@ def _measure_model(
     return summary
 
 
-def _live_llama(binary, model, n_prompt: int, settings: ABSettings, warn) -> dict | None:
+def _live_llama(binary, model, summary: ScoreboardRow, settings: ABSettings, warn) -> dict | None:
+    """This model's llama-bench columns, run now at the prompt length the engine reported (the asked one if
+    it reported none). A failed llama-bench is a warning and an error entry, not the A/B's end."""
+    n_prompt = summary.prefill_tokens or settings.prompt_tokens
     env = {"CUDA_VISIBLE_DEVICES": settings.gpu_uuid} if settings.gpu_uuid else None
     try:
         rows = run_llama_bench(

@@ -13,6 +13,7 @@ against llama-bench.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Sequence
 
 from zincbench.runs.ab_rows import PairedRatio, ScoreboardRow
@@ -57,6 +58,21 @@ def rounds_label(models: Sequence[ScoreboardRow]) -> str:
     if not counts:
         return "no rounds"
     return f"{counts[0]} rounds" if len(counts) == 1 else f"{counts[0]}–{counts[-1]} rounds"
+
+
+def arm_label(arm, binary) -> str:
+    """'B=zinc (md5 1a2b3c4d) ZINC_MOE_TC=0': which build and which flags, for the scoreboard title."""
+    md5 = arm.engine.describe().get("md5")
+    parts = [f"{arm.name}={Path(binary).name}"] + ([f"(md5 {md5[:8]})"] if md5 else [])
+    return " ".join(parts + [f"{k}={v}" for k, v in arm.env.items()])
+
+
+def run_title(arms: Sequence, binaries: Sequence, gpu: dict, models: Sequence[ScoreboardRow], order: str) -> str:
+    """The scoreboard's title: the builds compared (``runs.ab.Arm`` and its binary), the GPU of the results
+    document's environment, the rounds run and their order."""
+    builds = " vs ".join(arm_label(arm, binary) for arm, binary in zip(arms, binaries))
+    device = gpu.get("name") or gpu.get("uuid") or "GPU unknown"
+    return f"{builds} · {device} · {rounds_label(models)} {order}"
 
 
 def display_rows(models: Sequence[ScoreboardRow], arms: Sequence[str]) -> list[dict[str, str]]:
