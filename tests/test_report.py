@@ -174,6 +174,24 @@ def test_missing_matplotlib_is_an_environment_error(tmp_path, capsys, monkeypatc
     assert not (tmp_path / "plots").exists()
 
 
+@pytest.mark.parametrize(
+    "number, message",
+    [
+        ("1" + "0" * 400, "results[0].summary.median_us is out of range: 10000000000000000000... has 401 digits"),
+        ("9" * 5000, "Exceeds the limit (4300 digits) for integer string conversion"),
+    ],
+    ids=["beyond a float", "beyond Python's int parsing"],
+)
+def test_a_number_too_large_is_one_line(tmp_path, capsys, number, message):
+    """An integer a float cannot hold (the tables format and divide medians) or one too long for json.loads."""
+    recorded = Path(__file__).resolve().parents[1] / "results/h200/microbench-20261129T134040-ba24976f.json"
+    text = recorded.read_text()
+    median = json.loads(text)["results"][0]["summary"]["median_us"]
+    (tmp_path / "doc.json").write_text(text.replace(f'"median_us": {median}', f'"median_us": {number}', 1))
+    code, _, err = run_cli(capsys, tmp_path / "doc.json", "--markdown")
+    assert code == 2 and message in err and err.count("\n") == 1 and err.startswith("zincbench: error: ")
+
+
 def test_recorded_results_in_the_repository_report_cleanly():
     paths = [
         p for p in sorted(REPO_RESULTS.glob("**/*.json")) if records.read(p)["kind"] in ("microbench", "validate", "ab")
@@ -209,3 +227,4 @@ def test_several_runs_of_a_family_at_80_columns_are_one_table(capsys, monkeypatc
                 run_id = run.split(" · ")[-1]
                 assert any(cells[:3] == [case, variant, run_id] for cells in body), (case, variant, run_id)
     assert "—" not in out and "(1/" not in out
+
