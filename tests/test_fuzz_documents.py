@@ -29,6 +29,7 @@ from test_fuzz_parsers import EXAMPLES, YAML_TEXTS, _loaders
 from zincbench import records
 from zincbench.errors import InputError
 from zincbench.measure import llama_bench
+from zincbench.show import stage_table, t3_view, t4_view
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "profile"
@@ -118,6 +119,10 @@ DOCUMENTS = {
     p.name: json.loads(p.read_text())
     for p in [
         *sorted((ROOT / "results" / "h200").glob("microbench-20261129T134040-*.json")),
+        # families with tables after the common one (report --family-tables): t4's and t3's views, layer's stages
+        ROOT / "results" / "h200" / "t4" / "microbench-20261202T003114-63cf59ef.json",
+        *sorted((ROOT / "results" / "h200" / "t3").glob("microbench-*.json")),
+        ROOT / "results" / "h200" / "layer" / "microbench-20261201T232924-f3c1f172.json",
         *sorted((ROOT / "results" / "h200").glob("gate-*.json")),
         *sorted((ROOT / "results" / "cpu").glob("validate-*.json")),
         *sorted((ROOT / "results" / "references").glob("*.json")),
@@ -126,6 +131,29 @@ DOCUMENTS = {
 
 
 MICROBENCH = next(name for name in DOCUMENTS if name.startswith("microbench"))
+FAMILY_RUNS = {
+    doc["config"]["family"]: name
+    for name, doc in DOCUMENTS.items()
+    if doc["kind"] == "microbench" and doc["config"]["family"] in ("t3", "t4", "layer")
+}
+T4, T3, LAYER = FAMILY_RUNS["t4"], FAMILY_RUNS["t3"], FAMILY_RUNS["layer"]
+LAYER_STAGES = next(i for i, r in enumerate(DOCUMENTS[LAYER]["results"]) if (r.get("detail") or {}).get("stages_us"))
+
+
+def show_report(path) -> None:
+    """report's views of one document: markdown, JSON, the terminal (wide, and 80 columns for the narrow
+    layouts), with the family tables after the merged ones; InputError is the one failure allowed."""
+    from rich.console import Console
+
+    from zincbench import report
+    from zincbench.show import report_tables
+
+    merged = report.build_report([path])
+    report_tables.to_markdown(merged)
+    report.to_dict(merged)
+    report_tables.print_report(merged, Console(file=io.StringIO(), width=200))
+    report_tables.to_markdown(merged, family_tables=True)
+    report_tables.print_report(merged, Console(file=io.StringIO(), width=80), family_tables=True)
 
 
 @FUZZ
@@ -135,22 +163,33 @@ MICROBENCH = next(name for name in DOCUMENTS if name.startswith("microbench"))
 @example(case=(MICROBENCH, [(("results",), {"case": "x"})]))
 @example(case=(MICROBENCH, [(("results", 0, "case"), DELETE)]))
 @example(case=(MICROBENCH, [(("results", 0, "case"), ["E1"])]))
+@example(case=(MICROBENCH, [(("results", 0, "summary", "median_us"), 10**400)]))  # OverflowError in format
+@example(case=(T4, [(("results", 0, "params", "tokens"), "512")]))
+@example(case=(T4, [(("results", 0, "params", "model"), DELETE)]))
+@example(case=(T4, [(("results", 0, "params", "model"), "[/]")]))  # rich markup in a name
+@example(case=(T4, [(("results", 0, "detail", "bits"), [])]))
+@example(case=(T4, [(("results", 0, "summary", "median_us"), 0)]))  # a prefill of no time
+@example(case=(T4, [(("environment", "gpu", "name"), None)]))
+@example(case=(T4, [(("environment", "gpu", "name"), "RTX 4090")]))  # its llama.cpp table: model -> T -> tok/s
+@example(case=(T4, [(("config", "settings", "llama_cpp_pp_tps"), {"H200": {"qwen35-9b": {"9" * 5000: 1}}})]))
+@example(case=(T4, [(("config", "family"), "t3")]))  # another family's view: the fields it reads are absent
+@example(case=(T4, [(("config", "family"), "..")]))
+@example(case=(T3, [(("results", 0, "params"), ["scan"])]))
+@example(case=(T3, [(("results", 0, "summary", "median_us"), -1e300)]))
+@example(case=(LAYER, [(("results", LAYER_STAGES, "detail", "stages_us", 0, "stage"), DELETE)]))
+@example(case=(LAYER, [(("results", LAYER_STAGES, "params", "tokens"), DELETE)]))
+@example(case=(LAYER, [(("results", LAYER_STAGES, "params", "shape"), DELETE)]))  # mixed None/str sort keys
+@example(case=(LAYER, [(("results", LAYER_STAGES, "floor", "pct_of_floor"), "34")]))
+@example(case=(LAYER, [(("environment", "gpu", "name"), "RTX 4090"), (("config", "settings"), [])]))
 def test_results_documents(scratch, case):
-    """report (all three views) and the gate's re-judging of a recorded document."""
-    from rich.console import Console
-
-    from zincbench import report
+    """report (all its views, the family tables too) and the gate's re-judging of a recorded document."""
     from zincbench.runs.gate import rejudge_document
-    from zincbench.show import report_tables
 
     name, edits = case
     path = scratch / name
     path.write_text(json.dumps(edited(DOCUMENTS, name, edits)))
     try:
-        merged = report.build_report([path])
-        report_tables.to_markdown(merged)
-        report.to_dict(merged)
-        report_tables.print_report(merged, Console(file=io.StringIO(), width=200))
+        show_report(path)
     except InputError:
         pass
     try:
@@ -192,12 +231,72 @@ def test_a_hundred_thousand_levels_of_json_are_one_line(scratch):
 
 
 @settings(max_examples=max(1, EXAMPLES // 15))
-@given(case=edits_of(DOCUMENTS))
-def test_report_cli_on_documents(scratch, case):
+@given(case=edits_of(DOCUMENTS), family_tables=st.booleans())
+def test_report_cli_on_documents(scratch, case, family_tables):
     name, edits = case
     path = scratch / f"cli-{name}"
     path.write_text(json.dumps(edited(DOCUMENTS, name, edits)))
-    assert_clean_answer(*run_cli("report", path, "--markdown"))
+    assert_clean_answer(*run_cli("report", path, "--markdown", *(["--family-tables"] if family_tables else [])))
+
+
+# Where the family tables read a document: the fields their views declare (t4_view, t3_view, stage_table
+# FIELDS), the llama.cpp table in the experiment's settings, and the row fields the common table reads too.
+FAMILY_FIELDS = sorted(
+    {
+        *(path for view in (t3_view, t4_view, stage_table) for path in view.FIELDS),
+        "config.family",
+        "config.settings",
+        "config.settings.llama_cpp_pp_tps.*",
+        "config.settings.llama_cpp_pp_tps.*.*",
+        "config.settings.llama_cpp_pp_tps.*.*.*",
+        "environment.gpu.name",
+        "results.*.case",
+        "results.*.variant",
+        "results.*.summary.median_us",
+    }
+)
+
+
+@st.composite
+def family_field_edits(draw) -> tuple[str, list[tuple[tuple, object]]]:
+    """(seed, edits) of a t3/t4/layer run, each edit at a field the family tables read (``*``: a drawn row or
+    key of the seed), to another value or removed: what blind edits reach too rarely."""
+    name = draw(st.sampled_from([T4, T3, LAYER]))
+    edits = []
+    for _ in range(draw(st.integers(1, 3))):
+        path, node = (), DOCUMENTS[name]
+        for key in draw(st.sampled_from(FAMILY_FIELDS)).split("."):
+            if key == "*":
+                if not isinstance(node, (dict, list)) or not node:
+                    break
+                key = draw(st.sampled_from(list(node) if isinstance(node, dict) else range(len(node))))
+            path = (*path, key)
+            node = node.get(key) if isinstance(node, dict) else node[key] if isinstance(node, list) else None
+        value = draw(values | st.sampled_from([DELETE, 0, "[/]", "[bold]x", "x|y", "-T512"]))
+        edits.append((path, DELETE if value == DELETE and isinstance(path[-1], str) else value))
+    return name, edits
+
+
+@FUZZ
+@given(case=family_field_edits())
+def test_family_tables_on_edited_fields(scratch, case):
+    """report --family-tables of a t3/t4/layer run whose fields the views read lie: the tables, or InputError."""
+    name, edits = case
+    path = scratch / f"family-{name}"
+    path.write_text(json.dumps(edited(DOCUMENTS, name, edits)))
+    try:
+        show_report(path)
+    except InputError:
+        pass
+
+
+@settings(max_examples=max(1, EXAMPLES // 15))
+@given(case=family_field_edits())
+def test_report_cli_family_tables_on_edited_fields(scratch, case):
+    name, edits = case
+    path = scratch / f"cli-family-{name}"
+    path.write_text(json.dumps(edited(DOCUMENTS, name, edits)))
+    assert_clean_answer(*run_cli("report", path, "--family-tables"))
 
 
 # --- YAML: experiments, gates, catalog, kernel categories, engine specs ------------------------------------

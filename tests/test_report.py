@@ -174,6 +174,24 @@ def test_missing_matplotlib_is_an_environment_error(tmp_path, capsys, monkeypatc
     assert not (tmp_path / "plots").exists()
 
 
+@pytest.mark.parametrize(
+    "number, message",
+    [
+        ("1" + "0" * 400, "results[0].summary.median_us is out of range: 10000000000000000000... has 401 digits"),
+        ("9" * 5000, "Exceeds the limit (4300 digits) for integer string conversion"),
+    ],
+    ids=["beyond a float", "beyond Python's int parsing"],
+)
+def test_a_number_too_large_is_one_line(tmp_path, capsys, number, message):
+    """An integer a float cannot hold (the tables format and divide medians) or one too long for json.loads."""
+    recorded = Path(__file__).resolve().parents[1] / "results/h200/microbench-20261129T134040-ba24976f.json"
+    text = recorded.read_text()
+    median = json.loads(text)["results"][0]["summary"]["median_us"]
+    (tmp_path / "doc.json").write_text(text.replace(f'"median_us": {median}', f'"median_us": {number}', 1))
+    code, _, err = run_cli(capsys, tmp_path / "doc.json", "--markdown")
+    assert code == 2 and message in err and err.count("\n") == 1 and err.startswith("zincbench: error: ")
+
+
 def test_recorded_results_in_the_repository_report_cleanly():
     paths = [
         p for p in sorted(REPO_RESULTS.glob("**/*.json")) if records.read(p)["kind"] in ("microbench", "validate", "ab")
@@ -209,3 +227,96 @@ def test_several_runs_of_a_family_at_80_columns_are_one_table(capsys, monkeypatc
                 run_id = run.split(" · ")[-1]
                 assert any(cells[:3] == [case, variant, run_id] for cells in body), (case, variant, run_id)
     assert "—" not in out and "(1/" not in out
+
+
+# --- --family-tables: each run's own tables after the merged ones ------------------------------------------
+
+T4_RUN = REPO_RESULTS / "h200" / "t4" / "microbench-20261202T003114-63cf59ef.json"
+T3_RUN = next((REPO_RESULTS / "h200" / "t3").glob("microbench-*.json"))
+LAYER_RUN = REPO_RESULTS / "h200" / "layer" / "microbench-20261201T232924-f3c1f172.json"
+
+
+def _md_rows(text: str, header: str) -> list[list[str]]:
+    """The body rows of the markdown table whose header row starts with ``header``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    body = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        body.append([cell.strip() for cell in line.strip("|").split("|")])
+    return body
+
+
+def test_family_tables_of_a_t4_run_in_markdown(capsys):
+    """`report --family-tables --markdown` of the committed t4 run: the merged table as without the option,
+    then the t4 view's group table and projection, the cells computed here from the JSON."""
+    from zincbench.show import t4_view
+
+    code, plain, _ = run_cli(capsys, "--markdown", T4_RUN)
+    assert code == 0
+    code, out, err = run_cli(capsys, "--family-tables", "--markdown", T4_RUN)
+    assert code == 0 and err == ""
+    doc = json.loads(T4_RUN.read_text())
+    assert out == plain.rstrip() + "\n\n" + t4_view.markdown_view(doc).rstrip() + "\n"
+    assert f"### {t4_view.GROUP_TITLE}" in out and f"### {t4_view.PROJECTION_TITLE}" in out
+
+    rows = {(r["case"], r["variant"]): r for r in doc["results"]}
+    cases = list(dict.fromkeys(r["case"] for r in doc["results"]))
+    groups = _md_rows(out, "| group | T | launches |")
+    assert len(groups) == len(cases) == 30
+    for case, cells in zip(cases, groups):
+        params = rows[(case, "engine_path")]["params"]
+        medians = [rows[(case, v)]["summary"]["median_us"] for v in ("engine_path", "norm_f16", "norm_f16_shared")]
+        assert cells[:2] == [f"{params['model']}.{params['group']}", str(params["tokens"])]
+        assert cells[3:6] == [f"{m:.0f}" for m in medians]
+        assert cells[-3:-1] == [f"{medians[0] - medians[1]:.0f}", f"{medians[0] - medians[2]:.0f}"]
+        assert cells[-1] == "==="  # every candidate's bits equal the engine path's in this run
+    assert groups[0][:7] == ["qwen35-9b.attn", "512", "10/7/5", "284", "259", "254", "229"]
+
+    projection = _md_rows(out, "| model | T | groups |")
+    assert len(projection) == 9  # 3 models x 3 T
+    for cells in projection:
+        model, t = cells[0], int(cells[1])
+        timed = [r for r in doc["results"] if r["params"]["model"] == model and r["params"]["tokens"] == t]
+        us = sum(r["params"]["layers"] * r["summary"]["median_us"] for r in timed if r["variant"] == "engine_path")
+        assert cells[3] == f"{t / (us * 1e-6):.0f}" and cells[2] == str(len(timed) // 5)
+
+
+def test_family_tables_of_several_runs_are_headed_by_their_run_and_fit_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, plain, _ = run_cli(capsys, T4_RUN, T3_RUN, LAYER_RUN)
+    assert code == 0
+    code, out, err = run_cli(capsys, "--family-tables", T4_RUN, T3_RUN, LAYER_RUN)
+    assert code == 0 and err == "" and out.startswith(plain)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert [line for line in lines if line.startswith(("t4 · ", "t3 · ", "layer · "))] == [
+        "t4 · NVIDIA H200",
+        "t3 · NVIDIA H200",
+        "layer · NVIDIA H200",
+    ]
+    for title in ("T4 norm + GEMM groups", "Norm + GEMM groups of one prefill", "Scans vs flash-linear-attention"):
+        assert any(line.startswith(title) for line in lines), title
+    assert any(line.startswith("stages: qwen36-35b-a3b") for line in lines)
+
+    code, single, _ = run_cli(capsys, "--family-tables", T4_RUN)  # one run: no heading
+    assert code == 0 and max(len(line) for line in single.splitlines()) <= 80 and "t4 · " not in single
+
+
+def test_family_tables_read_only_checked_fields(tmp_path, capsys):
+    """A field the family tables read, of the wrong type, is one line and exit 2 with the option; the merged
+    table alone does not read it. A family name that names no module has no view."""
+    from zincbench.show.microbench_table import family_view
+
+    doc = json.loads(T4_RUN.read_text())
+    doc["results"][7]["params"]["tokens"] = "512"
+    (tmp_path / "t4.json").write_text(json.dumps(doc))
+    code, _, err = run_cli(capsys, "--family-tables", "--markdown", tmp_path / "t4.json")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("zincbench: error: ") and "results[7].params.tokens must be a number, got '512'" in err
+    assert run_cli(capsys, "--markdown", tmp_path / "t4.json")[0] == 0
+
+    code, _, err = run_cli(capsys, "--family-tables", "--json", T4_RUN)
+    assert code == 2 and "--family-tables" in err
+    assert [family_view(name) for name in ("..", "t4.", "t4_view.x", None, 4)] == [None] * 5

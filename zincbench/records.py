@@ -244,6 +244,8 @@ def read(path: str | os.PathLike) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: not a zincbench results document (invalid JSON: {exc})") from None
+    except ValueError as exc:  # json.loads' other error: an integer longer than Python converts (4300 digits)
+        raise InputError(f"{p}: not a zincbench results document ({exc})"[:300]) from None
     except RecursionError:
         raise InputError(f"{p}: not a zincbench results document (JSON nested too deeply)") from None
     return check_document(data, str(p))

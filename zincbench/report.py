@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -76,62 +77,63 @@ class Report:
         return list(dict.fromkeys(row["family"] for row in self.microbench))
 
 
-_NUMBER = (int, float, type(None))
-_TEXT = (str, type(None))
-_MAPPING = (dict, type(None))
+# JSON types a field may have, for schemas here and in the views that read a document's fields (show.*_view)
+NUMBER = (int, float, type(None))
+TEXT = (str, type(None))
+MAPPING = (dict, type(None))
 # The fields the tables read, per kind, with their JSON types ("*": every key of a mapping; rows and
 # scoreboard models are checked one by one). Those in _REQUIRED must be present.
 _SCHEMAS = {
     "microbench": {
         "case": (str,),
         "variant": (str,),
-        "family": _TEXT,
-        "role": _TEXT,
-        "summary": _MAPPING,
-        "summary.median_us": _NUMBER,
-        "summary.p90_us": _NUMBER,
-        "vs_baseline": _MAPPING,
-        "vs_baseline.speedup": _NUMBER,
-        "vs_baseline.verdict": _TEXT,
-        "check": _MAPPING,
-        "check.rel_error": _NUMBER,
+        "family": TEXT,
+        "role": TEXT,
+        "summary": MAPPING,
+        "summary.median_us": NUMBER,
+        "summary.p90_us": NUMBER,
+        "vs_baseline": MAPPING,
+        "vs_baseline.speedup": NUMBER,
+        "vs_baseline.verdict": TEXT,
+        "check": MAPPING,
+        "check.rel_error": NUMBER,
         "check.tolerance": (int, float),
-        "check.failure": _TEXT,
+        "check.failure": TEXT,
         "check.fully_written": (bool,),
-        "skipped": _TEXT,
+        "skipped": TEXT,
     },
     "document": {
-        "environment.gpu": _MAPPING,
-        "environment.gpu.name": _TEXT,
-        "environment.gpu.uuid": _TEXT,
-        "config.family": _TEXT,
-        "run_id": _TEXT,
-        "timestamp": _TEXT,
+        "environment.gpu": MAPPING,
+        "environment.gpu.name": TEXT,
+        "environment.gpu.uuid": TEXT,
+        "config.family": TEXT,
+        "run_id": TEXT,
+        "timestamp": TEXT,
     },
-    "validate": {"model": (str,), "status": _TEXT, "match": _NUMBER, "n_gen": _NUMBER, "reason": _TEXT},
+    "validate": {"model": (str,), "status": TEXT, "match": NUMBER, "n_gen": NUMBER, "reason": TEXT},
     "ab-model": {
         "model": (str,),
         "verdict": (str,),
         "errors": (list,),
         "arms": (dict,),
         "arms.*": (dict,),
-        "arms.*.prefill_p90": _NUMBER,
-        "arms.*.prefill_median": _NUMBER,
-        "arms.*.decode_p90": _NUMBER,
-        "prefill": _MAPPING,
+        "arms.*.prefill_p90": NUMBER,
+        "arms.*.prefill_median": NUMBER,
+        "arms.*.decode_p90": NUMBER,
+        "prefill": MAPPING,
         "prefill.ratio": (int, float),
         "prefill.ci": (list,),
-        "prefill.ci.*": _NUMBER,
-        "decode": _MAPPING,
+        "prefill.ci.*": NUMBER,
+        "decode": MAPPING,
         "decode.ratio": (int, float),
         "decode.ci": (list,),
-        "decode.ci.*": _NUMBER,
-        "llama": _MAPPING,
-        "llama.pp": _MAPPING,
-        "llama.pp.avg_ts": _NUMBER,
-        "llama.pp.test": _TEXT,
-        "gap": _NUMBER,
-        "shape": _TEXT,
+        "decode.ci.*": NUMBER,
+        "llama": MAPPING,
+        "llama.pp": MAPPING,
+        "llama.pp.avg_ts": NUMBER,
+        "llama.pp.test": TEXT,
+        "gap": NUMBER,
+        "shape": TEXT,
     },
 }
 _REQUIRED = {
@@ -166,17 +168,29 @@ def _values_at(obj, dotted: str, where: str):
     return found
 
 
-def _check_fields(obj, kind: str, where: str) -> None:
+def check_fields(obj, schema: dict, where: str, required: Iterable[str] = ()) -> None:
+    """``obj`` (a document or one of its rows) has the fields a table reads, of their JSON types: ``schema``
+    maps dotted paths (``*``: each item) to the types allowed there; a path in ``required`` must be present
+    wherever its parent is an object. A number must fit a float: the tables compute with it. Else one
+    InputError naming the place."""
     if not isinstance(obj, dict):
         raise InputError(f"{where} must be an object, got {_TYPE_NAMES.get(type(obj), type(obj).__name__)}")
-    for name in _REQUIRED[kind]:
-        if name not in obj:
-            raise InputError(f"{where} has no {name!r} field")
-    for dotted, types in _SCHEMAS[kind].items():
+    for dotted in required:
+        parent, _, name = dotted.rpartition(".")
+        for place, value in _values_at(obj, parent, where) if parent else [(where, obj)]:
+            if isinstance(value, dict) and name not in value:
+                raise InputError(f"{place} has no {name!r} field"[:200])
+    for dotted, types in schema.items():
         for place, value in _values_at(obj, dotted, where):
             if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
                 wanted = " or ".join(dict.fromkeys(_TYPE_NAMES[t] for t in types))
                 raise InputError(f"{place} must be {wanted}, got {value!r}"[:200])
+            if isinstance(value, int) and abs(value) > sys.float_info.max:
+                raise InputError(f"{place} is out of range: {str(value)[:20]}... has {len(str(value))} digits")
+
+
+def _check_fields(obj, kind: str, where: str) -> None:
+    check_fields(obj, _SCHEMAS[kind], where, _REQUIRED[kind])
 
 
 def _typed_row(row_type, row: dict, where: str):

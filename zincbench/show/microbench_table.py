@@ -13,17 +13,20 @@ from rich.table import Table
 from rich.text import Text
 
 from zincbench.bench.rows import MicrobenchRow, rows_of
+from zincbench.show import stage_table
 from zincbench.show.fit import fits
-from zincbench.show.stage_table import print_stage_tables, stage_markdown
 
 ROLE_STYLE = {"baseline": "cyan", "candidate": "bold", "ceiling": "dim", "reference": "dim"}
 VERDICT_STYLE = {"faster": "green", "slower": "red", "same": "yellow", "inconclusive": "magenta"}
 
 
-def family_view(family: str) -> ModuleType | None:
+def family_view(family: object) -> ModuleType | None:
     """A family's own tables after the common one: ``zincbench/show/<family>_view.py`` with
-    ``print_view(doc, console)`` and ``markdown_view(doc) -> str``, found by its name (adding one is one
-    new file); None for a family without one."""
+    ``print_view(doc, console)``, ``markdown_view(doc) -> str`` and ``FIELDS``/``REQUIRED`` (what they read
+    of a document beyond its typed rows, for report.check_fields), found by its name (adding one is one
+    new file); None for a family without one, or a name that is none (a document's family is its text)."""
+    if not isinstance(family, str) or not family.isidentifier():
+        return None
     name = f"{__package__}.{family}_view"
     try:
         return importlib.import_module(name)
@@ -31,6 +34,24 @@ def family_view(family: str) -> ModuleType | None:
         if exc.name != name:
             raise
         return None
+
+
+def family_parts(doc: dict) -> list[ModuleType]:
+    """What renders a document's tables after the common one: its family's view (if any), then the stage
+    tables (any family's variants that record stages); each has ``print_view``, ``markdown_view``,
+    ``FIELDS`` and ``REQUIRED``."""
+    view = family_view((doc.get("config") or {}).get("family"))
+    return [view, stage_table] if view is not None else [stage_table]
+
+
+def print_family_tables(doc: dict, console: Console) -> None:
+    for part in family_parts(doc):
+        part.print_view(doc, console)
+
+
+def family_markdown(doc: dict) -> str:
+    """The tables after the common one as markdown, "" where the document has none."""
+    return "\n\n".join(filter(None, (part.markdown_view(doc) for part in family_parts(doc))))
 
 
 def _fmt(v, spec=".1f", dash="–"):
@@ -250,10 +271,7 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
             )
     for note in source_notes(doc):
         console.print(note, markup=False, highlight=False)
-    view = family_view(cfg["family"])
-    if view is not None:
-        view.print_view(doc, console)
-    print_stage_tables(doc, console)
+    print_family_tables(doc, console)
 
 
 def microbench_markdown(doc: dict) -> str:
@@ -264,6 +282,4 @@ def microbench_markdown(doc: dict) -> str:
     lines.append("")
     lines.append(f"**{verdict.get('decision', 'INCOMPLETE')}**: {rule_in_words(verdict.get('rule') or {})}")
     lines += [""] + [f"- {note}" for note in source_notes(doc)] if source_notes(doc) else []
-    view = family_view(doc["config"]["family"])
-    extras = [view.markdown_view(doc) if view is not None else "", stage_markdown(doc)]
-    return "\n\n".join(["\n".join(lines), *filter(None, extras)])
+    return "\n\n".join(filter(None, ["\n".join(lines), family_markdown(doc)]))

@@ -1,12 +1,15 @@
 """``zincbench report``'s views of a merged ``report.Report``: one table per microbench family and one for
 validate (median/p90 or status per run, a column per run), each ab run's scoreboard, then the notes; as
-rich tables (in column groups when the terminal is narrow) or markdown."""
+rich tables (in column groups when the terminal is narrow) or markdown. With ``family_tables``, then each
+microbench run's own tables after the common one, as ``zincbench microbench`` shows them (its family's
+view, the stage tables)."""
 
 from __future__ import annotations
 
-from zincbench.report import Report
+from zincbench.report import Report, check_fields
 from zincbench.show import scoreboard
 from zincbench.show.fit import fits, fits_whole, print_in_column_groups
+from zincbench.show.microbench_table import family_markdown, family_parts, print_family_tables
 
 
 def _us(value) -> str:
@@ -87,7 +90,25 @@ def _md_table(headers: list[str], cells: list[list[str]]) -> str:
     return "\n".join([row(headers), row(["---"] * len(headers)), *(row(c) for c in cells)])
 
 
-def to_markdown(report: Report) -> str:
+def family_documents(report: Report) -> list[tuple[str, dict]]:
+    """(heading, document) of each microbench run with tables after the common one, in the order given: the
+    document with its rows back in their recorded shape (what the views read), checked for the fields those
+    tables read, so that a damaged one is one InputError naming the file and field before anything is
+    shown. The heading names the family and the run where the report has several runs, else it is ""."""
+    out = []
+    for source in report.of_kind("microbench"):
+        doc = {**source.doc, "results": [row.to_json() for row in source.doc.get("results") or []]}
+        for part in family_parts(doc):
+            check_fields(doc, part.FIELDS, str(source.path), part.REQUIRED)
+        if family_markdown(doc):
+            family = doc["config"].get("family")
+            heading = f"{family} · {source.label}" if family else source.label
+            out.append((heading if len(report.sources) > 1 else "", doc))
+    return out
+
+
+def to_markdown(report: Report, family_tables: bool = False) -> str:
+    documents = family_documents(report) if family_tables else []
     parts = []
     for family in report.families:
         parts += [f"### microbench {family}", "", _md_table(*microbench_table(report, family)), ""]
@@ -97,7 +118,9 @@ def to_markdown(report: Report) -> str:
         parts += [f"### ab · {run['run']} · {run['overall']}", "", scoreboard.to_markdown(run["models"], run["arms"])]
     if report.notes:
         parts += ["", *(f"- {note}" for note in report.notes)]
-    return "\n".join(parts).rstrip() + "\n"
+    blocks = ["\n".join(parts)]
+    blocks += [(f"**{heading}**\n\n" if heading else "") + family_markdown(doc) for heading, doc in documents]
+    return "\n\n".join(block.rstrip() for block in blocks) + "\n"
 
 
 def _print_plain(console, title: str, headers: list[str], cells: list[list[str]]) -> bool:
@@ -117,11 +140,12 @@ def _print_plain(console, title: str, headers: list[str], cells: list[list[str]]
     return True
 
 
-def print_report(report: Report, console=None) -> None:
+def print_report(report: Report, console=None, family_tables: bool = False) -> None:
     from rich.console import Console
     from rich.markup import escape
 
     console = console or Console()
+    documents = family_documents(report) if family_tables else []  # checked before any table is printed
     # (title, table, leading key columns, whether the run columns are numbers, aligned right)
     tables = []
     for family in report.families:
@@ -149,3 +173,8 @@ def print_report(report: Report, console=None) -> None:
         scoreboard.render(run["models"], run["arms"], console, title=f"ab · {run['run']} · {run['overall']}")
     for note in report.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
+    for heading, doc in documents:
+        if heading:
+            console.print()
+            console.print(heading, style="bold", markup=False, highlight=False, overflow="fold")
+        print_family_tables(doc, console)

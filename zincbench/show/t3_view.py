@@ -15,6 +15,16 @@ from zincbench.bench.rows import rows_of
 from zincbench.bench.t3_ssm import PROJECTIONS, SSM_STAGES
 from zincbench.show.titled_tables import TitledTable, markdown_tables, print_tables
 
+# What these tables read of a document beyond its typed rows (report.check_fields; see stage_table.FIELDS):
+# every row's case params name its model, T and the layer's stage.
+FIELDS = {
+    "results.*.params": (dict,),
+    "results.*.params.model": (str,),
+    "results.*.params.tokens": (int,),
+    "results.*.params.stage": (str,),
+}
+REQUIRED = ("results.*.params.model", "results.*.params.tokens", "results.*.params.stage")
+
 TITLE = "SSM layer by stage, median µs"
 HEADERS = ["model", "T", "scan", "chunked", "conv1d", "norm", "proj", "layer", "share"]
 NOTES = [
@@ -40,8 +50,11 @@ SCAN_NOTES = [
 
 
 def _medians(doc: dict, variants) -> dict:
+    """(model, T, stage, variant) -> median µs (a float: the tables add and divide them)."""
     return {
-        (r.params["model"], r.params["tokens"], r.params["stage"], r.variant): r.summary.median_us
+        (r.params["model"], r.params["tokens"], r.params["stage"], r.variant): (
+            None if r.summary.median_us is None else float(r.summary.median_us)
+        )
         for r in rows_of(doc)
         if r.summary is not None and r.variant in variants
     }
@@ -87,6 +100,7 @@ def share_rows(doc: dict) -> list[dict]:
         parts = [stage["scan"], stage["conv1d"], stage["norm"], proj]
         layer = sum(parts) if None not in parts else None
         chunked = medians.get((model, t, "scan", "chunked"))
+        with_chunked = layer - stage["scan"] + chunked if layer and chunked else None  # the layer, chunked scan
         out.append(
             {
                 "model": model,
@@ -98,7 +112,7 @@ def share_rows(doc: dict) -> list[dict]:
                 "proj": proj,
                 "layer": layer,
                 "share": stage["scan"] / layer if layer else None,
-                "share_chunked": chunked / (layer - stage["scan"] + chunked) if layer and chunked else None,
+                "share_chunked": chunked / with_chunked if with_chunked else None,
             }
         )
     return out

@@ -11,6 +11,8 @@ from collections import defaultdict
 
 from rich.console import Console
 
+from zincbench.report import MAPPING
+from zincbench.show.stage_table import by_tokens, llama_pp_tps, rate
 from zincbench.show.titled_tables import TitledTable, markdown_tables, print_tables
 
 ENGINE, A, B, T1, ZINC = "engine_path", "norm_f16", "norm_f16_shared", "t1_fused", "engine"
@@ -26,6 +28,27 @@ NOTES = [
     "fails its check and is never GO.",
 ]
 
+# What these tables read of a document beyond its typed rows (report.check_fields; see stage_table.FIELDS):
+# every row's case params name its model, group, T and the model's layers with that group. (detail.launches
+# is shown as text, whatever it is: a count on the declared paths, the launches themselves on `engine`.)
+FIELDS = {
+    "results.*.params": (dict,),
+    "results.*.params.model": (str,),
+    "results.*.params.group": (str,),
+    "results.*.params.tokens": (int,),
+    "results.*.params.layers": (int,),
+    "results.*.detail": MAPPING,
+    "results.*.detail.bits": MAPPING,
+    "results.*.detail.bits.identical": (bool,),
+}
+REQUIRED = (
+    "results.*.params.model",
+    "results.*.params.group",
+    "results.*.params.tokens",
+    "results.*.params.layers",
+    "results.*.detail.bits.identical",
+)
+
 
 def _fmt(v, spec=".0f") -> str:
     return "–" if v is None else format(v, spec)
@@ -37,7 +60,8 @@ def _rows(doc: dict) -> dict:
 
 
 def _median(row: dict | None) -> float | None:
-    return ((row or {}).get("summary") or {}).get("median_us")
+    median = ((row or {}).get("summary") or {}).get("median_us")
+    return None if median is None else float(median)
 
 
 def _bits(row: dict | None) -> str:
@@ -72,11 +96,7 @@ def group_rows(doc: dict) -> list[list[str]]:
 def projection_rows(doc: dict) -> list[list[str]]:
     """Per model and T with every group timed on eng, A and B: the groups' part of one prefill in tokens/s."""
     rows = _rows(doc)
-    device = ((doc.get("environment") or {}).get("gpu") or {}).get("name", "")
-    pp: dict = {}
-    for name, models in ((doc.get("config") or {}).get("settings") or {}).get("llama_cpp_pp_tps", {}).items():
-        if name in device:
-            pp = {model: {int(t): v for t, v in table.items()} for model, table in models.items()}
+    pp = {model: by_tokens(table) for model, table in llama_pp_tps(doc).items()}
     totals: dict = defaultdict(lambda: defaultdict(float))
     groups: dict = defaultdict(int)
     missing = set()
@@ -99,7 +119,7 @@ def projection_rows(doc: dict) -> list[list[str]]:
                 model,
                 str(t),
                 str(groups[key]),
-                *(_fmt(t / (total[v] * 1e-6)) for v in (ENGINE, A, B)),
+                *(rate(t, total[v]) for v in (ENGINE, A, B)),
                 _fmt((total[ENGINE] - total[B]) / 1e3, ".2f"),
                 _fmt(pp.get(model, {}).get(t)),
             ]

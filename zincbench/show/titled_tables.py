@@ -5,6 +5,7 @@ right-aligned numbers."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 
 from zincbench.show.fit import print_in_column_groups
 
@@ -13,7 +14,8 @@ TitledTable = tuple[str, list[str], list[list[str]], list[str]]
 
 def print_tables(tables: list[TitledTable], console: Console) -> None:
     for title, headers, rows, notes in tables:
-        print_in_column_groups(console, title, headers, rows, keys=2, right=range(1, len(headers)))
+        cells = [[escape(cell) for cell in row] for row in rows]  # names from the document are text, not markup
+        print_in_column_groups(console, title, headers, cells, keys=2, right=range(1, len(headers)))
         for note in notes:
             console.print(note, markup=False, highlight=False)
 
