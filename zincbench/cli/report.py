@@ -14,11 +14,11 @@ from zincbench.cli._common import echo_json, json_option
 microbench: median/p90 per case x variant, one column per run; validate: each model's status per
 run; ab: each run's scoreboard. Runs are labelled by GPU (plus the run id where a GPU has several),
 and interrupted runs are marked incomplete. Documents of one kind from different GPUs are refused
-unless --ignore-device. --family-tables adds, for each microbench document in the order given, the
+unless --ignore-device. --family-tables shows, for each microbench document in the order given, the
 tables `zincbench microbench` prints after its common one (t3, t4: the family's own; layer: the
-stages), headed by the run where several documents are given. --plot DIR writes PNGs (needs
-matplotlib, the `plot` extra): time vs N_e with the hardware floor for T2, each variant vs the round
-trip for T1, scoreboard bars for ab.
+stages) in place of its family's merged table, headed by the run where several documents are given.
+--plot DIR writes PNGs (needs matplotlib, the `plot` extra): time vs N_e with the hardware floor for
+T2, each variant vs the round trip for T1, scoreboard bars for ab.
 
 \b
 Exit codes: 0 shown, 2 bad input (unreadable document, devices differ), 4 matplotlib missing."""
@@ -30,7 +30,7 @@ Exit codes: 0 shown, 2 bad input (unreadable document, devices differ), 4 matplo
 @click.option(
     "--family-tables",
     is_flag=True,
-    help="After the merged tables, each microbench run's own family tables (as `microbench` prints them).",
+    help="Each microbench run's own family tables (as `microbench` prints them) instead of its merged table.",
 )
 @json_option
 def command(results, as_markdown, plot_dir, ignore_device, family_tables, as_json):

@@ -1,8 +1,8 @@
 """``zincbench report``'s views of a merged ``report.Report``: one table per microbench family and one for
 validate (median/p90 or status per run, a column per run), each ab run's scoreboard, then the notes; as
-rich tables (in column groups when the terminal is narrow) or markdown. With ``family_tables``, then each
-microbench run's own tables after the common one, as ``zincbench microbench`` shows them (its family's
-view, the stage tables)."""
+rich tables (in column groups when the terminal is narrow) or markdown. With ``family_tables``, each
+microbench run's own tables, as ``zincbench microbench`` shows them after its common one (its family's
+view, the stage tables), take the place of its family's merged table: short enough to quote in a doc."""
 
 from __future__ import annotations
 
@@ -107,10 +107,16 @@ def family_documents(report: Report) -> list[tuple[str, dict]]:
     return out
 
 
+def _merged_families(report: Report, documents: list[tuple[str, dict]]) -> list[str]:
+    """The microbench families shown as a merged table: those whose runs' own tables are not shown instead."""
+    own = {doc["config"].get("family") for _, doc in documents}
+    return [family for family in report.families if family not in own]
+
+
 def to_markdown(report: Report, family_tables: bool = False) -> str:
     documents = family_documents(report) if family_tables else []
     parts = []
-    for family in report.families:
+    for family in _merged_families(report, documents):
         parts += [f"### microbench {family}", "", _md_table(*microbench_table(report, family)), ""]
     if report.validate:
         parts += ["### validate", "", _md_table(*validate_table(report)), ""]
@@ -120,7 +126,7 @@ def to_markdown(report: Report, family_tables: bool = False) -> str:
         parts += ["", *(f"- {note}" for note in report.notes)]
     blocks = ["\n".join(parts)]
     blocks += [(f"**{heading}**\n\n" if heading else "") + family_markdown(doc) for heading, doc in documents]
-    return "\n\n".join(block.rstrip() for block in blocks) + "\n"
+    return "\n\n".join(block.rstrip() for block in blocks if block.strip()) + "\n"
 
 
 def _print_plain(console, title: str, headers: list[str], cells: list[list[str]]) -> bool:
@@ -148,7 +154,7 @@ def print_report(report: Report, console=None, family_tables: bool = False) -> N
     documents = family_documents(report) if family_tables else []  # checked before any table is printed
     # (title, table, leading key columns, whether the run columns are numbers, aligned right)
     tables = []
-    for family in report.families:
+    for family in _merged_families(report, documents):
         headers, cells = microbench_table(report, family)
         if len(headers) > 3 and not fits_whole(
             console, [escape(h) for h in headers], [[escape(c) for c in line] for line in cells], keys=2
