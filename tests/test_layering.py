@@ -7,7 +7,7 @@ The layer map, bottom to top (names under ``zincbench.``; ``zincbench`` alone is
 ``__init__``). A module may import from its own layer and those below; the longest matching name
 places it, so ``bench.rows`` sits in records although ``bench`` sits lower:
 
-    foundations  zincbench errors config inputs resources outputs plugins catalog
+    foundations  zincbench errors config inputs resources outputs plugins catalog progress
     libraries    quant gpu judge change_points reference install
     measure      measure ops
     adapters     bench engines

@@ -24,6 +24,7 @@ from zincbench.bench.rows import Floor, MicrobenchRow, Summary, VsBaseline
 from zincbench.config import experiment_path
 from zincbench.errors import InputError
 from zincbench.measure.traffic import rates
+from zincbench.progress import progress_bar
 
 
 def _nvtx_range(name: str):
@@ -180,10 +181,8 @@ def measure_cases(family, config, plan, doc, writer, rng, tuner, timer, ceil, *,
     compared with its baseline and the document written once the case is done (an interrupted run keeps
     the cases it finished). Each case's inputs are freed before the next is built."""
     import cupy
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, transient=True, disable=not progress) as bar:
+    with progress_bar(progress) as bar:
         task = bar.add_task(f"{family.name} microbench", total=len(plan.cases) * len(plan.variants))
         for case in plan.cases:
             inputs = family.build_inputs(config, case, rng)

@@ -46,6 +46,7 @@ from zincbench.config import experiment_path, load_config
 from zincbench.errors import EnvironmentProblem, ExitCode, InputError
 from zincbench.judge import Verdict, compare_medians
 from zincbench.measure.process import run_process, signals_as_interrupts
+from zincbench.progress import progress_bar
 from zincbench.runs.aa_rows import ComparisonRow, ProcessRow, RepeatRow
 from zincbench.runs.ab import ABSettings
 from zincbench.runs.ab_rows import PAIRED_METRICS, PairedRatio
@@ -495,22 +496,6 @@ class AAOutcome:
     exit_code: ExitCode
 
 
-def _progress(enabled: bool):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not (enabled and console.is_terminal),
-    )
-
-
 def _gate_rule(settings: MicrobenchAASettings):
     """The family's gate rule, after checking that the case and variant exist (no GPU needed)."""
     from zincbench.bench import load_family
@@ -555,7 +540,7 @@ def run_microbench_aa(
         },
     )
     rows = []
-    with tempfile.TemporaryDirectory(prefix="zincbench-aa-") as scratch, _progress(progress) as bar:
+    with tempfile.TemporaryDirectory(prefix="zincbench-aa-") as scratch, progress_bar(progress) as bar:
         task = bar.add_task(f"A/A {settings.variant} {settings.case}", total=settings.processes)
         argv = microbench_argv(settings, Path(scratch))
 
@@ -663,7 +648,7 @@ def run_ab_aa(
     arms = [Arm("A", engine, dict(env or {})), Arm("B", engine, {**(env or {}), **(planted or {})})]
     doc = _ab_aa_document(models, engine, config, env=env, gpu_uuid=gpu_uuid, planted=planted, expect=expect)
     rows = []
-    with _progress(progress) as bar:
+    with progress_bar(progress) as bar:
         repeats = _repeated_ab(models, arms, settings, gpu_uuid, monitor, bar)
         # bad input (a missing model file, a binary that is no engine) stops here, before a results file
         first = next(repeats)

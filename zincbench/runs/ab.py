@@ -41,6 +41,7 @@ from zincbench.errors import EnvironmentProblem, ExitCode, InputError, worst
 from zincbench.judge import Verdict, compare_paired
 from zincbench.measure.llama_bench import LlamaBenchRow, run_llama_bench
 from zincbench.measure.process import EngineFailure, launch_problem, signals_as_interrupts
+from zincbench.progress import progress_bar
 from zincbench.records import Document, IncrementalWriter, Rejudged, drift_details, to_jsonable
 from zincbench.runs.ab_rows import PAIRED_METRICS, ABRun, ArmStats, PairedRatio, ScoreboardRow
 from zincbench.runs.sequential import METRICS, SequentialDesign
@@ -598,7 +599,7 @@ def run_ab(
     with (
         signals_as_interrupts(),
         IncrementalWriter(doc, results_path, results_dir) as writer,
-        _progress_bar(console, progress) as bar,
+        progress_bar(progress, console) as bar,
     ):
         task = bar.add_task("ab", total=_planned_steps(models, arms, settings, live_llama=bool(llama_bench_bin)))
         summaries: list[ScoreboardRow] = []
@@ -763,13 +764,6 @@ def scoreboard_frame(models: Sequence[ScoreboardRow], arms: Sequence[str]):
 
 def write_scoreboard_csv(models: Sequence[ScoreboardRow], arms: Sequence[str], path: Path) -> None:
     scoreboard_frame(models, arms).to_csv(path, index=False)
-
-
-def _progress_bar(console, enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    return Progress(*columns, console=console, disable=not enabled)
 
 
 def _measure_model(

@@ -32,6 +32,7 @@ from zincbench.engines.base import Engine, NotSupported
 from zincbench.engines.llama_cpp import LlamaSettings, decode_reference, llama_cpp_version
 from zincbench.errors import ExitCode, InputError
 from zincbench.measure.process import EngineFailure, signals_as_interrupts
+from zincbench.progress import progress_bar
 from zincbench.reference_store import Reference, TokenRow
 
 Mode = Literal["exact", "tolerant"]
@@ -187,22 +188,6 @@ def make_reference(
     )
 
 
-def _progress():
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-
-
 def record_references(
     models: list[CatalogModel],
     directory: str | Path,
@@ -220,14 +205,12 @@ def record_references(
     if absent:
         raise InputError(f"cannot record references, GGUF not found: {'; '.join(absent)}")
     refs = []
-    with signals_as_interrupts(), _progress() if progress else contextlib.nullcontext() as bar:
-        task = bar.add_task("recording references", total=len(models)) if bar else None
+    with signals_as_interrupts(), progress_bar(progress) as bar:
+        task = bar.add_task("recording references", total=len(models))
         for model in models:
-            if bar:
-                bar.update(task, description=f"llama.cpp reference: {model.name}")
+            bar.update(task, description=f"llama.cpp reference: {model.name}")
             refs.append(make_reference(model.gguf, model.prompt, model.n_gen, settings, full_hash, timeout_s))
-            if bar:
-                bar.advance(task)
+            bar.advance(task)
     conflicts = [str(path) for ref in refs if (path := reference_store.conflict(ref, directory))]
     if conflicts and not force:
         raise InputError(
@@ -246,10 +229,9 @@ def _record_args(model: CatalogModel) -> str:
 def _references(models: list[CatalogModel], options: ValidateOptions, directory: Path, bar) -> dict[str, Reference]:
     """References of every present model, fetched before any engine runs (bad input fails early)."""
     refs = {}
-    task = bar.add_task("references", total=len(models)) if bar else None
+    task = bar.add_task("references", total=len(models))
     for model in models:
-        if bar:
-            bar.update(task, description=f"{options.reference} reference: {model.name}")
+        bar.update(task, description=f"{options.reference} reference: {model.name}")
         if model.gguf.is_file():
             if options.reference == "live":
                 refs[model.name] = make_reference(
@@ -264,10 +246,8 @@ def _references(models: list[CatalogModel], options: ValidateOptions, directory:
                     full=options.full_hash,
                     record_args=_record_args(model),
                 )
-        if bar:
-            bar.advance(task)
-    if bar:
-        bar.remove_task(task)
+        bar.advance(task)
+    bar.remove_task(task)
     return refs
 
 
@@ -386,7 +366,7 @@ def validate_models(
         Path(options.references_dir) if options.references_dir else reference_store.default_directory(results_dir)
     )
     report = ValidateReport(outcomes=[], mode=options.mode, allow_missing=options.allow_missing)
-    with signals_as_interrupts(), _progress() if progress else contextlib.nullcontext() as bar:
+    with signals_as_interrupts(), progress_bar(progress) as bar:
         refs = _references(models, options, directory, bar)
         check_prompt = getattr(engine, "check_prompt", None)  # engines that cap the prompt length
         for ref in refs.values():
@@ -405,10 +385,9 @@ def validate_models(
         )
         writer = records.IncrementalWriter(doc, directory=results_dir) if write else contextlib.nullcontext()
         with writer:
-            task = bar.add_task("validate", total=len(models)) if bar else None
+            task = bar.add_task("validate", total=len(models))
             for model in models:
-                if bar:
-                    bar.update(task, description=f"{engine.kind}: {model.name}")
+                bar.update(task, description=f"{engine.kind}: {model.name}")
                 ref = refs.get(model.name)
                 if ref is None:
                     outcome = ModelOutcome(
@@ -427,8 +406,7 @@ def validate_models(
                 doc.verdict = report.verdict()
                 if write:
                     writer.flush()
-                if bar:
-                    bar.advance(task)
+                bar.advance(task)
         if write:
             report.path = writer.path
     return report
