@@ -28,6 +28,7 @@
 // Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh).
 
 #include "zb_half.cuh"
+#include "zb_wgmma.cuh"
 
 #define ZB_INVALID 0xFFFFFFFFu
 
@@ -471,6 +472,89 @@ __device__ __forceinline__ void zb_mma_half(float (&acc)[WM][WN][4], const typen
     }
 }
 
+// The Hopper path (WGMMA): one warpgroup instruction m64nNk16 per 16 k, A (this warp's 16 weight rows) decoded
+// into registers, B (the stage's X half) read by the Tensor cores straight from shared memory. In a k16 step
+// the B core matrices are two X chunks (as x_f32_to_f16_kquant_perm wrote them, token rows 16 bytes apart:
+// [chunk][token][16 B], no swizzle), and lane c's A registers are quarter c of the matching Q4_K quant words:
+// chunk 4i + m of a half holds x[e + {0,2,1,3}] and x[e + 32 + {0,2,1,3}], e the first weight of word i of
+// the row's 16-byte nibble group m, whose low nibbles are weights e..e+3 and high nibbles e+32..e+35. So
+// quarter 0 is (v & 0x000F000F), 1 the same of v >> 8, 2 and 3 the high nibbles: one shift, one LOP3, one sub
+// and one fma per A register, at the lane's own sub-block scale (low nibbles: 2j, high: 2j + 1).
+// Lane c's A registers for the 8 k16 steps of half h of its rows r and r + 8 (step 2m + p: nibble group m,
+// words 2p and 2p + 1), from the stage's weight area ws_w.
+template <int BM>
+__device__ __forceinline__ void zb_wgmma_decode_q4k(unsigned (&a)[8][4], const unsigned char* ws_w, int r, int c,
+                                                    int h) {
+    const uint4 hdr[2] = {zb_lds128(ws_w + BM * 64 + r * 16), zb_lds128(ws_w + BM * 64 + (r + 8) * 16)};
+    const unsigned shift = (c & 1) * 8u;
+    const unsigned mask = (c >> 1) ? 0x00F000F0u : 0x000F000Fu, bias = (c >> 1) ? ZB_BIAS_HIGH : ZB_BIAS_LOW;
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {  // 64-weight chunk 2h + jj: nibble groups 2jj, 2jj + 1
+            const int sub = 2 * jj + (c >> 1);  // the lane's sub-block within the half (low or high nibbles)
+            const ZbScale s = h ? zb_q4k_scale<true>(hdr[rr], sub) : zb_q4k_scale<false>(hdr[rr], sub);
+#pragma unroll
+            for (int mm = 0; mm < 2; ++mm) {
+                const int m = 2 * jj + mm;
+                const uint4 words = zb_lds128(ws_w + (r + 8 * rr) * 64 + 16 * m);
+#pragma unroll
+                for (int p = 0; p < 2; ++p)
+#pragma unroll
+                    for (int kk = 0; kk < 2; ++kk)
+                        a[2 * m + p][2 * kk + rr] = zb_dequant_pair(
+                            zb_and_or(zb_word(words, 2 * p + kk) >> shift, mask, bias), bias, s.dsc, s.ndm);
+            }
+        }
+    }
+}
+
+// The 8 wgmmas of one half, committed as one group: step 2m + p multiplies A a[2m + p] by X chunks 8p + m
+// (k 0-7) and 8p + m + 4 (k 8-15), which zb_wgmma_x_offset puts side by side in the step's 32 bytes of the
+// token's 128-byte swizzled row; into the first N columns of acc.
+// Where chunk q (0..15, see x_f32_to_f16_kquant_perm) of token row r of a half goes in the stage's X area, laid
+// out as wgmma's K-major 128-byte-swizzle atoms: [k atom (steps 0-3, 4-7)][token][128 B], the 16-byte unit u of
+// a row stored at u ^ (r & 7). Chunk q = 4i + m is k 0-7 (i even) or 8-15 (i odd) of step 2m + i / 2.
+template <int BN>
+__device__ __forceinline__ unsigned zb_wgmma_x_offset(int r, int q) {
+    const int m = q & 3, i = q >> 2, step = 2 * m + (i >> 1);
+    const int unit = (2 * step + (i & 1)) & 7;
+    return (unsigned)((step >> 2) * BN * 128 + r * 128 + ((unit ^ (r & 7)) << 4));
+}
+
+// Descriptor of a K-major operand in 128-byte-swizzle atoms of 8 rows (SBO 1024 bytes between atoms along N);
+// addr: the step's first byte in row 0 of its atom (the hardware applies the swizzle).
+__device__ __forceinline__ unsigned long long zb_wgmma_desc_sw128(unsigned addr) {
+    return zb_wgmma_desc(addr, 16u, 1024u) | 1ull << 62;
+}
+
+template <int N, int BN>
+__device__ __forceinline__ void zb_wgmma_half(float (&acc)[BN / 2], const unsigned (&a)[8][4], unsigned x_half) {
+    zb_wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < 8; ++step) {
+        ZbWgmma<N>::mma(acc, a[step], zb_wgmma_desc_sw128(x_half + (step >> 2) * BN * 128u + (step & 3) * 32u));
+    }
+    zb_wgmma_commit();
+}
+
+// QUARTERS: with TRIM_N the block multiplies only its first N = BN * quarters / 4 columns (its tokens rounded
+// up to a quarter of BN); block-uniform, so all of the block's wgmmas have one shape.
+template <int BN, bool TRIM_N>
+__device__ __forceinline__ void zb_wgmma_issue_half(float (&acc)[BN / 2], const unsigned (&a)[8][4], unsigned x_half,
+                                                    int quarters) {
+    if constexpr (TRIM_N) {
+        switch (quarters) {
+            case 1: zb_wgmma_half<BN / 4, BN>(acc, a, x_half); break;
+            case 2: zb_wgmma_half<BN / 2, BN>(acc, a, x_half); break;
+            case 3: zb_wgmma_half<3 * BN / 4, BN>(acc, a, x_half); break;
+            default: zb_wgmma_half<BN, BN>(acc, a, x_half); break;
+        }
+    } else {
+        zb_wgmma_half<BN, BN>(acc, a, x_half);
+    }
+}
+
 // ---- Epilogues (template parameter EPI) ---------------------------------------------------------
 // STORE: y[out_row][m] = acc. SWIGLU_F16_PERM / SWIGLU_F16_GROUPED (grouped MoE gate+up): the block's first
 // BM/2 weight rows are gate rows of `w`, the last BM/2 the same rows of `w_up` (ZbRows' split); it writes
@@ -612,8 +696,10 @@ __device__ __forceinline__ void zb_epilogue_rows(const float (&acc)[WM][WN][4], 
 // dequant and MMAs of 8-token columns that hold no token (with a BN at least the largest expert bucket,
 // the work unit is (expert, row block) with the whole bucket as N, every weight read and decoded once).
 // Without it every block computes all BN columns, padding included (the original schedule).
+// WGMMA: the math of a stage is zb_wgmma_issue_half (sm_90a only; Q4_K, WM = 1, WARPS_N = 1, whole warpgroups
+// along M) instead of mma.sync, and the X tile is stored as wgmma reads it ([chunk][token][16 B]).
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
-          int EPI>
+          int EPI, bool WGMMA = false>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
@@ -632,6 +718,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     static_assert(STAGES >= 2, "the pipeline loads stage s + STAGES - 1 while computing stage s");
     static_assert(!SWIGLU || (WM * WARPS_M) % 2 == 0, "SwiGLU splits the block's rows into gate and up halves");
     static_assert((!SWIGLU && EPI != ZB_EPI_COMBINE) || GROUPED, "the SwiGLU and combine epilogues are for grouped MoE");
+    static_assert(!WGMMA || (WM == 1 && WARPS_N == 1 && WARPS_M % 4 == 0 && Q::HALVES == 1),
+                  "the wgmma path: one 16-row slice per warp, whole warpgroups along M, a half superblock per stage");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, HALVES = Q::HALVES;
     constexpr int X_CHUNKS = BN * 16;  // per half superblock
@@ -657,16 +745,25 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
 
     const int row_bytes = (K / 256) * Q::BLOCK_BYTES;
     const int n_sb = K / 256;
-    const unsigned smem_base = zb_smem_addr(smem);
+    // WGMMA: the 128-byte swizzle repeats every 1024 bytes of address: stages start 1024-aligned (the host adds
+    // the slack; STAGE_BYTES is a multiple of 1024 for BM a multiple of 64)
+    const unsigned smem_pad = WGMMA ? (1024u - (zb_smem_addr(smem) & 1023u)) & 1023u : 0u;
+    unsigned char* const stages = smem + smem_pad;
+    const unsigned smem_base = zb_smem_addr(stages);
     const ZbRows rows{w + w_base, SWIGLU ? w_up + w_base : w + w_base, row0, M, row_bytes, OUT_ROWS};
     const typename Q::template Loader<BM, THREADS> loader(rows, tid);
 
     // Stage s holds `HALVES` half superblocks starting at half 2 * sb + h (step = (2 * sb + h) / HALVES).
     // X copies: thread tid moves chunk q = tid % 16 of rows tid / 16 + it * THREADS / 16; the row
     // parity (hence the swizzle) is the same for all its rows because THREADS / 16 is even.
+    // WGMMA: a warp moves 8 rows x 4 chunks (zb_wgmma_x_offset: conflict-free stores, 64 bytes read per row).
     static_assert(THREADS % 32 == 0, "row parity of a thread's X chunks must not change across iterations");
-    const int x_q = tid & 15, x_r0 = tid >> 4;
-    const unsigned x_dst0 = x_r0 * 256 + ((x_q ^ ((x_r0 & 1) << 2)) << 4);
+    const int x_q = WGMMA ? (tid >> 3) & 15 : tid & 15;
+    const int x_r0 = WGMMA ? (tid & 7) | (tid >> 7 << 3) : tid >> 4;
+    constexpr int X_ROW_STEP = THREADS / 16;  // rows between a thread's iterations (both layouts; a multiple of 8)
+    const unsigned x_dst0 =
+        WGMMA ? zb_wgmma_x_offset<BN>(x_r0, x_q) : x_r0 * 256 + ((x_q ^ ((x_r0 & 1) << 2)) << 4);
+    constexpr unsigned X_DST_STEP = WGMMA ? X_ROW_STEP * 128 : X_ROW_STEP * 256;
     auto load_stage = [&](int stage, int step) {
         const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
 #pragma unroll
@@ -674,11 +771,11 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
             const int half = step * HALVES + hh;
 #pragma unroll
             for (int it = 0; it < X_ITERS; ++it) {
-                const int r = x_r0 + it * (THREADS / 16);
+                const int r = x_r0 + it * X_ROW_STEP;
                 if (X_CHUNKS % THREADS == 0 || r < BN) {
                     const unsigned xoff = s_xoff[r];
                     const bool valid = xoff != ZB_INVALID;
-                    zb_cp_async16(xs + hh * Tile::X_HALF_BYTES + x_dst0 + it * (THREADS / 16) * 256,
+                    zb_cp_async16(xs + hh * Tile::X_HALF_BYTES + x_dst0 + it * X_DST_STEP,
                                   xp + (valid ? xoff + half * 16 + x_q : 0u), valid ? 16u : 0u);
                 }
             }
@@ -705,6 +802,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     // byte misalignment of their starts in global memory (Q6_K blocks are not 16-byte aligned).
     const int r_x = wn * 8 * WN + g;
     const int n_tiles = TRIM_N ? min(max((n_tokens - wn * 8 * WN + 7) / 8, 0), WN) : WN;  // this warp's columns
+    const int quarters = TRIM_N ? min(max((4 * n_tokens + BN - 1) / BN, 1), 4) : 4;  // WGMMA: columns in BN / 4
     const unsigned x_even = r_x * 256 + c * 16 + (g & 1) * 64;
     const unsigned x_odd = r_x * 256 + c * 16 + 64 - (g & 1) * 64;
     unsigned row_misalign[WM][2];
@@ -714,33 +812,68 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         for (int rr = 0; rr < 2; ++rr)
             row_misalign[mt][rr] =
                 (unsigned)(reinterpret_cast<unsigned long long>(rows.at(wm * 16 * WM + mt * 16 + g + 8 * rr)) & 15ull);
-    int stage = 0;
-    const unsigned char* ws = smem;  // the current stage's base
-    for (int sb = 0; sb < n_sb; ++sb) {
+    if constexpr (WGMMA) {
+        // Software-pipelined: the wgmmas of half t run while the lanes decode half t + 1 (the next stage is
+        // already resident: STAGES >= 3). Before the copy into the buffer of half t - 1, every warp has seen
+        // that half's wgmmas retire (wait<1>, then the barrier).
+        static_assert(STAGES >= 3, "the wgmma pipeline decodes stage t + 1 while stage t's wgmmas run");
+        float(&acc_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc);
+        const int r_w = wm * 16 + g;
+        unsigned a_even[8][4], a_odd[8][4];  // the A fragments of the even and the odd half of a superblock
+        zb_cp_async_wait<STAGES - 2>();
+        zb_fence_proxy_async();
+        __syncthreads();
+        zb_wgmma_decode_q4k<BM>(a_even, stages + Tile::X_BYTES, r_w, c, 0);
+        int stage = 0;  // stage of half t
+        auto advance = [&](int t, unsigned (&a_next)[8][4], int h_next) {  // after half t's wgmmas are issued
+            zb_wgmma_wait<1>();
+            if (t + 1 >= n_steps) return;
+            zb_cp_async_wait<STAGES - 3>();
+            zb_fence_proxy_async();
+            __syncthreads();
+            const int next = t + STAGES - 1;
+            const int free_stage = stage == 0 ? STAGES - 1 : stage - 1;  // half t - 1's, = next % STAGES
+            if (next < n_steps) load_stage(free_stage, next);
+            zb_cp_async_commit();
+            stage = stage == STAGES - 1 ? 0 : stage + 1;
+            zb_wgmma_decode_q4k<BM>(a_next, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c, h_next);
+        };
+        for (int t = 0; t < n_steps; t += 2) {  // n_steps is even: halves alternate between a_even and a_odd
+            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_even, smem_base + stage * Tile::STAGE_BYTES, quarters);
+            advance(t, a_odd, 1);
+            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_odd, smem_base + stage * Tile::STAGE_BYTES, quarters);
+            advance(t + 1, a_even, 0);
+        }
+        zb_wgmma_wait<0>();
+    } else {
+        int stage = 0;
+        const unsigned char* ws = smem;  // the current stage's base
+        for (int sb = 0; sb < n_sb; ++sb) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {  // unrolled: h is a constant in each copy
-            if (h % HALVES == 0) {
-                const int step = (2 * sb + h) / HALVES;
-                zb_cp_async_wait<STAGES - 2>();
-                __syncthreads();
-                const int next = step + STAGES - 1;
-                const int next_stage = stage == 0 ? STAGES - 1 : stage - 1;  // (step + STAGES - 1) % STAGES
-                if (next < n_steps) load_stage(next_stage, next);
-                zb_cp_async_commit();
-                ws = smem + stage * Tile::STAGE_BYTES;
+            for (int h = 0; h < 2; ++h) {  // unrolled: h is a constant in each copy
+                if (h % HALVES == 0) {
+                    const int step = (2 * sb + h) / HALVES;
+                    zb_cp_async_wait<STAGES - 2>();
+                    __syncthreads();
+                    const int next = step + STAGES - 1;
+                    const int next_stage = stage == 0 ? STAGES - 1 : stage - 1;  // (step + STAGES - 1) % STAGES
+                    if (next < n_steps) load_stage(next_stage, next);
+                    zb_cp_async_commit();
+                    ws = smem + stage * Tile::STAGE_BYTES;
+                }
+                if (n_tiles > 0) {  // warp-uniform: a trimmed warp without tokens only helps with the copies
+                    typename Q::Lane lanes[WM][2];
+#pragma unroll
+                    for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr)
+                            lanes[mt][rr] = Q::template load<BM>(ws + Tile::X_BYTES, wm * 16 * WM + mt * 16 + g + 8 * rr,
+                                                                 c, h, sb, row_misalign[mt][rr]);
+                    const unsigned char* xh = ws + (h % HALVES) * Tile::X_HALF_BYTES;
+                    zb_mma_half<Q, WM, WN>(acc, lanes, xh + x_even, xh + x_odd, n_tiles);
+                }
+                if (h % HALVES == HALVES - 1) stage = stage == STAGES - 1 ? 0 : stage + 1;
             }
-            if (n_tiles > 0) {  // warp-uniform: a trimmed warp without tokens only helps with the copies
-                typename Q::Lane lanes[WM][2];
-#pragma unroll
-                for (int mt = 0; mt < WM; ++mt)
-#pragma unroll
-                    for (int rr = 0; rr < 2; ++rr)
-                        lanes[mt][rr] = Q::template load<BM>(ws + Tile::X_BYTES, wm * 16 * WM + mt * 16 + g + 8 * rr, c,
-                                                             h, sb, row_misalign[mt][rr]);
-                const unsigned char* xh = ws + (h % HALVES) * Tile::X_HALF_BYTES;
-                zb_mma_half<Q, WM, WN>(acc, lanes, xh + x_even, xh + x_odd, n_tiles);
-            }
-            if (h % HALVES == HALVES - 1) stage = stage == STAGES - 1 ? 0 : stage + 1;
         }
     }
     zb_cp_async_wait<0>();
@@ -774,4 +907,16 @@ ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
 ZB_INSTANTIATE(ZbQ5K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ5K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ5K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the wgmma path (sm_90a): dense, trimmed grouped, and the SwiGLU epilogue
+#define ZB_INSTANTIATE_WGMMA(WN, WARPS_M, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI)                                  \
+    template __global__ void gemm_kquant_mma<ZbQ4K, 1, WN, WARPS_M, 1, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI, true>( \
+        const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,            \
+        const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int);
+ZB_INSTANTIATE_WGMMA(16, 8, 4, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE_WGMMA(8, 16, 3, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE_WGMMA(32, 8, 3, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE_WGMMA(2, 4, 4, 1, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE_WGMMA(16, 8, 3, 1, true, true, ZB_EPI_STORE)
+ZB_INSTANTIATE_WGMMA(8, 4, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM)
+#endif
 #endif

@@ -112,6 +112,15 @@ for step in "${@:-env tests}"; do
                 $LOGS/profile-t2-Ne16" ;;  # $LOGS/profile-t2-Ne16 is what results/h200/profile-t2-Ne16 commits
         gate) TAIL=40 run gate 420 $ZB gate experiments/gates.yaml --junit "$LOGS/gate.xml" --markdown "$LOGS/gate.md" ;;
         probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
+        wgprobe) TAIL=20 run wgprobe 120 python3 scripts/probe_wgmma.py ;;
+        probe_t2) TAIL=60 run probe-t2 300 python3 scripts/probe_fused.py t2 ;;
+        probe_t1) TAIL=60 run probe-t1 300 python3 scripts/probe_fused.py t1 ;;
+        ncu_wgmma) TAIL=60 run ncu_wgmma 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+                --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+                --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+                -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t1 --once ;;
+        wgtests) TAIL=40 run wgtests 300 python3 -m pytest -m gpu -q -rs -x -p no:cacheprovider -k wgmma \
+                tests/gpu/test_fused_mma.py ;;
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
                 --section InstructionStats -k regex:gemm_kquant_mma python3 -m zincbench.testing.sanitize_driver fused --shapes gate ;;

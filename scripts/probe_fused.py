@@ -1,6 +1,8 @@
 """Kernel-development probe: time the pieces of the fused paths separately (cold L2), per tile shape.
 
-    python scripts/probe_fused.py [t2|t1|all]
+    python scripts/probe_fused.py [t2|t1|all] [--once]
+
+--once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
 Prints one line per (case, piece, tile): median µs and the implied rate. A tool for tuning the fused
 kernel over more tiles than the gates try; the gates themselves are `zincbench microbench`. Inputs are
@@ -13,6 +15,7 @@ import sys
 
 import numpy as np
 
+from zincbench.errors import KernelCompileError
 from zincbench.judge import summarize
 from zincbench.measure.stopping.count import FixedCountRule
 from zincbench.measure.timer import GpuTimer, TimerConfig
@@ -20,15 +23,40 @@ from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations
 from zincbench.ops.routing import RoutingWorkspace, build_routing
 from zincbench.testing.sanitize_driver import activations, permuted, quantized, routing_table
 
-T2_TILES = ["1,2,4,1,3", "1,2,4,1,4,5", "1,2,8,1,3,2", "1,4,4,1,4", "1,8,8,1,2", "1,8,8,1,3,2", "1,8,4,1,4,3"]
-T1_TILES = ["2,8,4,1,3", "2,8,4,1,2,3", "2,8,4,2,2", "2,4,4,1,3,4", "1,8,8,1,3,2", "2,8,2,2,3", "1,16,8,1,2"]
+T2_TILES = [
+    "1,2,4,1,3",
+    "1,4,4,1,4",
+    "1,8,8,1,2",
+    "wgmma:1,2,4,1,4",
+    "wgmma:1,2,8,1,4",
+    "wgmma:1,4,8,1,3",
+    "wgmma:1,4,8,1,4",
+    "wgmma:1,8,8,1,3,1,1",
+    "wgmma:1,8,8,1,4,2,1",
+    "wgmma:1,16,8,1,3,1,1",
+]
+T1_TILES = [
+    "2,8,4,1,2,3",
+    "wgmma:1,16,8,1,3",
+    "wgmma:1,16,8,1,4",
+    "wgmma:1,32,8,1,3",
+    "wgmma:1,8,16,1,3",
+    "wgmma:1,16,4,1,3,2",
+    "wgmma:1,8,8,1,4,2",
+]
+
+
+ONCE = "--once" in sys.argv
 
 
 def timed(timer, fn, samples=25):
+    if ONCE:
+        fn()
+        return float("nan")
     return summarize(timer.measure(fn, rule=FixedCountRule(samples)).gpu_us).median
 
 
-def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 64)):
+def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 16, 32, 64)):
     w = quantized(cupy, rng, "q4_k", (e, m), k)
     for n_e in n_es:
         t = n_e * e // top_k
@@ -38,16 +66,24 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 64)):
         y = cupy.empty((t, top_k, m), dtype=cupy.float32)
         flops = 2 * t * top_k * m * k
         ws16 = RoutingWorkspace(t, top_k, e, 16)
+        ws16_multi = RoutingWorkspace(t, top_k, e, 16, build="multi_block")
         print(
-            f"T2 E{e} M{m} Ne{n_e}: route {timed(timer, lambda: build_routing(ids_d, ws16)):.1f} us, "
+            f"T2 E{e} M{m} Ne{n_e}: route {timed(timer, lambda: build_routing(ids_d, ws16)):.1f} us "
+            f"(multi-block {timed(timer, lambda: build_routing(ids_d, ws16_multi)):.1f} us), "
             f"permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us",
             flush=True,
         )
         for spec in T2_TILES:
             tile = MmaTile.parse(spec)
+            if tile.wgmma and cupy.cuda.Device().compute_capability != "90":
+                continue
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
             build_routing(ids_d, ws)
-            gemm = FusedKQuantGemm(tile, grouped=True, weights="q4_k")
+            try:
+                gemm = FusedKQuantGemm(tile, grouped=True, weights="q4_k")
+            except (ValueError, KernelCompileError) as exc:
+                print(f"  gemm {spec:12s} skipped: {str(exc).splitlines()[0]}", flush=True)
+                continue
             us = timed(timer, lambda: gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k))
             print(
                 f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  "
@@ -65,7 +101,13 @@ def probe_t1(timer, cupy, rng, shapes=((4096, 4096, 512), (4096, 4096, 2048), (2
         print(f"T1 M{m} K{k} T{t}: permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us", flush=True)
         for spec in T1_TILES:
             tile = MmaTile.parse(spec)
-            gemm = FusedKQuantGemm(tile, grouped=False, weights="q4_k")
+            if tile.wgmma and cupy.cuda.Device().compute_capability != "90":
+                continue
+            try:
+                gemm = FusedKQuantGemm(tile, grouped=False, weights="q4_k")
+            except (ValueError, KernelCompileError) as exc:
+                print(f"  gemm {spec:12s} skipped: {str(exc).splitlines()[0]}", flush=True)
+                continue
             us = timed(timer, lambda: gemm.dense(w, xp, y, m, k, t))
             print(
                 f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {2 * m * k * t / us / 1e6:6.1f} TFLOP/s", flush=True
@@ -75,7 +117,7 @@ def probe_t1(timer, cupy, rng, shapes=((4096, 4096, 512), (4096, 4096, 2048), (2
 if __name__ == "__main__":
     import cupy
 
-    which = sys.argv[1] if len(sys.argv) > 1 else "all"
+    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")
     timer = GpuTimer(TimerConfig(mode="cold", warmup=2))
     rng = np.random.default_rng(0)
     if which in ("t2", "all"):

@@ -19,12 +19,25 @@ pytestmark = pytest.mark.gpu
 TOL = 2e-3
 # Tile shapes per weight format: the gates' choices plus WM = 2, a trimmed 64-token tile (trim_n: warps
 # skip empty 8-token columns) and a 128-token tile (the last, dense only).
+# Q4_K also runs the Hopper (wgmma) path on sm_90: one and two warpgroups, 16- to 256-token tiles, trimmed
+# to quarters of the tile (skipped on other GPUs).
+WGMMA_TILES = ["wgmma:1,2,4,1,4", "wgmma:1,8,4,1,3,1,1", "wgmma:1,16,8,1,3,1,1", "wgmma:1,32,8,1,3"]
 TILES = {
-    "q4_k": ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,8,8,1,3,2,1", "1,16,8,1,2"],
+    "q4_k": ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,8,8,1,3,2,1", *WGMMA_TILES, "1,16,8,1,2"],
     "q6_k": ["1,2,4,1,2", "1,8,8,1,2,2", "2,8,4,1,2", "1,8,4,1,2,1,1", "1,16,8,1,2"],
     "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "1,16,8,1,2"],
 }
 CASES = [(weights, tile) for weights, tiles in TILES.items() for tile in tiles]
+
+
+def gemm_for(cupy, tile: str, **kwargs):
+    """The kernel for ``tile``; skips a wgmma tile on a GPU other than sm_90."""
+    from zincbench.ops.fused import FusedKQuantGemm, MmaTile
+
+    tile_obj = MmaTile.parse(tile)
+    if tile_obj.wgmma and cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("the wgmma path is sm_90 only")
+    return FusedKQuantGemm(tile_obj, **kwargs)
 
 
 def test_permuted_activation_layout(cupy, rng):
@@ -51,7 +64,7 @@ def test_permuted_activation_layout(cupy, rng):
 @pytest.mark.parametrize("weights,tile", CASES)
 @pytest.mark.parametrize("m,k,t", [(197, 256, 1), (64, 768, 37), (300, 512, 130), (131, 1280, 9)])
 def test_dense_matches_reference(cupy, rng, weights, tile, m, k, t):
-    from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.fused import permute_activations, permuted_activations
 
     fmt = get_format(weights)
     w_host = fmt.random_blocks(rng, m, k)
@@ -59,7 +72,7 @@ def test_dense_matches_reference(cupy, rng, weights, tile, m, k, t):
     xp = permuted_activations(cupy, t, k)
     y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
     permute_activations(cupy.asarray(x_host), xp)
-    FusedKQuantGemm(MmaTile.parse(tile), grouped=False, weights=weights).dense(cupy.asarray(w_host), xp, y, m, k, t)
+    gemm_for(cupy, tile, grouped=False, weights=weights).dense(cupy.asarray(w_host), xp, y, m, k, t)
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"
     assert ref.rel_frobenius(got, ref.dense_gemm(fmt.dequantize(w_host), x_host)) < TOL
@@ -70,7 +83,7 @@ def test_dense_matches_reference(cupy, rng, weights, tile, m, k, t):
 @pytest.mark.parametrize("k", [512, 768])
 def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     """E=7 experts with expert 6 never routed (empty bucket), T=23 (no tile multiple), M=100."""
-    from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
     fmt = get_format(weights)
@@ -85,7 +98,7 @@ def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     xp = permuted_activations(cupy, x_rows, k)
     permute_activations(cupy.asarray(x_host.reshape(x_rows, k)), xp)
     y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
-    FusedKQuantGemm(tile_obj, grouped=True, weights=weights).grouped_call(
+    gemm_for(cupy, tile, grouped=True, weights=weights).grouped_call(
         cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=x_per_slot
     )
     got = y.get()
@@ -93,8 +106,11 @@ def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     assert ref.rel_frobenius(got, ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
 
 
-@pytest.mark.parametrize("weights", ["q4_k", "q5_k", "q6_k"])
-@pytest.mark.parametrize("tile", ["1,2,4,1,3", "1,8,8,1,2", "1,8,4,1,2,1,1"])
+@pytest.mark.parametrize(
+    "weights,tile",
+    [(w, t) for w in ("q4_k", "q5_k", "q6_k") for t in ("1,2,4,1,3", "1,8,8,1,2", "1,8,4,1,2,1,1")]
+    + [("q4_k", "wgmma:1,8,4,1,3,1,1"), ("q4_k", "wgmma:1,4,8,1,3")],
+)
 @pytest.mark.parametrize("epilogue", ["swiglu_perm", "swiglu_grouped", "combine"])
 def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
     """Each epilogue on each format (the layer block's gate+up and down launches, in isolation): E=7 with
@@ -120,8 +136,9 @@ def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
         x_host *= 0.01  # gate and up of order 1-10: silu(gate) * up stays far inside fp16's range
     xp = fused.permuted_activations(cupy, x_host.size // k, k)
     fused.permute_activations(cupy.asarray(x_host.reshape(-1, k)), xp)
-    gemm = fused.FusedKQuantGemm(
-        tile_obj,
+    gemm = gemm_for(
+        cupy,
+        tile,
         grouped=True,
         weights=weights,
         epilogue={

@@ -66,18 +66,27 @@ def _load(name: str, digest: str, arch: str, options: tuple[str, ...], name_expr
     return LoadedModule(compiled)
 
 
-def load_module(name: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] = ()):
-    """The compiled module of ``kernels/<name>`` for the current device (cached per source and headers)."""
+def load_module(
+    name: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] = (), arch: str | None = None
+):
+    """The compiled module of ``kernels/<name>`` for the current device (cached per source and headers);
+    ``arch`` replaces the device's ``<major><minor>`` (e.g. "90a", the architecture-specific target)."""
     from zincbench.gpu import require_cupy
 
     require_cupy()
     digest = source_hash(kernel_source(name), kernel_headers(name))
-    return _load(name, digest, _device_arch(), tuple(options), tuple(name_expressions))
+    return _load(name, digest, arch or _device_arch(), tuple(options), tuple(name_expressions))
 
 
-def get_kernel(name: str, function: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] = ()):
+def get_kernel(
+    name: str,
+    function: str,
+    options: tuple[str, ...] = (),
+    name_expressions: tuple[str, ...] = (),
+    arch: str | None = None,
+):
     """One function of a bundled module; templates are looked up by their name expression."""
-    return load_module(name, options, name_expressions).function(function)
+    return load_module(name, options, name_expressions, arch).function(function)
 
 
 def engine_abi_launch(

@@ -51,11 +51,21 @@ def weight_policy(weights: str) -> WeightPolicy:
     return policy
 
 
+WGMMA_PREFIX = "wgmma:"
+WGMMA_WIDTHS = (16, 32, 48, 64, 96, 128, 192, 256)  # the m64nNk16 shapes kernels/zb_wgmma.cuh spells out
+WGMMA_TRIM_WIDTHS = (64, 128, 256)  # BN whose quarters are all among them
+WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
+
+
 @dataclass(frozen=True)
 class MmaTile:
     """Warp tile (16*wm rows x 8*wn tokens), warps per block, cp.async pipeline depth, the blocks per SM
     the compiler must fit (``__launch_bounds__``: caps registers to raise occupancy), and ``trim_n``: a
-    block computes only its real tokens rounded up to 8, not all BN columns (the kernel's TRIM_N)."""
+    block computes only its real tokens rounded up to 8, not all BN columns (the kernel's TRIM_N).
+
+    ``wgmma``: the Hopper instantiation (sm_90a warpgroup MMA, Q4_K; written ``wgmma:`` before the numbers):
+    whole warpgroups along M (wm 1, warps_m a multiple of 4, warps_n 1), BN a wgmma width; with trim_n the
+    block multiplies its tokens rounded up to a quarter of BN. Other GPUs and formats get the mma.sync path."""
 
     wm: int
     wn: int
@@ -64,6 +74,7 @@ class MmaTile:
     stages: int
     min_blocks: int = 1
     trim_n: bool = False
+    wgmma: bool = False
 
     @property
     def bm(self) -> int:
@@ -79,30 +90,37 @@ class MmaTile:
 
     def smem_bytes(self, weights: str) -> int:
         policy = weight_policy(weights)
-        return self.stages * (policy.halves_per_stage * self.bn * 256 + self.bm * policy.row_stage_bytes)
+        stages = self.stages * (policy.halves_per_stage * self.bn * 256 + self.bm * policy.row_stage_bytes)
+        return stages + (WGMMA_ALIGN_SLACK if self.wgmma else 0)
 
     @property
     def label(self) -> str:
         occupancy = f"/b{self.min_blocks}" if self.min_blocks > 1 else ""
         trim = "/n8" if self.trim_n else ""
-        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}"
+        kind = "/wgmma" if self.wgmma else ""
+        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}"
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
         return (
             f"gemm_kquant_mma<{weight_policy(weights).policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
-            f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}>"
+            f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}{',true' if self.wgmma else ''}>"
         )
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
-        """'wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]' (the form used in experiment YAML; trim_n 0 or 1)."""
-        form = "'wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
-        parts = [int(p) for p in str(text).split(",")]
+        """'[wgmma:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]' (the form used in experiment YAML;
+        trim_n 0 or 1)."""
+        form = "'[wgmma:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
+        body = str(text).strip()
+        wgmma = body.startswith(WGMMA_PREFIX)
+        parts = [int(p) for p in body.removeprefix(WGMMA_PREFIX).split(",")]
         if len(parts) not in (5, 6, 7) or min(parts[:6]) < 1 or (len(parts) == 7 and parts[6] not in (0, 1)):
             raise ValueError(f"tile must be {form} (trim_n 0 or 1), got {text!r}")
-        tile = cls(*parts[:6], *(bool(parts[6]),) if len(parts) == 7 else ())
+        tile = cls(*parts[:6], trim_n=len(parts) == 7 and bool(parts[6]), wgmma=wgmma)
+        if wgmma:
+            tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
             # the Q4_K/Q5_K loaders copy each row's block header with one thread per row
             raise ValueError(
@@ -112,6 +130,20 @@ class MmaTile:
         if tile.stages < 2:  # the pipeline loads stage s + STAGES - 1 while computing stage s
             raise ValueError(f"tile {text!r}: the cp.async pipeline needs stages >= 2")
         return tile
+
+    def check_wgmma(self, text: str) -> None:
+        if self.wm != 1 or self.warps_n != 1 or self.warps_m % 4:
+            raise ValueError(
+                f"tile {text!r}: the wgmma path needs wm 1, warps_n 1 and whole warpgroups (warps_m 4, 8, ...)"
+            )
+        if self.stages < 3:
+            raise ValueError(f"tile {text!r}: the wgmma path decodes stage t + 1 while stage t runs: stages >= 3")
+        widths = WGMMA_TRIM_WIDTHS if self.trim_n else WGMMA_WIDTHS
+        if self.bn not in widths:
+            raise ValueError(
+                f"tile {text!r}: the wgmma path takes {'trimmed ' if self.trim_n else ''}token tiles of "
+                f"{', '.join(map(str, widths))} (8 * wn), not {self.bn}"
+            )
 
 
 def permuted_activations(cupy, rows: int, k: int):
@@ -151,8 +183,12 @@ class FusedKQuantGemm:
                 f"tile {tile.label} with {weights} needs {self.smem_bytes + 8 * tile.bn} bytes of shared "
                 f"memory per block; this GPU allows {limit}"
             )
+        arch = cupy.cuda.Device().compute_capability
+        if tile.wgmma and (arch != "90" or weights != "q4_k"):
+            raise ValueError(f"tile {tile.label}: the wgmma path runs Q4_K on sm_90, not {weights} on sm_{arch}")
         expr = tile.expression(grouped, weights, epilogue)
-        self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,))
+        # wgmma exists only in the architecture-specific target (sm_90a), the rest compiles for sm_<cc>
+        self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,), arch=f"{arch}a" if tile.wgmma else None)
         set_dynamic_shared(self.kernel, self.smem_bytes)
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
 
