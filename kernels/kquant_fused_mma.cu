@@ -403,26 +403,49 @@ struct ZbQ6K {
 
 // X f32 [rows][K] -> fp16 [rows][K] in the permuted order the fused kernel reads: per half superblock
 // (128 weights, 256 bytes) 16 chunks of 16 bytes; chunk (i, c) holds, for e = 64*j + 16*(c&1) + 4*i
-// with j = 2*h + (c>>1), the values x[e], x[e+2], x[e+1], x[e+3], x[e+32], x[e+34], x[e+33], x[e+35].
-extern "C" __global__ void x_f32_to_f16_kquant_perm(const float* __restrict__ x, uint4* __restrict__ xp,
-                                                    int rows, int K) {
+// with j = 2*h + (c>>1), the values x[e], x[e+2], x[e+1], x[e+3], x[e+32], x[e+34], x[e+33], x[e+35]:
+// four fp16 pairs (words) w = 0..3 at offsets (0, 2), (1, 3), (32, 34), (33, 35) from e, the k pairs of lane c's
+// A registers lo[0], lo[1], hi[0], hi[1] at step i.
+// The wgmma order (_wgmma) transposes each group of four chunks (i, c = 0..3): its chunk (i, w) holds word w of
+// chunks (i, 0), (i, 1), (i, 2), (i, 3). Then the 32 bytes of k16 step 2i (chunks (i, 0), (i, 1)) and of step
+// 2i + 1 (chunks (i, 2), (i, 3)) are the k order of the A fragments of all four lanes: what a wgmma reads as B.
+__device__ __forceinline__ unsigned zb_perm_word(const float* src, int w) {
+    const int off = (w >> 1) * 32 + (w & 1);
+    return zb_half2_pack(src[off], src[off + 2]);
+}
+
+template <bool WGMMA_ORDER>
+__device__ __forceinline__ void zb_permute_x(const float* __restrict__ x, uint4* __restrict__ xp, int rows, int K) {
     const long long n_chunks = (long long)rows * (K / 8);
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < n_chunks;
          idx += (long long)gridDim.x * blockDim.x) {
         const long long row = idx / (K / 8);
         const int q_in_row = (int)(idx % (K / 8));
         const int sb = q_in_row >> 5, h = (q_in_row >> 4) & 1, i = (q_in_row >> 2) & 3, c = q_in_row & 3;
-        const int e = 64 * (2 * h + (c >> 1)) + 16 * (c & 1) + 4 * i;
-        const float* src = x + row * K + sb * 256 + e;
-        const float4 lo = *reinterpret_cast<const float4*>(src);
-        const float4 hi = *reinterpret_cast<const float4*>(src + 32);
+        const float* base = x + row * K + sb * 256;
         uint4 out;
-        out.x = zb_half2_pack(lo.x, lo.z);
-        out.y = zb_half2_pack(lo.y, lo.w);
-        out.z = zb_half2_pack(hi.x, hi.z);
-        out.w = zb_half2_pack(hi.y, hi.w);
+        if (WGMMA_ORDER) {  // c is the word w: word w of chunks (i, 0..3)
+            unsigned words[4];
+#pragma unroll
+            for (int cc = 0; cc < 4; ++cc)
+                words[cc] = zb_perm_word(base + 64 * (2 * h + (cc >> 1)) + 16 * (cc & 1) + 4 * i, c);
+            out = make_uint4(words[0], words[1], words[2], words[3]);
+        } else {
+            const float* src = base + 64 * (2 * h + (c >> 1)) + 16 * (c & 1) + 4 * i;
+            out = make_uint4(zb_perm_word(src, 0), zb_perm_word(src, 1), zb_perm_word(src, 2), zb_perm_word(src, 3));
+        }
         xp[idx] = out;
     }
+}
+
+extern "C" __global__ void x_f32_to_f16_kquant_perm(const float* __restrict__ x, uint4* __restrict__ xp, int rows,
+                                                    int K) {
+    zb_permute_x<false>(x, xp, rows, K);
+}
+
+extern "C" __global__ void x_f32_to_f16_kquant_perm_wgmma(const float* __restrict__ x, uint4* __restrict__ xp,
+                                                          int rows, int K) {
+    zb_permute_x<true>(x, xp, rows, K);
 }
 
 // Shared memory per pipeline stage: X tile [HALVES][BN][256 B] (swizzled), then the format's weight area
@@ -472,54 +495,17 @@ __device__ __forceinline__ void zb_mma_half(float (&acc)[WM][WN][4], const typen
     }
 }
 
-// The Hopper path (WGMMA): one warpgroup instruction m64nNk16 per 16 k, A (this warp's 16 weight rows) decoded
-// into registers, B (the stage's X half) read by the Tensor cores straight from shared memory. In a k16 step
-// the B core matrices are two X chunks (as x_f32_to_f16_kquant_perm wrote them, token rows 16 bytes apart:
-// [chunk][token][16 B], no swizzle), and lane c's A registers are quarter c of the matching Q4_K quant words:
-// chunk 4i + m of a half holds x[e + {0,2,1,3}] and x[e + 32 + {0,2,1,3}], e the first weight of word i of
-// the row's 16-byte nibble group m, whose low nibbles are weights e..e+3 and high nibbles e+32..e+35. So
-// quarter 0 is (v & 0x000F000F), 1 the same of v >> 8, 2 and 3 the high nibbles: one shift, one LOP3, one sub
-// and one fma per A register, at the lane's own sub-block scale (low nibbles: 2j, high: 2j + 1).
-// Lane c's A registers for the 8 k16 steps of half h of its rows r and r + 8 (step 2m + p: nibble group m,
-// words 2p and 2p + 1), from the stage's weight area ws_w.
-template <int BM>
-__device__ __forceinline__ void zb_wgmma_decode_q4k(unsigned (&a)[8][4], const unsigned char* ws_w, int r, int c,
-                                                    int h) {
-    const uint4 hdr[2] = {zb_lds128(ws_w + BM * 64 + r * 16), zb_lds128(ws_w + BM * 64 + (r + 8) * 16)};
-    const unsigned shift = (c & 1) * 8u;
-    const unsigned mask = (c >> 1) ? 0x00F000F0u : 0x000F000Fu, bias = (c >> 1) ? ZB_BIAS_HIGH : ZB_BIAS_LOW;
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-#pragma unroll
-        for (int jj = 0; jj < 2; ++jj) {  // 64-weight chunk 2h + jj: nibble groups 2jj, 2jj + 1
-            const int sub = 2 * jj + (c >> 1);  // the lane's sub-block within the half (low or high nibbles)
-            const ZbScale s = h ? zb_q4k_scale<true>(hdr[rr], sub) : zb_q4k_scale<false>(hdr[rr], sub);
-#pragma unroll
-            for (int mm = 0; mm < 2; ++mm) {
-                const int m = 2 * jj + mm;
-                const uint4 words = zb_lds128(ws_w + (r + 8 * rr) * 64 + 16 * m);
-#pragma unroll
-                for (int p = 0; p < 2; ++p)
-#pragma unroll
-                    for (int kk = 0; kk < 2; ++kk)
-                        a[2 * m + p][2 * kk + rr] = zb_dequant_pair(
-                            zb_and_or(zb_word(words, 2 * p + kk) >> shift, mask, bias), bias, s.dsc, s.ndm);
-            }
-        }
-    }
-}
+// The Hopper path (WGMMA): one warpgroup instruction m64nNk16 per 16 k, A (this warp's 16 weight rows)
+// decoded into registers by the format policy exactly as for mma.sync, B (the stage's X, in the wgmma order of
+// x_f32_to_f16_kquant_perm_wgmma) read by the Tensor cores straight from shared memory: a half superblock is 8
+// steps; step 2i + 1 (2i) takes A from decode(i)'s hi (lo) pairs and B from the token's bytes 32 * step.
+// Any format policy works: the X order, not the weights, is what wgmma needs.
 
-// The 8 wgmmas of one half, committed as one group: step 2m + p multiplies A a[2m + p] by X chunks 8p + m
-// (k 0-7) and 8p + m + 4 (k 8-15), which zb_wgmma_x_offset puts side by side in the step's 32 bytes of the
-// token's 128-byte swizzled row; into the first N columns of acc.
-// Where chunk q (0..15, see x_f32_to_f16_kquant_perm) of token row r of a half goes in the stage's X area, laid
-// out as wgmma's K-major 128-byte-swizzle atoms: [k atom (steps 0-3, 4-7)][token][128 B], the 16-byte unit u of
-// a row stored at u ^ (r & 7). Chunk q = 4i + m is k 0-7 (i even) or 8-15 (i odd) of step 2m + i / 2.
+// Where 16-byte unit q (0..15) of token row r of a half goes in the stage's X area: K-major atoms of 8 rows x
+// 128 bytes, [k atom (steps 0-3, 4-7)][token][128 B], with the 128-byte swizzle (unit u of row r at u ^ (r & 7)).
 template <int BN>
 __device__ __forceinline__ unsigned zb_wgmma_x_offset(int r, int q) {
-    const int m = q & 3, i = q >> 2, step = 2 * m + (i >> 1);
-    const int unit = (2 * step + (i & 1)) & 7;
-    return (unsigned)((step >> 2) * BN * 128 + r * 128 + ((unit ^ (r & 7)) << 4));
+    return (unsigned)((q >> 3) * BN * 128 + r * 128 + (((q & 7) ^ (r & 7)) << 4));
 }
 
 // Descriptor of a K-major operand in 128-byte-swizzle atoms of 8 rows (SBO 1024 bytes between atoms along N);
@@ -528,13 +514,32 @@ __device__ __forceinline__ unsigned long long zb_wgmma_desc_sw128(unsigned addr)
     return zb_wgmma_desc(addr, 16u, 1024u) | 1ull << 62;
 }
 
+// Lane (g, c)'s A registers for the 8 steps of half h of superblock sb, rows r = 16 * warp + g and r + 8, from the
+// stage's weight area ws_w (misalign: the rows' byte offsets mod 16 in global memory, for Q6_K).
+template <class Q, int BM>
+__device__ __forceinline__ void zb_wgmma_decode(unsigned (&a)[8][4], const unsigned char* ws_w, int r, int c, int h,
+                                                int sb, const unsigned (&misalign)[2]) {
+    typename Q::Lane lanes[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) lanes[rr] = Q::template load<BM>(ws_w, r + 8 * rr, c, h, sb, misalign[rr]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+            unsigned lo[2], hi[2];
+            Q::decode(lanes[rr], i, lo, hi);
+            a[2 * i][rr] = lo[0], a[2 * i][2 + rr] = lo[1];
+            a[2 * i + 1][rr] = hi[0], a[2 * i + 1][2 + rr] = hi[1];
+        }
+}
+
+// The 8 wgmmas of one half (X at shared address x_half), committed as one group, into the first N columns of acc.
 template <int N, int BN>
 __device__ __forceinline__ void zb_wgmma_half(float (&acc)[BN / 2], const unsigned (&a)[8][4], unsigned x_half) {
     zb_wgmma_fence();
 #pragma unroll
-    for (int step = 0; step < 8; ++step) {
+    for (int step = 0; step < 8; ++step)
         ZbWgmma<N>::mma(acc, a[step], zb_wgmma_desc_sw128(x_half + (step >> 2) * BN * 128u + (step & 3) * 32u));
-    }
     zb_wgmma_commit();
 }
 
@@ -718,8 +723,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     static_assert(STAGES >= 2, "the pipeline loads stage s + STAGES - 1 while computing stage s");
     static_assert(!SWIGLU || (WM * WARPS_M) % 2 == 0, "SwiGLU splits the block's rows into gate and up halves");
     static_assert((!SWIGLU && EPI != ZB_EPI_COMBINE) || GROUPED, "the SwiGLU and combine epilogues are for grouped MoE");
-    static_assert(!WGMMA || (WM == 1 && WARPS_N == 1 && WARPS_M % 4 == 0 && Q::HALVES == 1),
-                  "the wgmma path: one 16-row slice per warp, whole warpgroups along M, a half superblock per stage");
+    static_assert(!WGMMA || (WM == 1 && WARPS_N == 1 && WARPS_M % 4 == 0),
+                  "the wgmma path: one 16-row slice per warp, whole warpgroups along M");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, HALVES = Q::HALVES;
     constexpr int X_CHUNKS = BN * 16;  // per half superblock
@@ -746,7 +751,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     const int row_bytes = (K / 256) * Q::BLOCK_BYTES;
     const int n_sb = K / 256;
     // WGMMA: the 128-byte swizzle repeats every 1024 bytes of address: stages start 1024-aligned (the host adds
-    // the slack; STAGE_BYTES is a multiple of 1024 for BM a multiple of 64)
+    // the slack) and are multiples of 1024 bytes (BM a multiple of 64)
+    static_assert(!WGMMA || Tile::STAGE_BYTES % 1024 == 0, "wgmma X atoms must stay 1024-byte aligned");
     const unsigned smem_pad = WGMMA ? (1024u - (zb_smem_addr(smem) & 1023u)) & 1023u : 0u;
     unsigned char* const stages = smem + smem_pad;
     const unsigned smem_base = zb_smem_addr(stages);
@@ -756,7 +762,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     // Stage s holds `HALVES` half superblocks starting at half 2 * sb + h (step = (2 * sb + h) / HALVES).
     // X copies: thread tid moves chunk q = tid % 16 of rows tid / 16 + it * THREADS / 16; the row
     // parity (hence the swizzle) is the same for all its rows because THREADS / 16 is even.
-    // WGMMA: a warp moves 8 rows x 4 chunks (zb_wgmma_x_offset: conflict-free stores, 64 bytes read per row).
+    // WGMMA: a warp moves 8 rows x 4 units (zb_wgmma_x_offset: conflict-free stores, 64 bytes read per row).
     static_assert(THREADS % 32 == 0, "row parity of a thread's X chunks must not change across iterations");
     const int x_q = WGMMA ? (tid >> 3) & 15 : tid & 15;
     const int x_r0 = WGMMA ? (tid & 7) | (tid >> 7 << 3) : tid >> 4;
@@ -813,35 +819,41 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
             row_misalign[mt][rr] =
                 (unsigned)(reinterpret_cast<unsigned long long>(rows.at(wm * 16 * WM + mt * 16 + g + 8 * rr)) & 15ull);
     if constexpr (WGMMA) {
-        // Software-pipelined: the wgmmas of half t run while the lanes decode half t + 1 (the next stage is
-        // already resident: STAGES >= 3). Before the copy into the buffer of half t - 1, every warp has seen
-        // that half's wgmmas retire (wait<1>, then the barrier).
-        static_assert(STAGES >= 3, "the wgmma pipeline decodes stage t + 1 while stage t's wgmmas run");
+        // Software-pipelined by half superblock: the wgmmas of half t run while the lanes decode half t + 1. A
+        // stage (HALVES halves) is resident before its first half is decoded (STAGES >= 3), and the copy into the
+        // buffer of stage s - 1 starts only after every warp has seen that stage's wgmmas retire (wait<1>, barrier).
+        static_assert(STAGES >= 3, "the wgmma pipeline decodes stage s + 1 while stage s's wgmmas run");
         float(&acc_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc);
         const int r_w = wm * 16 + g;
         unsigned a_even[8][4], a_odd[8][4];  // the A fragments of the even and the odd half of a superblock
         zb_cp_async_wait<STAGES - 2>();
         zb_fence_proxy_async();
         __syncthreads();
-        zb_wgmma_decode_q4k<BM>(a_even, stages + Tile::X_BYTES, r_w, c, 0);
-        int stage = 0;  // stage of half t
+        zb_wgmma_decode<Q, BM>(a_even, stages + Tile::X_BYTES, r_w, c, 0, 0, row_misalign[0]);
+        const int n_halves = 2 * n_sb;
+        int stage = 0, step = 0;  // the stage buffer and pipeline step of half t
         auto advance = [&](int t, unsigned (&a_next)[8][4], int h_next) {  // after half t's wgmmas are issued
             zb_wgmma_wait<1>();
-            if (t + 1 >= n_steps) return;
-            zb_cp_async_wait<STAGES - 3>();
-            zb_fence_proxy_async();
-            __syncthreads();
-            const int next = t + STAGES - 1;
-            const int free_stage = stage == 0 ? STAGES - 1 : stage - 1;  // half t - 1's, = next % STAGES
-            if (next < n_steps) load_stage(free_stage, next);
-            zb_cp_async_commit();
-            stage = stage == STAGES - 1 ? 0 : stage + 1;
-            zb_wgmma_decode_q4k<BM>(a_next, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c, h_next);
+            if (t + 1 >= n_halves) return;
+            if ((t + 1) % HALVES == 0) {  // half t + 1 opens the next stage
+                zb_cp_async_wait<STAGES - 3>();
+                zb_fence_proxy_async();
+                __syncthreads();
+                const int next = step + STAGES - 1;
+                const int free_stage = stage == 0 ? STAGES - 1 : stage - 1;  // stage s - 1's, = next % STAGES
+                if (next < n_steps) load_stage(free_stage, next);
+                zb_cp_async_commit();
+                stage = stage == STAGES - 1 ? 0 : stage + 1;
+                ++step;
+            }
+            zb_wgmma_decode<Q, BM>(a_next, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c, h_next,
+                                   (t + 1) >> 1, row_misalign[0]);
         };
-        for (int t = 0; t < n_steps; t += 2) {  // n_steps is even: halves alternate between a_even and a_odd
-            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_even, smem_base + stage * Tile::STAGE_BYTES, quarters);
+        auto x_half = [&](int h) { return smem_base + stage * Tile::STAGE_BYTES + (h % HALVES) * Tile::X_HALF_BYTES; };
+        for (int t = 0; t < n_halves; t += 2) {  // halves alternate between a_even (h = 0) and a_odd (h = 1)
+            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_even, x_half(0), quarters);
             advance(t, a_odd, 1);
-            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_odd, smem_base + stage * Tile::STAGE_BYTES, quarters);
+            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_odd, x_half(1), quarters);
             advance(t + 1, a_even, 0);
         }
         zb_wgmma_wait<0>();

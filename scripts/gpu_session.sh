@@ -119,7 +119,7 @@ for step in "${@:-env tests}"; do
                 --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
                 --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
                 -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t1 --once ;;
-        wgtests) TAIL=40 run wgtests 300 python3 -m pytest -m gpu -q -rs -x -p no:cacheprovider -k wgmma \
+        wgtests) TAIL=40 run wgtests 300 python3 -m pytest -m gpu -q -rs -p no:cacheprovider \
                 tests/gpu/test_fused_mma.py ;;
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \

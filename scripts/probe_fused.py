@@ -43,7 +43,9 @@ T1_TILES = [
     "wgmma:1,8,16,1,3",
     "wgmma:1,16,4,1,3,2",
     "wgmma:1,8,8,1,4,2",
+    "wgmma:1,8,4,1,4,3",
 ]
+T1_Q6K_TILES = ["1,16,8,1,2", "wgmma:1,8,8,1,3", "wgmma:1,4,8,1,3", "wgmma:1,8,4,1,3", "wgmma:1,16,8,1,3,1"]
 
 
 ONCE = "--once" in sys.argv
@@ -62,7 +64,8 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 16, 32, 6
         t = n_e * e // top_k
         ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
         x = activations(cupy, rng, (t, k))
-        xp = permuted(cupy, x)
+        xps = {order: permuted(cupy, x, order) for order in ("mma", "wgmma")}
+        xp = xps["mma"]
         y = cupy.empty((t, top_k, m), dtype=cupy.float32)
         flops = 2 * t * top_k * m * k
         ws16 = RoutingWorkspace(t, top_k, e, 16)
@@ -84,7 +87,8 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 16, 32, 6
             except (ValueError, KernelCompileError) as exc:
                 print(f"  gemm {spec:12s} skipped: {str(exc).splitlines()[0]}", flush=True)
                 continue
-            us = timed(timer, lambda: gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k))
+            xt = xps[tile.x_order]
+            us = timed(timer, lambda: gemm.grouped_call(w, xt, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k))
             print(
                 f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  "
                 f"{w.nbytes / us / 1e3:6.0f} GB/s(w)",
@@ -92,23 +96,32 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 16, 32, 6
             )
 
 
-def probe_t1(timer, cupy, rng, shapes=((4096, 4096, 512), (4096, 4096, 2048), (21504, 5376, 1024))):
-    for m, k, t in shapes:
-        w = quantized(cupy, rng, "q4_k", (m,), k)
+T1_SHAPES = ((4096, 4096, 512, "q4_k"), (4096, 4096, 2048, "q4_k"), (21504, 5376, 1024, "q4_k"))
+T1_Q6K_SHAPES = ((5376, 21504, 1024, "q6_k"), (5376, 21504, 2048, "q6_k"))  # gemma4-31b ffn_down
+
+
+def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES):
+    for m, k, t, weights in shapes:
+        w = quantized(cupy, rng, weights, (m,), k)
         x = activations(cupy, rng, (t, k))
-        xp = permuted(cupy, x)
+        xps = {order: permuted(cupy, x, order) for order in ("mma", "wgmma")}
+        xp = xps["mma"]
         y = cupy.empty((t, m), dtype=cupy.float32)
-        print(f"T1 M{m} K{k} T{t}: permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us", flush=True)
-        for spec in T1_TILES:
+        print(
+            f"T1 {weights} M{m} K{k} T{t}: permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us",
+            flush=True,
+        )
+        for spec in T1_Q6K_TILES if weights == "q6_k" else T1_TILES:
             tile = MmaTile.parse(spec)
             if tile.wgmma and cupy.cuda.Device().compute_capability != "90":
                 continue
             try:
-                gemm = FusedKQuantGemm(tile, grouped=False, weights="q4_k")
+                gemm = FusedKQuantGemm(tile, grouped=False, weights=weights)
             except (ValueError, KernelCompileError) as exc:
                 print(f"  gemm {spec:12s} skipped: {str(exc).splitlines()[0]}", flush=True)
                 continue
-            us = timed(timer, lambda: gemm.dense(w, xp, y, m, k, t))
+            xt = xps[tile.x_order]
+            us = timed(timer, lambda: gemm.dense(w, xt, y, m, k, t))
             print(
                 f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {2 * m * k * t / us / 1e6:6.1f} TFLOP/s", flush=True
             )

@@ -47,32 +47,36 @@ def test_fused_launcher_constants_match_the_kernel(tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
-def fused_name_expressions() -> set[str]:
-    """Every instantiation of the fused kernel the launchers request: the tiles each experiment tunes over
-    (sanitize_driver launches the same), with the formats and epilogues each family launches them with."""
+def fused_name_expressions() -> dict[str, set[str]]:
+    """Every instantiation of the fused kernel the launchers request, by the architecture they compile for (the
+    wgmma tiles: sm_90a): the tiles each experiment tunes over (sanitize_driver launches the same), with the
+    formats and epilogues each family launches them with."""
     from zincbench.ops.fused import EPILOGUE_COMBINE, POLICIES
     from zincbench.ops.moe_layer import DOWN_PATHS, FusedDownCombine
     from zincbench.testing.sanitize_driver import gate_tiles
 
-    expressions = {
-        tile.expression(False, weights)
+    requested = [
+        (tile, tile.expression(False, weights))
         for family in ("t1", "t4")
         for tile in gate_tiles(family)
         for weights in POLICIES
-    }
-    expressions |= {tile.expression(True, "q4_k") for tile in gate_tiles("t2")}
-    expressions |= {tile.expression(True, "q6_k") for tile in gate_tiles("t2", "t2_moe_down")}
+    ]
+    requested += [(tile, tile.expression(True, "q4_k")) for tile in gate_tiles("t2")]
+    requested += [(tile, tile.expression(True, "q6_k")) for tile in gate_tiles("t2", "t2_moe_down")]
     for tile in gate_tiles("layer"):
         for paths in DOWN_PATHS.values():
             for down_type, path in paths.items():
-                expressions.add(tile.expression(True, "q4_k", path.intermediate))  # gate+up with SwiGLU
+                requested.append((tile, tile.expression(True, "q4_k", path.intermediate)))  # gate+up with SwiGLU
                 if path is FusedDownCombine:
-                    expressions.add(tile.expression(True, down_type, EPILOGUE_COMBINE))
-    return expressions
+                    requested.append((tile, tile.expression(True, down_type, EPILOGUE_COMBINE)))
+    by_arch: dict[str, set[str]] = {}
+    for tile, expression in requested:
+        by_arch.setdefault("90a" if tile.wgmma else "90", set()).add(expression)
+    return by_arch
 
 
 def test_every_requested_fused_instantiation_compiles_with_nvrtc(tmp_path, monkeypatch):
-    """The name expressions above through NVRTC, the way the launchers compile them (sm_90, no GPU needed):
+    """The name expressions above through NVRTC, the way the launchers compile them (sm_90 and sm_90a, no GPU):
     a template argument the kernel rejects (a static_assert on the epilogue, a shape that does not fit)
     fails here, not on the GPU host. Needs CuPy's NVRTC bindings (e.g. cupy-cuda13x)."""
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
@@ -81,12 +85,13 @@ def test_every_requested_fused_instantiation_compiles_with_nvrtc(tmp_path, monke
     from zincbench.ops.fused import SOURCE
 
     monkeypatch.setenv("ZINCBENCH_CACHE", str(tmp_path))  # compile, do not read a cached CUBIN
-    expressions = tuple(sorted(fused_name_expressions()))
-    compiled = compile_cubin(
-        kernel_source(SOURCE),
-        filename=f"kernels/{SOURCE}",
-        options=engine_options("90"),
-        name_expressions=expressions,
-        headers=kernel_headers(SOURCE),
-    )
-    assert set(compiled.lowered_names) == set(expressions)
+    for arch, requested in fused_name_expressions().items():
+        expressions = tuple(sorted(requested))
+        compiled = compile_cubin(
+            kernel_source(SOURCE),
+            filename=f"kernels/{SOURCE}",
+            options=engine_options(arch),
+            name_expressions=expressions,
+            headers=kernel_headers(SOURCE),
+        )
+        assert set(compiled.lowered_names) == set(expressions)

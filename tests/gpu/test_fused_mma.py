@@ -19,13 +19,21 @@ pytestmark = pytest.mark.gpu
 TOL = 2e-3
 # Tile shapes per weight format: the gates' choices plus WM = 2, a trimmed 64-token tile (trim_n: warps
 # skip empty 8-token columns) and a 128-token tile (the last, dense only).
-# Q4_K also runs the Hopper (wgmma) path on sm_90: one and two warpgroups, 16- to 256-token tiles, trimmed
-# to quarters of the tile (skipped on other GPUs).
+# Every format also runs the Hopper (wgmma) path on sm_90: one and two warpgroups, 16- to 256-token tiles, trimmed
+# to quarters of the tile (skipped on other GPUs; Q6_K's whole-superblock stages keep its token tiles smaller).
 WGMMA_TILES = ["wgmma:1,2,4,1,4", "wgmma:1,8,4,1,3,1,1", "wgmma:1,16,8,1,3,1,1", "wgmma:1,32,8,1,3"]
 TILES = {
     "q4_k": ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,8,8,1,3,2,1", *WGMMA_TILES, "1,16,8,1,2"],
-    "q6_k": ["1,2,4,1,2", "1,8,8,1,2,2", "2,8,4,1,2", "1,8,4,1,2,1,1", "1,16,8,1,2"],
-    "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "1,16,8,1,2"],
+    "q6_k": [
+        "1,2,4,1,2",
+        "1,8,8,1,2,2",
+        "2,8,4,1,2",
+        "1,8,4,1,2,1,1",
+        "wgmma:1,2,4,1,3",
+        "wgmma:1,8,8,1,3,1,1",
+        "1,16,8,1,2",
+    ],
+    "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "wgmma:1,4,8,1,3", "1,16,8,1,2"],
 }
 CASES = [(weights, tile) for weights, tiles in TILES.items() for tile in tiles]
 
@@ -61,17 +69,31 @@ def test_permuted_activation_layout(cupy, rng):
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
+def test_wgmma_activation_order_transposes_each_group_of_four_chunks(cupy, rng):
+    """x_f32_to_f16_kquant_perm_wgmma: chunk (i, w) of a half holds word w (fp16 pair) of chunks (i, 0..3) of the
+    mma order, so step 2i (2i + 1) of a wgmma reads the lo (hi) pairs of all four lanes."""
+    from zincbench.ops.fused import permute_activations, permuted_activations
+
+    rows, k = 3, 768
+    x = cupy.asarray(rng.standard_normal((rows, k), dtype=np.float32))
+    mma, wgmma = permuted_activations(cupy, rows, k), permuted_activations(cupy, rows, k)
+    permute_activations(x, mma, "mma")
+    permute_activations(x, wgmma, "wgmma")
+    words = mma.get().reshape(rows, k // 32, 4, 4)  # [row][group of 4 chunks (i)][chunk c][word w]
+    assert np.array_equal(wgmma.get().reshape(rows, k // 32, 4, 4), words.transpose(0, 1, 3, 2))
+
+
 @pytest.mark.parametrize("weights,tile", CASES)
 @pytest.mark.parametrize("m,k,t", [(197, 256, 1), (64, 768, 37), (300, 512, 130), (131, 1280, 9)])
 def test_dense_matches_reference(cupy, rng, weights, tile, m, k, t):
-    from zincbench.ops.fused import permute_activations, permuted_activations
+    from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
 
     fmt = get_format(weights)
     w_host = fmt.random_blocks(rng, m, k)
     x_host = rng.standard_normal((t, k), dtype=np.float32)
     xp = permuted_activations(cupy, t, k)
     y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
-    permute_activations(cupy.asarray(x_host), xp)
+    permute_activations(cupy.asarray(x_host), xp, MmaTile.parse(tile).x_order)
     gemm_for(cupy, tile, grouped=False, weights=weights).dense(cupy.asarray(w_host), xp, y, m, k, t)
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"
@@ -96,7 +118,7 @@ def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     ws = RoutingWorkspace(t, top_k, e, tile_obj.bn)
     build_routing(cupy.asarray(ids), ws)
     xp = permuted_activations(cupy, x_rows, k)
-    permute_activations(cupy.asarray(x_host.reshape(x_rows, k)), xp)
+    permute_activations(cupy.asarray(x_host.reshape(x_rows, k)), xp, tile_obj.x_order)
     y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
     gemm_for(cupy, tile, grouped=True, weights=weights).grouped_call(
         cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=x_per_slot
@@ -109,7 +131,7 @@ def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
 @pytest.mark.parametrize(
     "weights,tile",
     [(w, t) for w in ("q4_k", "q5_k", "q6_k") for t in ("1,2,4,1,3", "1,8,8,1,2", "1,8,4,1,2,1,1")]
-    + [("q4_k", "wgmma:1,8,4,1,3,1,1"), ("q4_k", "wgmma:1,4,8,1,3")],
+    + [("q4_k", "wgmma:1,8,4,1,3,1,1"), ("q4_k", "wgmma:1,4,8,1,3"), ("q6_k", "wgmma:1,8,8,1,3,1,1")],
 )
 @pytest.mark.parametrize("epilogue", ["swiglu_perm", "swiglu_grouped", "combine"])
 def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
@@ -135,7 +157,7 @@ def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
     if not per_slot:
         x_host *= 0.01  # gate and up of order 1-10: silu(gate) * up stays far inside fp16's range
     xp = fused.permuted_activations(cupy, x_host.size // k, k)
-    fused.permute_activations(cupy.asarray(x_host.reshape(-1, k)), xp)
+    fused.permute_activations(cupy.asarray(x_host.reshape(-1, k)), xp, tile_obj.x_order)
     gemm = gemm_for(
         cupy,
         tile,

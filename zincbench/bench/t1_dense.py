@@ -192,7 +192,7 @@ class T1Family(FamilyBase):
             gemm = FusedKQuantGemm(tile, grouped=False, weights=inp.fmt)
 
             def run():
-                permute_activations(inp.x, xp)
+                permute_activations(inp.x, xp, tile.x_order)
                 gemm.dense(inp.w, xp, inp.y, inp.m, inp.k, inp.t)
 
             run.tile = tile

@@ -288,7 +288,7 @@ class T2Family(FamilyBase):
 
             def run():
                 build_routing(inp.ids, ws)
-                permute_activations(x2d, xp)
+                permute_activations(x2d, xp, tile.x_order)
                 gemm.grouped_call(
                     inp.w,
                     xp,

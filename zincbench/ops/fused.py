@@ -63,9 +63,10 @@ class MmaTile:
     the compiler must fit (``__launch_bounds__``: caps registers to raise occupancy), and ``trim_n``: a
     block computes only its real tokens rounded up to 8, not all BN columns (the kernel's TRIM_N).
 
-    ``wgmma``: the Hopper instantiation (sm_90a warpgroup MMA, Q4_K; written ``wgmma:`` before the numbers):
-    whole warpgroups along M (wm 1, warps_m a multiple of 4, warps_n 1), BN a wgmma width; with trim_n the
-    block multiplies its tokens rounded up to a quarter of BN. Other GPUs and formats get the mma.sync path."""
+    ``wgmma``: the Hopper instantiation (sm_90a warpgroup MMA; written ``wgmma:`` before the numbers): whole
+    warpgroups along M (wm 1, warps_m a multiple of 4, warps_n 1), BN a wgmma width, X in the wgmma order
+    (``x_order``); with trim_n the block multiplies its tokens rounded up to a quarter of BN. Other GPUs get
+    the mma.sync path."""
 
     wm: int
     wn: int
@@ -131,6 +132,11 @@ class MmaTile:
             raise ValueError(f"tile {text!r}: the cp.async pipeline needs stages >= 2")
         return tile
 
+    @property
+    def x_order(self) -> str:
+        """The order ``permute_activations`` must write X in for this tile."""
+        return "wgmma" if self.wgmma else "mma"
+
     def check_wgmma(self, text: str) -> None:
         if self.wm != 1 or self.warps_n != 1 or self.warps_m % 4:
             raise ValueError(
@@ -152,10 +158,14 @@ def permuted_activations(cupy, rows: int, k: int):
     return cupy.empty((rows, k // 8, 4), dtype=cupy.uint32)
 
 
-def permute_activations(x, xp) -> None:
-    """x f32 [rows][K] -> xp (permuted fp16, see the kernel source), enqueued on the current stream."""
+X_ORDERS = {"mma": "x_f32_to_f16_kquant_perm", "wgmma": "x_f32_to_f16_kquant_perm_wgmma"}
+
+
+def permute_activations(x, xp, order: str = "mma") -> None:
+    """x f32 [rows][K] -> xp (permuted fp16 in the ``order`` a tile reads, MmaTile.x_order; see the kernel
+    source), enqueued on the current stream."""
     rows, k = x.shape
-    kernel = get_kernel(SOURCE, "x_f32_to_f16_kquant_perm")
+    kernel = get_kernel(SOURCE, X_ORDERS[order])
     n_chunks = rows * (k // 8)
     blocks = max(1, min((n_chunks + PERMUTE_THREADS - 1) // PERMUTE_THREADS, 65535))
     kernel((blocks,), (PERMUTE_THREADS,), (x, xp, np.int32(rows), np.int32(k)))
@@ -184,8 +194,8 @@ class FusedKQuantGemm:
                 f"memory per block; this GPU allows {limit}"
             )
         arch = cupy.cuda.Device().compute_capability
-        if tile.wgmma and (arch != "90" or weights != "q4_k"):
-            raise ValueError(f"tile {tile.label}: the wgmma path runs Q4_K on sm_90, not {weights} on sm_{arch}")
+        if tile.wgmma and arch != "90":
+            raise ValueError(f"tile {tile.label}: the wgmma path runs on sm_90, not sm_{arch}")
         expr = tile.expression(grouped, weights, epilogue)
         # wgmma exists only in the architecture-specific target (sm_90a), the rest compiles for sm_<cc>
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,), arch=f"{arch}a" if tile.wgmma else None)
@@ -193,7 +203,7 @@ class FusedKQuantGemm:
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
 
     def dense(self, w, xp, y, m: int, k: int, t: int) -> None:
-        """w uint8 [M][row bytes], xp from permute_activations, y f32 [T][M]."""
+        """w uint8 [M][row bytes], xp from permute_activations (in tile.x_order), y f32 [T][M]."""
         grid = ((m + self.tile.bm - 1) // self.tile.bm, (t + self.tile.bn - 1) // self.tile.bn)
         d = self._dummy
         self.kernel(

@@ -60,12 +60,12 @@ def activations(cupy, rng, shape):
     return cupy.asarray(rng.standard_normal(shape, dtype=np.float32))
 
 
-def permuted(cupy, x):
-    """f32 activations [rows][K] in the fused kernel's permuted fp16 layout."""
+def permuted(cupy, x, order: str = "mma"):
+    """f32 activations [rows][K] in the fused kernel's permuted fp16 layout (``order``: MmaTile.x_order)."""
     from zincbench.ops.fused import permute_activations, permuted_activations
 
     xp = permuted_activations(cupy, x.shape[0], x.shape[1])
-    permute_activations(x, xp)
+    permute_activations(x, xp, order)
     return xp
 
 
@@ -253,17 +253,30 @@ FUSED_DENSE_SHAPES = ((197, 256, 1), (64, 768, 37), (300, 512, 130))
 FUSED_GROUPED_SHAPES = ((7, 100, 512), (8, 100, 256), (4, 33, 256))
 
 
+def fused_kernels(tiles: list, grouped: bool, weights: str) -> list:
+    """(tile, kernel) for each tile that applies on this GPU with ``weights`` (as the autotuner skips the
+    others: a wgmma tile off sm_90, a tile whose stages do not fit in shared memory)."""
+    from zincbench.ops.fused import FusedKQuantGemm
+
+    kernels = []
+    for tile in tiles:
+        try:
+            kernels.append((tile, FusedKQuantGemm(tile, grouped=grouped, weights=weights)))
+        except ValueError:
+            continue
+    return kernels
+
+
 def run_fused(cupy, rng) -> None:
-    from zincbench.ops.fused import POLICIES, FusedKQuantGemm
+    from zincbench.ops.fused import POLICIES
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
     for weights in POLICIES:  # every format the kernel reads
-        for tile in gate_tiles("t1"):  # the dense T1 gate's tiles
-            gemm = FusedKQuantGemm(tile, grouped=False, weights=weights)
+        for tile, gemm in fused_kernels(gate_tiles("t1"), False, weights):  # the dense T1 gate's tiles
             for m, k, t in FUSED_DENSE_SHAPES:
                 gemm.dense(
                     quantized(cupy, rng, weights, (m,), k),
-                    permuted(cupy, activations(cupy, rng, (t, k))),
+                    permuted(cupy, activations(cupy, rng, (t, k)), tile.x_order),
                     cupy.empty((t, m), dtype=cupy.float32),
                     m,
                     k,
@@ -275,22 +288,23 @@ def run_fused(cupy, rng) -> None:
         (routing_table(rng, 1, 1, 4, 1), 1),  # T = 1, three empty experts
     ]
     grouped_cases = [(ids, top_k, e, m, k) for (ids, top_k), (e, m, k) in zip(routings, FUSED_GROUPED_SHAPES)]
-    grouped_tiles = [(tile, "q4_k") for tile in gate_tiles("t2")] + [  # the T2 gates' tiles (gate/up, down)
-        (tile, "q6_k") for tile in gate_tiles("t2", "t2_moe_down")
-    ]
-    for tile, weights in grouped_tiles:
-        gemm = FusedKQuantGemm(tile, grouped=True, weights=weights)
+    grouped_kernels = fused_kernels(gate_tiles("t2"), True, "q4_k") + fused_kernels(  # the T2 gates' tiles
+        gate_tiles("t2", "t2_moe_down"),
+        True,
+        "q6_k",  # (gate/up, down)
+    )
+    for tile, gemm in grouped_kernels:
         for ids, top_k, e, m, k in grouped_cases:
             t = ids.shape[0]
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
             build_routing(cupy.asarray(ids), ws)
-            w = quantized(cupy, rng, weights, (e, m), k)
+            w = quantized(cupy, rng, gemm.weights, (e, m), k)
             for per_slot in (False, True):
                 rows = t * top_k if per_slot else t
                 y = cupy.empty((t, top_k, m), dtype=cupy.float32)
                 gemm.grouped_call(
                     w,
-                    permuted(cupy, activations(cupy, rng, (rows, k))),
+                    permuted(cupy, activations(cupy, rng, (rows, k)), tile.x_order),
                     y,
                     m,
                     k,
@@ -415,9 +429,10 @@ def run_fused_at_gate_shapes(cupy, rng) -> None:
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
     m, k, t = T1_SHAPE["m"], T1_SHAPE["k"], T1_SHAPE["t"]
-    FusedKQuantGemm(gate_tiles("t1")[0], grouped=False, weights="q4_k").dense(
+    tile = gate_tiles("t1")[0]
+    FusedKQuantGemm(tile, grouped=False, weights="q4_k").dense(
         quantized(cupy, rng, "q4_k", (m,), k),
-        permuted(cupy, activations(cupy, rng, (t, k))),
+        permuted(cupy, activations(cupy, rng, (t, k)), tile.x_order),
         cupy.empty((t, m), dtype=cupy.float32),
         m,
         k,
@@ -429,7 +444,7 @@ def run_fused_at_gate_shapes(cupy, rng) -> None:
     build_routing(cupy.asarray(routing_table(rng, t, top_k, e)), ws)
     FusedKQuantGemm(tile, grouped=True, weights="q4_k").grouped_call(
         quantized(cupy, rng, "q4_k", (e, m), k),
-        permuted(cupy, activations(cupy, rng, (t, k))),
+        permuted(cupy, activations(cupy, rng, (t, k)), tile.x_order),
         cupy.empty((t, top_k, m), dtype=cupy.float32),
         m,
         k,
