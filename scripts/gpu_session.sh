@@ -115,6 +115,7 @@ for step in "${@:-env tests}"; do
         wgprobe) TAIL=20 run wgprobe 120 python3 scripts/probe_wgmma.py ;;
         probe_t2) TAIL=60 run probe-t2 300 python3 scripts/probe_fused.py t2 ;;
         probe_t1) TAIL=60 run probe-t1 300 python3 scripts/probe_fused.py t1 ;;
+        probe_t1small) TAIL=30 run probe-t1small 200 python3 scripts/probe_fused.py t1small ;;
         ncu_wgmma) TAIL=60 run ncu_wgmma 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
                 --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \

@@ -1,6 +1,6 @@
 """Kernel-development probe: time the pieces of the fused paths separately (cold L2), per tile shape.
 
-    python scripts/probe_fused.py [t2|t1|all] [--once]
+    python scripts/probe_fused.py [t2|t1|t1small|all] [--once]
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -100,7 +100,19 @@ T1_SHAPES = ((4096, 4096, 512, "q4_k"), (4096, 4096, 2048, "q4_k"), (21504, 5376
 T1_Q6K_SHAPES = ((5376, 21504, 1024, "q6_k"), (5376, 21504, 2048, "q6_k"))  # gemma4-31b ffn_down
 
 
-def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES):
+# The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
+T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
+T1_SMALL_TILES = [
+    "2,8,4,1,2,3",
+    "1,8,8,1,3,2",
+    "wgmma:1,8,4,1,4,3",
+    "wgmma:1,16,4,1,3,2",
+    "wgmma:1,4,4,1,4,4",
+    "wgmma:1,8,8,1,4,2",
+]
+
+
+def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES, tiles=None):
     for m, k, t, weights in shapes:
         w = quantized(cupy, rng, weights, (m,), k)
         x = activations(cupy, rng, (t, k))
@@ -111,7 +123,7 @@ def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES):
             f"T1 {weights} M{m} K{k} T{t}: permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us",
             flush=True,
         )
-        for spec in T1_Q6K_TILES if weights == "q6_k" else T1_TILES:
+        for spec in tiles or (T1_Q6K_TILES if weights == "q6_k" else T1_TILES):
             tile = MmaTile.parse(spec)
             if tile.wgmma and cupy.cuda.Device().compute_capability != "90":
                 continue
@@ -130,10 +142,12 @@ def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES):
 if __name__ == "__main__":
     import cupy
 
-    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")
+    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")  # t2, t1, t1small or all
     timer = GpuTimer(TimerConfig(mode="cold", warmup=2))
     rng = np.random.default_rng(0)
     if which in ("t2", "all"):
         probe_t2(timer, cupy, rng)
     if which in ("t1", "all"):
         probe_t1(timer, cupy, rng)
+    if which in ("t1small", "all"):
+        probe_t1(timer, cupy, rng, T1_SMALL_SHAPES, T1_SMALL_TILES)
