@@ -15,6 +15,9 @@
 #                                               cuBLAS output and the layer group stage by stage; the layer
 #                                               router's pieces timed apart, and under ncu)
 #                                               t4tests t4 (the T4 family's GPU tests and sanitizer group; its run)
+#                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1small ncu_fused
+#                                               ncu_wgmma (the fused kernel's wgmma descriptor probe, GPU tests,
+#                                               per-tile probes; ncu with stall reasons at the T1 probe shapes)
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
