@@ -25,7 +25,9 @@
 //   pipeline, the X tile, the MMA loop and the epilogues are shared;
 // - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
 //   on row parity so the 16-byte fragment loads are bank-conflict free.
-// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh).
+// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh, zb_wgmma.cuh).
+// On sm_90 a Hopper instantiation (template parameter WGMMA, compiled for sm_90a) keeps the weight decode and
+// replaces the mma.sync loop with warpgroup wgmma reading X from shared memory (see "The Hopper path" below).
 
 #include "zb_half.cuh"
 #include "zb_wgmma.cuh"
@@ -448,8 +450,8 @@ extern "C" __global__ void x_f32_to_f16_kquant_perm_wgmma(const float* __restric
     zb_permute_x<true>(x, xp, rows, K);
 }
 
-// Shared memory per pipeline stage: X tile [HALVES][BN][256 B] (swizzled), then the format's weight area
-// [BM][ROW_STAGE_BYTES].
+// Shared memory per pipeline stage: X tile [HALVES][BN][256 B] (swizzled; WGMMA: per half the 128-byte-swizzle
+// atoms of zb_wgmma_x_offset), then the format's weight area [BM][ROW_STAGE_BYTES].
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N>
 struct ZbTile {
     static constexpr int BM = 16 * WM * WARPS_M;
@@ -701,8 +703,8 @@ __device__ __forceinline__ void zb_epilogue_rows(const float (&acc)[WM][WN][4], 
 // dequant and MMAs of 8-token columns that hold no token (with a BN at least the largest expert bucket,
 // the work unit is (expert, row block) with the whole bucket as N, every weight read and decoded once).
 // Without it every block computes all BN columns, padding included (the original schedule).
-// WGMMA: the math of a stage is zb_wgmma_issue_half (sm_90a only; Q4_K, WM = 1, WARPS_N = 1, whole warpgroups
-// along M) instead of mma.sync, and the X tile is stored as wgmma reads it ([chunk][token][16 B]).
+// WGMMA: the math of a half is zb_wgmma_issue_half (sm_90a only; any format; WM = 1, WARPS_N = 1, whole
+// warpgroups along M) instead of mma.sync, and X (in the wgmma order) is stored as wgmma reads it.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
           int EPI, bool WGMMA = false>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
@@ -901,8 +903,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
 #ifdef ZINCBENCH_COMPILE_CHECK
 // Ahead-of-time compile checks (nvcc, no GPU) instantiate representative tile shapes of each format and
 // every epilogue; at run time NVRTC instantiates the shapes an experiment declares through name expressions.
-#define ZB_INSTANTIATE(Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI)                      \
-    template __global__ void gemm_kquant_mma<Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI>( \
+#define ZB_INSTANTIATE(Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, ...)                      \
+    template __global__ void gemm_kquant_mma<Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, __VA_ARGS__>( \
         const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,            \
         const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int);
 ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
@@ -920,10 +922,8 @@ ZB_INSTANTIATE(ZbQ5K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ5K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ5K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the wgmma path (sm_90a): dense, trimmed grouped, and the SwiGLU epilogue
-#define ZB_INSTANTIATE_WGMMA(WN, WARPS_M, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI)                                  \
-    template __global__ void gemm_kquant_mma<ZbQ4K, 1, WN, WARPS_M, 1, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI, true>( \
-        const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,            \
-        const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int);
+#define ZB_INSTANTIATE_WGMMA(WN, WARPS_M, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI) \
+    ZB_INSTANTIATE(ZbQ4K, 1, WN, WARPS_M, 1, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI, true)
 ZB_INSTANTIATE_WGMMA(16, 8, 4, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(8, 16, 3, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(32, 8, 3, 1, false, false, ZB_EPI_STORE)

@@ -1,7 +1,7 @@
 // Hopper (sm_90a) warpgroup MMA for zincbench's fused K-quant GEMM: wgmma.mma_async m64nNk16, f16 inputs,
 // f32 accumulators, A from registers (the dequantized weights, decoded straight into fragments), B from
 // shared memory through a matrix descriptor (the fp16 activations, as cp.async left them).
-// Included as #include "zb_wgmma.cuh" from code compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL).
+// Included as #include "zb_wgmma.cuh"; every arch compiles it, but only code instantiated for sm_90a calls it.
 //
 // Register layouts (PTX ISA, "wgmma register fragments"): warp w of the warpgroup owns rows 16w..16w+15 of
 // the 64-row tile, and within a warp both A (4 regs) and the accumulators follow mma.m16n8k16: lane (g, c)
@@ -11,9 +11,9 @@
 #ifndef ZB_WGMMA_CUH
 #define ZB_WGMMA_CUH
 
-// Shared-memory matrix descriptor, no swizzle (the canonical "interleave" layout: 8x16-byte core matrices,
-// each 128 contiguous bytes): start address, LBO (byte distance between the two core matrices of a k16
-// step, along K) and SBO (between core matrices adjacent along N), all in 16-byte units.
+// Shared-memory matrix descriptor, swizzle mode 0 (none; a caller ORs another mode into bits 62-63): start
+// address, LBO (byte distance between the two core matrices of a k16 step, along K) and SBO (between core
+// matrices adjacent along N), all in 16-byte units. Unswizzled, a core matrix is 8 rows of 16 contiguous bytes.
 __device__ __forceinline__ unsigned long long zb_wgmma_desc(unsigned smem_addr, unsigned lbo, unsigned sbo) {
     return (unsigned long long)((smem_addr >> 4) & 0x3FFFu) | (unsigned long long)((lbo >> 4) & 0x3FFFu) << 16 |
            (unsigned long long)((sbo >> 4) & 0x3FFFu) << 32;

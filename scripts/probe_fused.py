@@ -15,7 +15,6 @@ import sys
 
 import numpy as np
 
-from zincbench.errors import KernelCompileError
 from zincbench.judge import summarize
 from zincbench.measure.stopping.count import FixedCountRule
 from zincbench.measure.timer import GpuTimer, TimerConfig
@@ -51,6 +50,16 @@ T1_Q6K_TILES = ["1,16,8,1,2", "wgmma:1,8,8,1,3", "wgmma:1,4,8,1,3", "wgmma:1,8,4
 ONCE = "--once" in sys.argv
 
 
+def kernel_or_none(spec: str, grouped: bool, weights: str):
+    """The kernel for tile ``spec``, or None (and one line saying why) where it does not apply on this GPU:
+    a wgmma tile off sm_90, stages that do not fit in shared memory."""
+    try:
+        return FusedKQuantGemm(MmaTile.parse(spec), grouped=grouped, weights=weights)
+    except ValueError as exc:
+        print(f"  gemm {spec:12s} skipped: {exc}", flush=True)
+        return None
+
+
 def timed(timer, fn, samples=25):
     if ONCE:
         fn()
@@ -77,16 +86,12 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 16, 32, 6
             flush=True,
         )
         for spec in T2_TILES:
-            tile = MmaTile.parse(spec)
-            if tile.wgmma and cupy.cuda.Device().compute_capability != "90":
+            gemm = kernel_or_none(spec, True, "q4_k")
+            if gemm is None:
                 continue
+            tile = gemm.tile
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
             build_routing(ids_d, ws)
-            try:
-                gemm = FusedKQuantGemm(tile, grouped=True, weights="q4_k")
-            except (ValueError, KernelCompileError) as exc:
-                print(f"  gemm {spec:12s} skipped: {str(exc).splitlines()[0]}", flush=True)
-                continue
             xt = xps[tile.x_order]
             us = timed(timer, lambda: gemm.grouped_call(w, xt, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k))
             print(
@@ -124,14 +129,10 @@ def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES, tiles=None):
             flush=True,
         )
         for spec in tiles or (T1_Q6K_TILES if weights == "q6_k" else T1_TILES):
-            tile = MmaTile.parse(spec)
-            if tile.wgmma and cupy.cuda.Device().compute_capability != "90":
+            gemm = kernel_or_none(spec, False, weights)
+            if gemm is None:
                 continue
-            try:
-                gemm = FusedKQuantGemm(tile, grouped=False, weights=weights)
-            except (ValueError, KernelCompileError) as exc:
-                print(f"  gemm {spec:12s} skipped: {str(exc).splitlines()[0]}", flush=True)
-                continue
+            tile = gemm.tile
             xt = xps[tile.x_order]
             us = timed(timer, lambda: gemm.dense(w, xt, y, m, k, t))
             print(

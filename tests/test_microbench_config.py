@@ -50,6 +50,10 @@ def test_bundled_experiments_load():
             "timer: need 0 <= min_time_s <= max_time_s",
         ),
         ({"timer": {"stopping": "count", "warmup": -1}}, "timer: warmup must be at least 0"),
+        # a tile that does not parse is the YAML's mistake (one that does not fit a GPU is the autotuner's to skip)
+        ({"fused_tiles": ["1,2,4,1,3", "wgmma:"]}, r"fused_tiles: tile must be .*\(integers\), got 'wgmma:'"),
+        ({"fused_tiles": ["wgmma:2,8,4,1,3"]}, "fused_tiles: tile 'wgmma:2,8,4,1,3': the wgmma path needs wm 1"),
+        ({"fused_tiles": []}, "fused_tiles must list at least one tile"),
     ],
 )
 def test_bad_t2_experiments_are_config_errors(tmp_path, edit, message):
@@ -135,6 +139,30 @@ def test_tile_specs():
     # "4,8,2,1,2": 128 rows, 64 threads (the Q4_K/Q5_K header copy has one thread per row); 33 warps; 1 stage
     for bad in ("1,2,3", "1,8,4,1,3,1,2", "1,8,4,1,3,0", "4,8,2,1,2", "1,1,33,1,2", "1,8,4,1,1"):
         with pytest.raises(ValueError):
+            MmaTile.parse(bad)
+
+
+def test_wgmma_tile_specs():
+    """The Hopper instantiation: a trailing template argument, its own X order, 1 KB of alignment slack, and
+    the shapes its wgmma widths and pipeline allow."""
+    tile = MmaTile.parse("wgmma:1,16,8,1,3,1,1")
+    assert tile.wgmma and tile.trim_n and (tile.bm, tile.bn, tile.threads) == (128, 128, 256)
+    assert tile.expression(grouped=True, weights="q6_k") == "gemm_kquant_mma<ZbQ6K,1,16,8,1,3,1,true,true,0,true>"
+    assert tile.label == "128x128/w8x1/s3/n8/wgmma" and tile.x_order == "wgmma"
+    assert tile.smem_bytes("q4_k") == 3 * (128 * 256 + 128 * 80) + 1024
+    plain = MmaTile.parse("1,16,8,1,3,1,1")
+    assert plain.x_order == "mma" and not plain.expression(grouped=True, weights="q4_k").endswith(",true>")
+    for bad, message in (
+        ("wgmma:2,8,4,1,3", "wm 1, warps_n 1 and whole warpgroups"),  # two 16-row slices per warp
+        ("wgmma:1,8,6,1,3", "whole warpgroups"),  # 6 warps
+        ("wgmma:1,8,4,2,3", "warps_n 1"),
+        ("wgmma:1,8,4,1,2", "stages >= 3"),  # the pipeline decodes stage t + 1 while stage t runs
+        ("wgmma:1,10,4,1,3", "not 80"),  # no m64n80k16 in kernels/zb_wgmma.cuh
+        ("wgmma:1,2,4,1,3,1,1", "trimmed token tiles of 64, 128, 256"),  # quarters of 16 are no wgmma width
+        ("wgmma:x,2,4,1,3", "integers"),
+        ("mma:1,2,4,1,3", "integers"),
+    ):
+        with pytest.raises(ValueError, match=message):
             MmaTile.parse(bad)
 
 

@@ -36,6 +36,7 @@ from zincbench.bench.base import (
 from zincbench.config import load_config
 from zincbench.errors import InputError
 from zincbench.measure.traffic import Traffic
+from zincbench.ops.fused import check_tiles
 from zincbench.quant import check_row_length, get_format
 from zincbench.reference.kernels_ref import rel_frobenius
 
@@ -98,6 +99,7 @@ class LayerConfig(ExperimentConfig):
         if any(t < 1 or t >= 65536 for t in self.tokens):
             raise ValueError("tokens must be in 1..65535 (the engine's order packs t in 16 bits)")
         self.gate.check_when({"min_tokens"})
+        check_tiles(self.fused_tiles)
         for device, table in self.llama_cpp_pp_tps.items():
             if not all(str(t).isdigit() for t in table):
                 raise ValueError(

@@ -19,6 +19,7 @@ from zincbench.bench import autotune, register_family
 from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, Prepared, VariantInfo
 from zincbench.config import load_config
 from zincbench.measure.traffic import Traffic
+from zincbench.ops.fused import check_tiles
 from zincbench.quant import check_row_length, get_format
 from zincbench.reference import kernels_ref
 
@@ -56,6 +57,7 @@ class T1Config(ExperimentConfig):
         if not self.tokens or min(self.tokens) < 1:
             raise ValueError("tokens must be a non-empty list of positive counts")
         self.gate.check_when({"min_tokens", "weights"})
+        check_tiles(self.fused_tiles)
 
 
 VARIANTS = {

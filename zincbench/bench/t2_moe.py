@@ -17,6 +17,7 @@ import numpy as np
 from zincbench.bench import autotune, register_family
 from zincbench.bench.base import Case, ExperimentConfig, FamilyBase, GateRule, Prepared, VariantInfo
 from zincbench.config import load_config
+from zincbench.ops.fused import check_tiles
 from zincbench.quant import check_row_length, get_format
 from zincbench.reference import kernels_ref
 
@@ -69,6 +70,7 @@ class T2Config(ExperimentConfig):
         if any(n < 1 for n in self.tokens_per_expert):
             raise ValueError("tokens_per_expert must be >= 1")
         self.gate.check_when({"min_tokens_per_expert"})
+        check_tiles(self.fused_tiles)
 
 
 VARIANTS = {

@@ -40,6 +40,7 @@ from zincbench.bench.base import (
 )
 from zincbench.config import load_config
 from zincbench.errors import InputError
+from zincbench.ops.fused import check_tiles
 from zincbench.quant import check_row_length, get_format
 from zincbench.reference import kernels_ref
 from zincbench.reference.rms_norm_ref import rms_norm_f64
@@ -111,6 +112,7 @@ class T4Config(ExperimentConfig):
         if not self.eps > 0:
             raise ValueError(f"eps must be positive, got {self.eps}")
         self.gate.check_when({"min_tokens"})
+        check_tiles(self.fused_tiles)
         for device, models in self.llama_cpp_pp_tps.items():
             for model, table in models.items():
                 if not all(str(t).isdigit() for t in table):

@@ -116,7 +116,10 @@ class MmaTile:
         form = "'[wgmma:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
         body = str(text).strip()
         wgmma = body.startswith(WGMMA_PREFIX)
-        parts = [int(p) for p in body.removeprefix(WGMMA_PREFIX).split(",")]
+        try:
+            parts = [int(p) for p in body.removeprefix(WGMMA_PREFIX).split(",")]
+        except ValueError:
+            raise ValueError(f"tile must be {form} (integers), got {text!r}") from None
         if len(parts) not in (5, 6, 7) or min(parts[:6]) < 1 or (len(parts) == 7 and parts[6] not in (0, 1)):
             raise ValueError(f"tile must be {form} (trim_n 0 or 1), got {text!r}")
         tile = cls(*parts[:6], trim_n=len(parts) == 7 and bool(parts[6]), wgmma=wgmma)
@@ -150,6 +153,18 @@ class MmaTile:
                 f"tile {text!r}: the wgmma path takes {'trimmed ' if self.trim_n else ''}token tiles of "
                 f"{', '.join(map(str, widths))} (8 * wn), not {self.bn}"
             )
+
+
+def check_tiles(texts: list[str]) -> None:
+    """ValueError (an experiment's config error) naming the first malformed ``fused_tiles`` entry: a tile that
+    parses but does not fit a GPU is the autotuner's to skip, a tile that does not parse is the YAML's mistake."""
+    if not texts:
+        raise ValueError("fused_tiles must list at least one tile")
+    for text in texts:
+        try:
+            MmaTile.parse(text)
+        except ValueError as exc:
+            raise ValueError(f"fused_tiles: {exc}") from None
 
 
 def permuted_activations(cupy, rows: int, k: int):
