@@ -15,7 +15,7 @@
 #                                               cuBLAS output and the layer group stage by stage; the layer
 #                                               router's pieces timed apart, and under ncu)
 #                                               t4tests t4 (the T4 family's GPU tests and sanitizer group; its run)
-#                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1small ncu_fused
+#                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1small probe_t1sk ncu_fused
 #                                               ncu_wgmma (the fused kernel's wgmma descriptor probe, GPU tests,
 #                                               per-tile probes; ncu with stall reasons at the T1 probe shapes)
 #
@@ -118,6 +118,7 @@ for step in "${@:-env tests}"; do
         wgprobe) TAIL=20 run wgprobe 120 python3 scripts/probe_wgmma.py ;;
         probe_t2) TAIL=60 run probe-t2 300 python3 scripts/probe_fused.py t2 ;;
         probe_t1) TAIL=60 run probe-t1 300 python3 scripts/probe_fused.py t1 ;;
+        probe_t1sk) TAIL=70 run probe-t1sk 300 python3 scripts/probe_fused.py t1sk ;;
         probe_t1small) TAIL=30 run probe-t1small 200 python3 scripts/probe_fused.py t1small ;;
         ncu_wgmma) TAIL=60 run ncu_wgmma 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \

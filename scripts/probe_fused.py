@@ -1,6 +1,6 @@
 """Kernel-development probe: time the pieces of the fused paths separately (cold L2), per tile shape.
 
-    python scripts/probe_fused.py [t2|t1|t1small|all] [--once]
+    python scripts/probe_fused.py [t2|t1|t1small|t1sk|all] [--once]
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -117,6 +117,22 @@ T1_SMALL_TILES = [
 ]
 
 
+# Stream-K against whole tiles where the grid's last wave is partial (the T 2048 cells the gate missed: 320 tiles
+# of 128x256 on 132 SMs) and where one wave is mostly empty (the 1024-row k/v projections)
+T1_SK_SHAPES = ((5120, 6144, 2048, "q4_k"), (5120, 17408, 2048, "q4_k"), (5376, 8192, 2048, "q4_k"))
+T1_SK_SHAPES += T1_SMALL_SHAPES
+T1_SK_TILES = [
+    "wgmma:1,16,8,1,4",
+    "wgmma+sk:1,16,8,1,4",
+    "wgmma:1,32,8,1,3",
+    "wgmma+sk:1,32,8,1,3",
+    "wgmma:1,8,4,1,4,3",
+    "wgmma+sk:1,8,4,1,4,3",
+    "2,8,4,1,3",
+    "sk:2,8,4,1,3",
+]
+
+
 def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES, tiles=None):
     for m, k, t, weights in shapes:
         w = quantized(cupy, rng, weights, (m,), k)
@@ -135,15 +151,18 @@ def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES, tiles=None):
             tile = gemm.tile
             xt = xps[tile.x_order]
             us = timed(timer, lambda: gemm.dense(w, xt, y, m, k, t))
+            s = gemm.schedule(m, k, t)
             print(
-                f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {2 * m * k * t / us / 1e6:6.1f} TFLOP/s", flush=True
+                f"  gemm {spec:20s} {tile.label:24s} {us:8.1f} us  {2 * m * k * t / us / 1e6:6.1f} TFLOP/s  "
+                f"blocks {s.dp_tiles}+{s.ctas} sk",
+                flush=True,
             )
 
 
 if __name__ == "__main__":
     import cupy
 
-    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")  # t2, t1, t1small or all
+    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")  # t2, t1, t1small, t1sk or all
     timer = GpuTimer(TimerConfig(mode="cold", warmup=2))
     rng = np.random.default_rng(0)
     if which in ("t2", "all"):
@@ -152,3 +171,5 @@ if __name__ == "__main__":
         probe_t1(timer, cupy, rng)
     if which in ("t1small", "all"):
         probe_t1(timer, cupy, rng, T1_SMALL_SHAPES, T1_SMALL_TILES)
+    if which in ("t1sk", "all"):
+        probe_t1(timer, cupy, rng, T1_SK_SHAPES, T1_SK_TILES)

@@ -160,10 +160,37 @@ def test_wgmma_tile_specs():
         ("wgmma:1,10,4,1,3", "not 80"),  # no m64n80k16 in kernels/zb_wgmma.cuh
         ("wgmma:1,2,4,1,3,1,1", "trimmed token tiles of 64, 128, 256"),  # quarters of 16 are no wgmma width
         ("wgmma:x,2,4,1,3", "integers"),
-        ("mma:1,2,4,1,3", "integers"),
+        ("mma:1,2,4,1,3", "flags wgmma, sk"),
     ):
         with pytest.raises(ValueError, match=message):
             MmaTile.parse(bad)
+
+
+def test_stream_k_tile_specs():
+    """``sk`` schedules a tile's launch, not its kernel: the same template instance, its own label, either path."""
+    tile = MmaTile.parse("wgmma+sk:1,32,8,1,3")
+    assert tile.stream_k and tile.wgmma and tile.label == "128x256/w8x1/s3/wgmma/sk"
+    assert tile.expression(grouped=False, weights="q4_k") == MmaTile.parse("wgmma:1,32,8,1,3").expression(
+        grouped=False, weights="q4_k"
+    )
+    assert MmaTile.parse("sk+wgmma:1,32,8,1,3") == tile
+    portable = MmaTile.parse("sk:2,8,4,1,3")
+    assert portable.stream_k and not portable.wgmma and portable.x_order == "mma"
+    for bad in ("sk+sk:2,8,4,1,3", ":2,8,4,1,3", "+:2,8,4,1,3", "sk:wgmma:1,32,8,1,3", "SK:2,8,4,1,3"):
+        with pytest.raises(ValueError, match="flags wgmma, sk"):
+            MmaTile.parse(bad)
+
+
+@pytest.mark.parametrize("family,experiment", [("t2", "t2_moe_expert"), ("layer", None)])
+def test_stream_k_tiles_are_refused_where_the_gemm_is_grouped(family, experiment, tmp_path):
+    fam = load_family(family)
+    path = experiment_path(experiment or fam.default_experiment)
+    data = yaml.safe_load(path.read_text())
+    data["fused_tiles"] = ["sk:1,2,4,1,3"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises((ConfigError, InputError), match="stream-K .* dense GEMMs, not grouped"):
+        fam.load(bad)
 
 
 def test_recorded_llama_cpp_times_are_shown_only_for_their_device():

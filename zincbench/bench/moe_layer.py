@@ -99,7 +99,7 @@ class LayerConfig(ExperimentConfig):
         if any(t < 1 or t >= 65536 for t in self.tokens):
             raise ValueError("tokens must be in 1..65535 (the engine's order packs t in 16 bits)")
         self.gate.check_when({"min_tokens"})
-        check_tiles(self.fused_tiles)
+        check_tiles(self.fused_tiles, grouped=True)
         for device, table in self.llama_cpp_pp_tps.items():
             if not all(str(t).isdigit() for t in table):
                 raise ValueError(

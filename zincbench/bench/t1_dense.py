@@ -197,16 +197,27 @@ class T1Family(FamilyBase):
                 permute_activations(inp.x, xp, tile.x_order)
                 gemm.dense(inp.w, xp, inp.y, inp.m, inp.k, inp.t)
 
-            run.tile = tile
+            run.tile, run.gemm = tile, gemm
             return run
 
         tuning = tuner(f"t1/fused/{case.key}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
+        schedule = run.gemm.schedule(inp.m, inp.k, inp.t)
         return Prepared(
             run,
             inp.y,
             dense_traffic(inp.m, inp.k, inp.t, run.tile, inp.fmt),
-            detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)},
+            detail={
+                "tile": run.tile.label,
+                "tile_spec": tuning.choice,
+                "autotune": autotune.record(tuning),
+                # blocks: whole tiles, then stream-K blocks sharing the last wave's tiles (none without sk)
+                "schedule": {
+                    "tiles": schedule.tiles,
+                    "whole_tile_blocks": schedule.dp_tiles,
+                    "stream_k_blocks": schedule.ctas,
+                },
+            },
         )
 
     def declared_binding(self, cfg: T1Config, case: Case, inp: T1Inputs):

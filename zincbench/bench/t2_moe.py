@@ -70,7 +70,7 @@ class T2Config(ExperimentConfig):
         if any(n < 1 for n in self.tokens_per_expert):
             raise ValueError("tokens_per_expert must be >= 1")
         self.gate.check_when({"min_tokens_per_expert"})
-        check_tiles(self.fused_tiles)
+        check_tiles(self.fused_tiles, grouped=True)
 
 
 VARIANTS = {

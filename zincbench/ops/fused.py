@@ -51,7 +51,7 @@ def weight_policy(weights: str) -> WeightPolicy:
     return policy
 
 
-WGMMA_PREFIX = "wgmma:"
+TILE_FLAGS = ("wgmma", "sk")  # written "flag[+flag]:" before the numbers
 WGMMA_WIDTHS = (16, 32, 48, 64, 96, 128, 192, 256)  # the m64nNk16 shapes kernels/zb_wgmma.cuh spells out
 WGMMA_TRIM_WIDTHS = (64, 128, 256)  # BN whose quarters are all among them
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
@@ -66,7 +66,10 @@ class MmaTile:
     ``wgmma``: the Hopper instantiation (sm_90a warpgroup MMA; written ``wgmma:`` before the numbers): whole
     warpgroups along M (wm 1, warps_m a multiple of 4, warps_n 1), BN a wgmma width, X in the wgmma order
     (``x_order``); with trim_n the block multiplies its tokens rounded up to a quarter of BN. Other GPUs get
-    the mma.sync path."""
+    the mma.sync path.
+
+    ``stream_k`` (``sk``; dense only): the tiles of the grid's last, partial wave are not one block each: their
+    superblocks are shared evenly by a wave of blocks, whose partial sums meet in a workspace (StreamKSchedule)."""
 
     wm: int
     wn: int
@@ -76,6 +79,7 @@ class MmaTile:
     min_blocks: int = 1
     trim_n: bool = False
     wgmma: bool = False
+    stream_k: bool = False
 
     @property
     def bm(self) -> int:
@@ -99,7 +103,8 @@ class MmaTile:
         occupancy = f"/b{self.min_blocks}" if self.min_blocks > 1 else ""
         trim = "/n8" if self.trim_n else ""
         kind = "/wgmma" if self.wgmma else ""
-        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}"
+        schedule = "/sk" if self.stream_k else ""
+        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
@@ -111,19 +116,24 @@ class MmaTile:
 
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
-        """'[wgmma:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]' (the form used in experiment YAML;
-        trim_n 0 or 1)."""
-        form = "'[wgmma:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
+        """'[flags:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]' (the form used in experiment YAML;
+        trim_n 0 or 1; flags ``wgmma``, ``sk`` or both joined by '+')."""
+        form = "'[wgmma|sk|wgmma+sk:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
         body = str(text).strip()
-        wgmma = body.startswith(WGMMA_PREFIX)
+        flags, colon, numbers = body.rpartition(":")
+        names = flags.split("+") if colon else []
+        if any(name not in TILE_FLAGS for name in names) or len(set(names)) != len(names):
+            raise ValueError(f"tile must be {form} (flags {', '.join(TILE_FLAGS)}), got {text!r}")
         try:
-            parts = [int(p) for p in body.removeprefix(WGMMA_PREFIX).split(",")]
+            parts = [int(p) for p in numbers.split(",")]
         except ValueError:
             raise ValueError(f"tile must be {form} (integers), got {text!r}") from None
         if len(parts) not in (5, 6, 7) or min(parts[:6]) < 1 or (len(parts) == 7 and parts[6] not in (0, 1)):
             raise ValueError(f"tile must be {form} (trim_n 0 or 1), got {text!r}")
-        tile = cls(*parts[:6], trim_n=len(parts) == 7 and bool(parts[6]), wgmma=wgmma)
-        if wgmma:
+        tile = cls(
+            *parts[:6], trim_n=len(parts) == 7 and bool(parts[6]), wgmma="wgmma" in names, stream_k="sk" in names
+        )
+        if tile.wgmma:
             tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
             # the Q4_K/Q5_K loaders copy each row's block header with one thread per row
@@ -155,16 +165,64 @@ class MmaTile:
             )
 
 
-def check_tiles(texts: list[str]) -> None:
+def check_tiles(texts: list[str], grouped: bool = False) -> None:
     """ValueError (an experiment's config error) naming the first malformed ``fused_tiles`` entry: a tile that
-    parses but does not fit a GPU is the autotuner's to skip, a tile that does not parse is the YAML's mistake."""
+    parses but does not fit a GPU is the autotuner's to skip, a tile that does not parse (or asks for stream-K in a
+    grouped GEMM) is the YAML's mistake."""
     if not texts:
         raise ValueError("fused_tiles must list at least one tile")
     for text in texts:
         try:
-            MmaTile.parse(text)
+            tile = MmaTile.parse(text)
         except ValueError as exc:
             raise ValueError(f"fused_tiles: {exc}") from None
+        if grouped and tile.stream_k:
+            raise ValueError(f"fused_tiles: tile {text!r}: stream-K (sk) schedules dense GEMMs, not grouped ones")
+
+
+# A stream-K block's share is at least this many superblocks: its partial's write and the completing block's reads
+# of the others (a 128x256 tile's partial is 128 KB) stay small beside the math they split.
+STREAM_K_MIN_SUPERBLOCKS = 4
+
+
+@dataclass(frozen=True)
+class StreamKSchedule:
+    """How a dense launch covers its ``tiles`` output tiles of ``n_sb`` superblocks each: the first ``dp_tiles``
+    one block each (whole K), then ``ctas`` stream-K blocks sharing the other tiles' ``iters`` superblocks
+    evenly (block j: [j * iters // ctas, (j + 1) * iters // ctas), the kernel's zb_sk_begin)."""
+
+    tiles: int
+    n_sb: int
+    dp_tiles: int
+    ctas: int = 0
+
+    @property
+    def iters(self) -> int:
+        return (self.tiles - self.dp_tiles) * self.n_sb
+
+    @property
+    def blocks(self) -> int:
+        return self.dp_tiles + self.ctas
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """Each stream-K block's [begin, end) in the shared iterations."""
+        return [(j * self.iters // self.ctas, (j + 1) * self.iters // self.ctas) for j in range(self.ctas)]
+
+
+def stream_k_schedule(
+    tiles: int, n_sb: int, slots: int, min_superblocks: int = STREAM_K_MIN_SUPERBLOCKS
+) -> StreamKSchedule:
+    """The grid's whole waves of ``slots`` (resident blocks on the GPU) stay one tile per block; the tiles of the
+    last, partial wave are shared by up to ``slots`` blocks of at least ``min_superblocks`` each. No stream-K
+    when the waves are whole or sharing would not spread the tail over more blocks than it has tiles (then a
+    block's range is at most n_sb long: it touches at most two tiles, the kernel's assumption)."""
+    if min(tiles, n_sb, slots, min_superblocks) < 1:
+        raise ValueError(f"stream-K needs positive tiles, superblocks and slots, got {tiles}, {n_sb}, {slots}")
+    tail = tiles % slots
+    ctas = min(slots, tail * n_sb // min_superblocks)
+    if tail == 0 or ctas <= tail:
+        return StreamKSchedule(tiles, n_sb, tiles)
+    return StreamKSchedule(tiles, n_sb, tiles - tail, ctas)
 
 
 def permuted_activations(cupy, rows: int, k: int):
@@ -195,6 +253,8 @@ class FusedKQuantGemm:
 
         if epilogue != EPILOGUE_STORE and not grouped:
             raise ValueError("the SwiGLU and combine epilogues are for the grouped (MoE) kernel")
+        if tile.stream_k and grouped:
+            raise ValueError(f"tile {tile.label}: stream-K schedules dense GEMMs, not grouped ones")
         self.tile = tile
         self.grouped = grouped
         self.weights = weights
@@ -216,13 +276,58 @@ class FusedKQuantGemm:
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,), arch=f"{arch}a" if tile.wgmma else None)
         set_dynamic_shared(self.kernel, self.smem_bytes)
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
+        self._schedules: dict[tuple[int, int, int], StreamKSchedule] = {}  # (M, K, T) -> the launch's schedule
+        self._stream_k: dict[StreamKSchedule, tuple] = {}  # schedule -> (partials, counters), kept across calls
 
-    def dense(self, w, xp, y, m: int, k: int, t: int) -> None:
-        """w uint8 [M][row bytes], xp from permute_activations (in tile.x_order), y f32 [T][M]."""
-        grid = ((m + self.tile.bm - 1) // self.tile.bm, (t + self.tile.bn - 1) // self.tile.bn)
+    def resident_blocks(self) -> int:
+        """Blocks of this kernel the GPU holds at once (SMs x blocks per SM at its registers and shared memory)."""
+        import cupy
+
+        driver, rt = cupy.cuda.driver, cupy.cuda.runtime
+        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.kernel.ptr, self.tile.threads, self.smem_bytes)
+        sms = rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, cupy.cuda.Device().id)
+        return max(1, per_sm) * sms
+
+    def schedule(self, m: int, k: int, t: int) -> StreamKSchedule:
+        """The dense launch's tiles: one block each, or (stream_k tiles) with the last wave shared."""
+        key = (m, k, t)
+        if key not in self._schedules:  # once per shape: dense() is what the timer calls
+            tiles = -(-m // self.tile.bm) * -(-t // self.tile.bn)
+            self._schedules[key] = (
+                stream_k_schedule(tiles, k // 256, self.resident_blocks())
+                if self.tile.stream_k
+                else StreamKSchedule(tiles, k // 256, tiles)
+            )
+        return self._schedules[key]
+
+    def stream_k_buffers(self, schedule: StreamKSchedule):
+        """Partials (two slots per stream-K block) and zeroed tile counters, allocated once per schedule: the
+        kernel leaves the counters zero again."""
+        import cupy
+
+        if schedule.ctas == 0:
+            return self._dummy, self._dummy
+        if schedule not in self._stream_k:
+            acc_per_thread = self.tile.bm * self.tile.bn // self.tile.threads
+            partials = cupy.empty(2 * schedule.ctas * acc_per_thread * self.tile.threads, dtype=cupy.float32)
+            counters = cupy.zeros(schedule.tiles - schedule.dp_tiles, dtype=cupy.uint32)
+            self._stream_k[schedule] = (partials, counters)
+        return self._stream_k[schedule]
+
+    def dense(self, w, xp, y, m: int, k: int, t: int, schedule: StreamKSchedule | None = None) -> None:
+        """w uint8 [M][row bytes], xp from permute_activations (in tile.x_order), y f32 [T][M]; ``schedule``
+        (default ``self.schedule``) lays the tiles out over blocks, any valid one giving the same product."""
+        own = self.schedule(m, k, t)
+        schedule = schedule or own
+        if (schedule.tiles, schedule.n_sb) != (own.tiles, own.n_sb):
+            raise ValueError(
+                f"a schedule of {schedule.tiles} tiles x {schedule.n_sb} superblocks for a GEMM of "
+                f"{own.tiles} x {own.n_sb}"
+            )
+        partials, counters = self.stream_k_buffers(schedule)
         d = self._dummy
         self.kernel(
-            grid,
+            (schedule.blocks,),
             (self.tile.threads,),
             (
                 w,
@@ -240,6 +345,11 @@ class FusedKQuantGemm:
                 d,
                 d,
                 np.int32(0),
+                partials,
+                counters,
+                np.int32(schedule.dp_tiles),
+                np.int32(schedule.ctas),
+                np.int32(schedule.iters),
             ),
             shared_mem=self.smem_bytes,
         )
@@ -294,6 +404,11 @@ class FusedKQuantGemm:
                 d if w_up is None else w_up,
                 d if routing is None else routing,
                 np.int32(0 if routing is None else routing.shape[1]),
+                d,
+                d,
+                np.int32(0),
+                np.int32(0),
+                np.int32(0),
             ),
             shared_mem=self.smem_bytes,
         )

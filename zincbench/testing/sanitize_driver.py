@@ -248,8 +248,11 @@ def gate_tiles(family: str, experiment: str | None = None) -> list:
 
 # The fused kernel's edge shapes (run_fused; tests/test_fused_loader.py models the Q6_K loads at the same).
 # Dense (M, K, T): M and T cut the tile, T = 1; K = 768: Q6_K rows of 630 bytes, so blocks start at every even
-# misalignment. Grouped (E, M, K) of the routing cases in run_fused.
-FUSED_DENSE_SHAPES = ((197, 256, 1), (64, 768, 37), (300, 512, 130))
+# misalignment; K = 2304: enough superblocks (9) for the stream-K tiles to share a partial wave. Grouped (E, M, K)
+# of the routing cases in run_fused.
+FUSED_DENSE_SHAPES = ((197, 256, 1), (64, 768, 37), (300, 512, 130), (300, 2304, 130))
+# Stream-K tiles also run as on a GPU of 4 resident blocks: whole tiles, then shared ranges that cross tiles.
+FUSED_STREAM_K_SLOTS = 4
 FUSED_GROUPED_SHAPES = ((7, 100, 512), (8, 100, 256), (4, 33, 256))
 
 
@@ -268,20 +271,21 @@ def fused_kernels(tiles: list, grouped: bool, weights: str) -> list:
 
 
 def run_fused(cupy, rng) -> None:
-    from zincbench.ops.fused import POLICIES
+    from zincbench.ops.fused import POLICIES, stream_k_schedule
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
     for weights in POLICIES:  # every format the kernel reads
         for tile, gemm in fused_kernels(gate_tiles("t1"), False, weights):  # the dense T1 gate's tiles
             for m, k, t in FUSED_DENSE_SHAPES:
-                gemm.dense(
-                    quantized(cupy, rng, weights, (m,), k),
-                    permuted(cupy, activations(cupy, rng, (t, k)), tile.x_order),
-                    cupy.empty((t, m), dtype=cupy.float32),
-                    m,
-                    k,
-                    t,
-                )
+                w = quantized(cupy, rng, weights, (m,), k)
+                xp = permuted(cupy, activations(cupy, rng, (t, k)), tile.x_order)
+                y = cupy.empty((t, m), dtype=cupy.float32)
+                own = gemm.schedule(m, k, t)
+                schedules = [own]
+                if tile.stream_k:
+                    schedules.append(stream_k_schedule(own.tiles, own.n_sb, FUSED_STREAM_K_SLOTS, min_superblocks=1))
+                for schedule in schedules:
+                    gemm.dense(w, xp, y, m, k, t, schedule=schedule)
     routings = [  # (routing table, top_k) of FUSED_GROUPED_SHAPES
         (routing_table(rng, 23, 2, 7, 2, skip_last=1), 2),  # expert 6 never routed, T = 23
         (one_token_per_expert(rng, 8, 2), 2),  # N_e = 1, K = 256
