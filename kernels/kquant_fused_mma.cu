@@ -764,16 +764,26 @@ __device__ __forceinline__ bool zb_sk_fixup(float (&acc)[ACC], const ZbStreamK& 
     }
     __syncthreads();
     if (!*s_last) return false;
-    // Every slot, this block's too, from L2: acc is free to take the sum (no second set of registers).
+    // Every slot, this block's too, from L2 (acc is free to take the sum: no second set of registers), one
+    // contributor at a time in block order; CHUNK loads at a time are in flight together.
+    constexpr int CHUNK = GROUPS < 8 ? GROUPS : 8;
+    static_assert(GROUPS % CHUNK == 0, "whole chunks of partials");
     const int j_lo = zb_sk_owner(sk, u * n_sb), j_hi = zb_sk_owner(sk, (u + 1) * n_sb - 1);
 #pragma unroll
-    for (int q = 0; q < GROUPS; ++q) {
-        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int jj = j_lo; jj <= j_hi; ++jj) {
-            const float4 v = zb_ldcg4(zb_sk_slot<GROUPS, THREADS>(sk, jj, u, n_sb, tid) + q * THREADS);
-            sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    for (int e = 0; e < ACC; ++e) acc[e] = 0.f;
+    for (int jj = j_lo; jj <= j_hi; ++jj) {
+        const float4* slot = zb_sk_slot<GROUPS, THREADS>(sk, jj, u, n_sb, tid);
+#pragma unroll
+        for (int q0 = 0; q0 < GROUPS; q0 += CHUNK) {
+            float4 v[CHUNK];
+#pragma unroll
+            for (int q = 0; q < CHUNK; ++q) v[q] = zb_ldcg4(slot + (q0 + q) * THREADS);
+#pragma unroll
+            for (int q = 0; q < CHUNK; ++q) {
+                float* sum = acc + 4 * (q0 + q);
+                sum[0] += v[q].x, sum[1] += v[q].y, sum[2] += v[q].z, sum[3] += v[q].w;
+            }
         }
-        acc[4 * q] = sum.x, acc[4 * q + 1] = sum.y, acc[4 * q + 2] = sum.z, acc[4 * q + 3] = sum.w;
     }
     return true;
 }
@@ -784,6 +794,212 @@ struct ZbWork {
     int tile_m, tile_n, sb0, sb1, sk_tile;
 };
 
+// The kernel's arguments, as one value for zb_gemm_unit.
+struct ZbGemmArgs {
+    const unsigned char* w;
+    const uint4* xp;
+    float* y;
+    int M, K, n_rows;
+    unsigned long long expert_bytes;
+    const unsigned *tiles, *offsets, *sorted_ids;
+    int top_k, x_per_slot;
+    const unsigned char* w_up;
+    const unsigned* routing;
+    int routing_stride;
+    ZbStreamK sk;
+};
+
+// The shared memory a unit works in: the pipeline's stages (dynamic) and the token tables.
+struct ZbShared {
+    unsigned char* smem;  // dynamic shared memory (the SwiGLU epilogue stages its rows here)
+    unsigned char* stages;  // the pipeline's first stage (1024-aligned for WGMMA)
+    unsigned smem_base;     // its shared-space address
+    unsigned* s_xoff;       // [BN] first 16-byte chunk of the token's X row, ZB_INVALID for padding
+    int* s_orow;            // [BN] output row, -1 for padding
+    int* s_last;            // stream-K: this block completed the tile
+};
+
+// One unit of work of a block: the token tile's tables, the cp.async pipeline over [sb0, sb1) into registers, then
+// (a stream-K partial range) the meeting of partials, and the epilogue.
+template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool TRIM_N, bool GROUPED, int EPI, bool WGMMA>
+__device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh) {
+    constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
+    using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
+    constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, HALVES = Q::HALVES;
+    constexpr int X_CHUNKS = BN * 16;  // per half superblock
+    constexpr int X_ITERS = (X_CHUNKS + THREADS - 1) / THREADS;
+    constexpr int OUT_ROWS = SWIGLU ? BM / 2 : BM;  // output rows per block
+    const int tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    const int g = lane >> 2, c = lane & 3;
+    const int M = a.M, K = a.K;
+    const int row_bytes = (K / 256) * Q::BLOCK_BYTES;
+    const int n_sb = K / 256;
+    const int row0 = unit.tile_m * OUT_ROWS;
+    unsigned* const s_xoff = sh.s_xoff;
+    int* const s_orow = sh.s_orow;
+    unsigned char* const stages = sh.stages;
+    const unsigned smem_base = sh.smem_base;
+
+    ZbTokenTile tt;
+    if (!zb_token_tile<BN, THREADS, GROUPED>(tt, s_xoff, s_orow, tid, unit.tile_n, K, a.n_rows, a.expert_bytes,
+                                             a.tiles, a.offsets, a.sorted_ids, a.top_k, a.x_per_slot))
+        return;  // an unused grouped tile (block-uniform, before any barrier)
+    const unsigned long long w_base = tt.w_base;
+    const int n_tokens = tt.n_tokens;
+    __syncthreads();
+
+    const ZbRows rows{a.w + w_base, SWIGLU ? a.w_up + w_base : a.w + w_base, row0, M, row_bytes, OUT_ROWS};
+    const typename Q::template Loader<BM, THREADS> loader(rows, tid);
+
+    // Stage s holds `HALVES` half superblocks starting at half 2 * sb + h (step = (2 * sb + h) / HALVES); the
+    // unit's steps are step0 + 0 .. n_steps - 1.
+    // X copies: thread tid moves chunk q = tid % 16 of rows tid / 16 + it * THREADS / 16; the row
+    // parity (hence the swizzle) is the same for all its rows because THREADS / 16 is even.
+    // WGMMA: a warp moves 8 rows x 4 units (zb_wgmma_x_offset: conflict-free stores, 64 bytes read per row).
+    static_assert(THREADS % 32 == 0, "row parity of a thread's X chunks must not change across iterations");
+    const int x_q = WGMMA ? (tid >> 3) & 15 : tid & 15;
+    const int x_r0 = WGMMA ? (tid & 7) | (tid >> 7 << 3) : tid >> 4;
+    constexpr int X_ROW_STEP = THREADS / 16;  // rows between a thread's iterations (both layouts; a multiple of 8)
+    const unsigned x_dst0 = WGMMA ? zb_wgmma_x_offset<BN>(x_r0, x_q) : x_r0 * 256 + ((x_q ^ ((x_r0 & 1) << 2)) << 4);
+    constexpr unsigned X_DST_STEP = WGMMA ? X_ROW_STEP * 128 : X_ROW_STEP * 256;
+    const uint4* const xp = a.xp;
+    auto load_stage = [&](int stage, int step) {
+        const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
+#pragma unroll
+        for (int hh = 0; hh < HALVES; ++hh) {
+            const int half = step * HALVES + hh;
+#pragma unroll
+            for (int it = 0; it < X_ITERS; ++it) {
+                const int r = x_r0 + it * X_ROW_STEP;
+                if (X_CHUNKS % THREADS == 0 || r < BN) {
+                    const unsigned xoff = s_xoff[r];
+                    const bool valid = xoff != ZB_INVALID;
+                    zb_cp_async16(xs + hh * Tile::X_HALF_BYTES + x_dst0 + it * X_DST_STEP,
+                                  xp + (valid ? xoff + half * 16 + x_q : 0u), valid ? 16u : 0u);
+                }
+            }
+        }
+        loader.issue(xs + Tile::X_BYTES, step);
+    };
+
+    float acc[WM][WN][4];
+#pragma unroll
+    for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < WN; ++nt)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[mt][nt][v] = 0.f;
+
+    const int step0 = 2 * unit.sb0 / HALVES, n_steps = 2 * (unit.sb1 - unit.sb0) / HALVES;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < n_steps) load_stage(s, step0 + s);
+        zb_cp_async_commit();
+    }
+
+    // Lane-constant offsets: this lane's token row in the X tile; its weight rows in the stage and the
+    // byte misalignment of their starts in global memory (Q6_K blocks are not 16-byte aligned).
+    const int r_x = wn * 8 * WN + g;
+    const int n_tiles = TRIM_N ? min(max((n_tokens - wn * 8 * WN + 7) / 8, 0), WN) : WN;  // this warp's columns
+    const int quarters = TRIM_N ? min(max((4 * n_tokens + BN - 1) / BN, 1), 4) : 4;  // WGMMA: columns in BN / 4
+    const unsigned x_even = r_x * 256 + c * 16 + (g & 1) * 64;
+    const unsigned x_odd = r_x * 256 + c * 16 + 64 - (g & 1) * 64;
+    unsigned row_misalign[WM][2];
+#pragma unroll
+    for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr)
+            row_misalign[mt][rr] =
+                (unsigned)(reinterpret_cast<unsigned long long>(rows.at(wm * 16 * WM + mt * 16 + g + 8 * rr)) & 15ull);
+    if constexpr (WGMMA) {
+        // Software-pipelined by half superblock: the wgmmas of half t run while the lanes decode half t + 1. A
+        // stage (HALVES halves) is resident before its first half is decoded (STAGES >= 3), and the copy into the
+        // buffer of stage s - 1 starts only after every warp has seen that stage's wgmmas retire (wait<1>, barrier).
+        static_assert(STAGES >= 3, "the wgmma pipeline decodes stage s + 1 while stage s's wgmmas run");
+        float(&acc_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc);
+        const int r_w = wm * 16 + g;
+        unsigned a_even[8][4], a_odd[8][4];  // the A fragments of the even and the odd half of a superblock
+        zb_cp_async_wait<STAGES - 2>();
+        zb_fence_proxy_async();
+        __syncthreads();
+        zb_wgmma_decode<Q, BM>(a_even, stages + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_misalign[0]);
+        const int n_halves = 2 * (unit.sb1 - unit.sb0);
+        int stage = 0, step = 0;  // the stage buffer and the unit's pipeline step of half t
+        auto advance = [&](int t, unsigned (&a_next)[8][4], int h_next) {  // after half t's wgmmas are issued
+            zb_wgmma_wait<1>();
+            if (t + 1 >= n_halves) return;
+            if ((t + 1) % HALVES == 0) {  // half t + 1 opens the next stage
+                zb_cp_async_wait<STAGES - 3>();
+                zb_fence_proxy_async();
+                __syncthreads();
+                const int next = step + STAGES - 1;
+                const int free_stage = stage == 0 ? STAGES - 1 : stage - 1;  // stage s - 1's, = next % STAGES
+                if (next < n_steps) load_stage(free_stage, step0 + next);
+                zb_cp_async_commit();
+                stage = stage == STAGES - 1 ? 0 : stage + 1;
+                ++step;
+            }
+            zb_wgmma_decode<Q, BM>(a_next, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c, h_next,
+                                   unit.sb0 + ((t + 1) >> 1), row_misalign[0]);
+        };
+        auto x_half = [&](int h) { return smem_base + stage * Tile::STAGE_BYTES + (h % HALVES) * Tile::X_HALF_BYTES; };
+        for (int t = 0; t < n_halves; t += 2) {  // halves alternate between a_even (h = 0) and a_odd (h = 1)
+            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_even, x_half(0), quarters);
+            advance(t, a_odd, 1);
+            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_odd, x_half(1), quarters);
+            advance(t + 1, a_even, 0);
+        }
+        zb_wgmma_wait<0>();
+    } else {
+        int stage = 0;
+        const unsigned char* ws = stages;  // the current stage's base
+        for (int sb = unit.sb0; sb < unit.sb1; ++sb) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {  // unrolled: h is a constant in each copy
+                if (h % HALVES == 0) {
+                    const int step = (2 * (sb - unit.sb0) + h) / HALVES;
+                    zb_cp_async_wait<STAGES - 2>();
+                    __syncthreads();
+                    const int next = step + STAGES - 1;
+                    const int next_stage = stage == 0 ? STAGES - 1 : stage - 1;  // (step + STAGES - 1) % STAGES
+                    if (next < n_steps) load_stage(next_stage, step0 + next);
+                    zb_cp_async_commit();
+                    ws = stages + stage * Tile::STAGE_BYTES;
+                }
+                if (n_tiles > 0) {  // warp-uniform: a trimmed warp without tokens only helps with the copies
+                    typename Q::Lane lanes[WM][2];
+#pragma unroll
+                    for (int mt = 0; mt < WM; ++mt)
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr)
+                            lanes[mt][rr] = Q::template load<BM>(ws + Tile::X_BYTES, wm * 16 * WM + mt * 16 + g + 8 * rr,
+                                                                 c, h, sb, row_misalign[mt][rr]);
+                    const unsigned char* xh = ws + (h % HALVES) * Tile::X_HALF_BYTES;
+                    zb_mma_half<Q, WM, WN>(acc, lanes, xh + x_even, xh + x_odd, n_tiles);
+                }
+                if (h % HALVES == HALVES - 1) stage = stage == STAGES - 1 ? 0 : stage + 1;
+            }
+        }
+    }
+    zb_cp_async_wait<0>();
+
+    if (unit.sk_tile >= 0 && (unit.sb0 > 0 || unit.sb1 < n_sb)) {  // a partial K range: meet the others
+        float(&acc_all)[WM * WN * 4] = reinterpret_cast<float(&)[WM * WN * 4]>(acc);
+        if (!zb_sk_fixup<WM * WN * 4, THREADS>(acc_all, a.sk, sk_block, unit.sk_tile, unit.sb1 - unit.sb0, n_sb, tid,
+                                               sh.s_last))
+            return;
+    }
+    // C fragment: c0,c1 = (row g, tokens 2c, 2c+1); c2,c3 = (row g+8, tokens 2c, 2c+1).
+    if constexpr (SWIGLU) {
+        zb_epilogue_swiglu<Tile, STAGES, EPI, WM, WN>(acc, sh.smem, s_orow, tt, a.y, M, a.n_rows, row0, tid, wm, wn, g,
+                                                      c);
+    } else {
+        zb_epilogue_rows<EPI, WM, WN>(acc, s_orow, a.y, M, row0, wm, wn, g, c, a.top_k, a.routing, a.routing_stride);
+    }
+}
+
 // TRIM_N: the block's token extent is its real token count rounded up to 8, not BN: a warp skips the
 // dequant and MMAs of 8-token columns that hold no token (with a BN at least the largest expert bucket,
 // the work unit is (expert, row block) with the whole bucket as N, every weight read and decoded once).
@@ -792,6 +1008,8 @@ struct ZbWork {
 // warpgroups along M) instead of mma.sync, and X (in the wgmma order) is stored as wgmma reads it.
 // Grid: dense, one dimension: tile b < sk_dp_tiles (row block b % row blocks, token tile b / row blocks) per block,
 // then sk_ctas stream-K blocks (ZbStreamK; none when sk_ctas is 0). Grouped: (row block, tile entry).
+// A whole tile and a stream-K block's units are separate inlined copies of zb_gemm_unit: the whole tile's K range
+// and epilogue stay compile-time facts there, so its code is what it was before stream-K.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
           int EPI, bool WGMMA = false>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
@@ -818,209 +1036,39 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     static_assert(!WGMMA || (WM == 1 && WARPS_N == 1 && WARPS_M % 4 == 0),
                   "the wgmma path: one 16-row slice per warp, whole warpgroups along M");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
-    constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, HALVES = Q::HALVES;
-    constexpr int X_CHUNKS = BN * 16;  // per half superblock
-    constexpr int X_ITERS = (X_CHUNKS + THREADS - 1) / THREADS;
+    constexpr int BN = Tile::BN;
+    constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;
     extern __shared__ __align__(16) unsigned char smem[];
-    __shared__ unsigned s_xoff[BN];  // first 16-byte chunk of the token's X row, ZB_INVALID for padding
+    __shared__ unsigned s_xoff[BN];
     __shared__ int s_orow[BN];
-    __shared__ int s_last;  // stream-K: this block completed the tile
-
-    const int tid = threadIdx.x;
-    const int lane = tid & 31, warp = tid >> 5;
-    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
-    const int g = lane >> 2, c = lane & 3;
-    constexpr int OUT_ROWS = SWIGLU ? BM / 2 : BM;  // output rows per block
-    const int row_bytes = (K / 256) * Q::BLOCK_BYTES;
-    const int n_sb = K / 256;
-    const int row_blocks = (M + OUT_ROWS - 1) / OUT_ROWS;
-    const ZbStreamK sk{sk_partials, sk_counters, sk_dp_tiles, sk_ctas, sk_iters};
-    const int sk_block = GROUPED ? -1 : (int)blockIdx.x - sk_dp_tiles;  // >= 0: a stream-K block
-    int sk_iter = sk_block >= 0 ? zb_sk_begin(sk, sk_block) : 0;
-    const int sk_end = sk_block >= 0 ? zb_sk_begin(sk, sk_block + 1) : 0;
-
+    __shared__ int s_last;
     // WGMMA: the 128-byte swizzle repeats every 1024 bytes of address: stages start 1024-aligned (the host adds
     // the slack) and are multiples of 1024 bytes (BM a multiple of 64)
     static_assert(!WGMMA || Tile::STAGE_BYTES % 1024 == 0, "wgmma X atoms must stay 1024-byte aligned");
     const unsigned smem_pad = WGMMA ? (1024u - (zb_smem_addr(smem) & 1023u)) & 1023u : 0u;
-    unsigned char* const stages = smem + smem_pad;
-    const unsigned smem_base = zb_smem_addr(stages);
+    const ZbShared sh{smem, smem + smem_pad, zb_smem_addr(smem + smem_pad), s_xoff, s_orow, &s_last};
+    const ZbGemmArgs args{w,      xp,   y,     M,         K,          n_rows, expert_bytes, tiles, offsets, sorted_ids,
+                          top_k, x_per_slot, w_up, routing, routing_stride,
+                          ZbStreamK{sk_partials, sk_counters, sk_dp_tiles, sk_ctas, sk_iters}};
+    const int n_sb = K / 256;
+    const int row_blocks = (M + OUT_ROWS - 1) / OUT_ROWS;
 
-    for (bool first = true;; first = false) {  // a block's units of work: one, or a stream-K block's one or two
-        ZbWork unit;
-        if (sk_block < 0) {
-            if (!first) break;
-            const int tile = GROUPED ? 0 : (int)blockIdx.x;
-            unit = {GROUPED ? (int)blockIdx.x : tile % row_blocks, GROUPED ? (int)blockIdx.y : tile / row_blocks, 0,
-                    n_sb, -1};
-        } else {
-            if (sk_iter >= sk_end) break;
-            const int u = sk_iter / n_sb, tile = sk_dp_tiles + u;
-            unit = {tile % row_blocks, tile / row_blocks, sk_iter - u * n_sb, min(n_sb, sk_end - u * n_sb), u};
-            sk_iter = u * n_sb + unit.sb1;
-            if (!first) __syncthreads();  // the previous unit's epilogue is done with s_orow and the stages
-        }
-        const int row0 = unit.tile_m * OUT_ROWS;
-
-        ZbTokenTile tt;
-        if (!zb_token_tile<BN, THREADS, GROUPED>(tt, s_xoff, s_orow, tid, unit.tile_n, K, n_rows, expert_bytes, tiles,
-                                                 offsets, sorted_ids, top_k, x_per_slot))
-            return;  // an unused grouped tile (block-uniform, before any barrier)
-        const unsigned long long w_base = tt.w_base;
-        const int n_tokens = tt.n_tokens;
-        __syncthreads();
-
-        const ZbRows rows{w + w_base, SWIGLU ? w_up + w_base : w + w_base, row0, M, row_bytes, OUT_ROWS};
-        const typename Q::template Loader<BM, THREADS> loader(rows, tid);
-
-        // Stage s holds `HALVES` half superblocks starting at half 2 * sb + h (step = (2 * sb + h) / HALVES); the
-        // unit's steps are step0 + 0 .. n_steps - 1.
-        // X copies: thread tid moves chunk q = tid % 16 of rows tid / 16 + it * THREADS / 16; the row
-        // parity (hence the swizzle) is the same for all its rows because THREADS / 16 is even.
-        // WGMMA: a warp moves 8 rows x 4 units (zb_wgmma_x_offset: conflict-free stores, 64 bytes read per row).
-        static_assert(THREADS % 32 == 0, "row parity of a thread's X chunks must not change across iterations");
-        const int x_q = WGMMA ? (tid >> 3) & 15 : tid & 15;
-        const int x_r0 = WGMMA ? (tid & 7) | (tid >> 7 << 3) : tid >> 4;
-        constexpr int X_ROW_STEP = THREADS / 16;  // rows between a thread's iterations (both layouts; a multiple of 8)
-        const unsigned x_dst0 =
-            WGMMA ? zb_wgmma_x_offset<BN>(x_r0, x_q) : x_r0 * 256 + ((x_q ^ ((x_r0 & 1) << 2)) << 4);
-        constexpr unsigned X_DST_STEP = WGMMA ? X_ROW_STEP * 128 : X_ROW_STEP * 256;
-        auto load_stage = [&](int stage, int step) {
-            const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
-#pragma unroll
-            for (int hh = 0; hh < HALVES; ++hh) {
-                const int half = step * HALVES + hh;
-#pragma unroll
-                for (int it = 0; it < X_ITERS; ++it) {
-                    const int r = x_r0 + it * X_ROW_STEP;
-                    if (X_CHUNKS % THREADS == 0 || r < BN) {
-                        const unsigned xoff = s_xoff[r];
-                        const bool valid = xoff != ZB_INVALID;
-                        zb_cp_async16(xs + hh * Tile::X_HALF_BYTES + x_dst0 + it * X_DST_STEP,
-                                      xp + (valid ? xoff + half * 16 + x_q : 0u), valid ? 16u : 0u);
-                    }
-                }
-            }
-            loader.issue(xs + Tile::X_BYTES, step);
-        };
-
-        float acc[WM][WN][4];
-#pragma unroll
-        for (int mt = 0; mt < WM; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < WN; ++nt)
-#pragma unroll
-                for (int v = 0; v < 4; ++v) acc[mt][nt][v] = 0.f;
-
-        const int step0 = 2 * unit.sb0 / HALVES, n_steps = 2 * (unit.sb1 - unit.sb0) / HALVES;
-#pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < n_steps) load_stage(s, step0 + s);
-            zb_cp_async_commit();
-        }
-
-        // Lane-constant offsets: this lane's token row in the X tile; its weight rows in the stage and the
-        // byte misalignment of their starts in global memory (Q6_K blocks are not 16-byte aligned).
-        const int r_x = wn * 8 * WN + g;
-        const int n_tiles = TRIM_N ? min(max((n_tokens - wn * 8 * WN + 7) / 8, 0), WN) : WN;  // this warp's columns
-        const int quarters = TRIM_N ? min(max((4 * n_tokens + BN - 1) / BN, 1), 4) : 4;  // WGMMA: columns in BN / 4
-        const unsigned x_even = r_x * 256 + c * 16 + (g & 1) * 64;
-        const unsigned x_odd = r_x * 256 + c * 16 + 64 - (g & 1) * 64;
-        unsigned row_misalign[WM][2];
-#pragma unroll
-        for (int mt = 0; mt < WM; ++mt)
-#pragma unroll
-            for (int rr = 0; rr < 2; ++rr)
-                row_misalign[mt][rr] = (unsigned)(
-                    reinterpret_cast<unsigned long long>(rows.at(wm * 16 * WM + mt * 16 + g + 8 * rr)) & 15ull);
-        if constexpr (WGMMA) {
-            // Software-pipelined by half superblock: the wgmmas of half t run while the lanes decode half t + 1. A
-            // stage (HALVES halves) is resident before its first half is decoded (STAGES >= 3), and the copy into
-            // the buffer of stage s - 1 starts only after every warp has seen that stage's wgmmas retire (wait<1>,
-            // barrier).
-            static_assert(STAGES >= 3, "the wgmma pipeline decodes stage s + 1 while stage s's wgmmas run");
-            float(&acc_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc);
-            const int r_w = wm * 16 + g;
-            unsigned a_even[8][4], a_odd[8][4];  // the A fragments of the even and the odd half of a superblock
-            zb_cp_async_wait<STAGES - 2>();
-            zb_fence_proxy_async();
-            __syncthreads();
-            zb_wgmma_decode<Q, BM>(a_even, stages + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_misalign[0]);
-            const int n_halves = 2 * (unit.sb1 - unit.sb0);
-            int stage = 0, step = 0;  // the stage buffer and the unit's pipeline step of half t
-            auto advance = [&](int t, unsigned (&a_next)[8][4], int h_next) {  // after half t's wgmmas are issued
-                zb_wgmma_wait<1>();
-                if (t + 1 >= n_halves) return;
-                if ((t + 1) % HALVES == 0) {  // half t + 1 opens the next stage
-                    zb_cp_async_wait<STAGES - 3>();
-                    zb_fence_proxy_async();
-                    __syncthreads();
-                    const int next = step + STAGES - 1;
-                    const int free_stage = stage == 0 ? STAGES - 1 : stage - 1;  // stage s - 1's, = next % STAGES
-                    if (next < n_steps) load_stage(free_stage, step0 + next);
-                    zb_cp_async_commit();
-                    stage = stage == STAGES - 1 ? 0 : stage + 1;
-                    ++step;
-                }
-                zb_wgmma_decode<Q, BM>(a_next, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c, h_next,
-                                       unit.sb0 + ((t + 1) >> 1), row_misalign[0]);
-            };
-            auto x_half = [&](int h) {
-                return smem_base + stage * Tile::STAGE_BYTES + (h % HALVES) * Tile::X_HALF_BYTES;
-            };
-            for (int t = 0; t < n_halves; t += 2) {  // halves alternate between a_even (h = 0) and a_odd (h = 1)
-                zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_even, x_half(0), quarters);
-                advance(t, a_odd, 1);
-                zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_odd, x_half(1), quarters);
-                advance(t + 1, a_even, 0);
-            }
-            zb_wgmma_wait<0>();
-        } else {
-            int stage = 0;
-            const unsigned char* ws = smem;  // the current stage's base
-            for (int sb = unit.sb0; sb < unit.sb1; ++sb) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {  // unrolled: h is a constant in each copy
-                    if (h % HALVES == 0) {
-                        const int step = (2 * (sb - unit.sb0) + h) / HALVES;
-                        zb_cp_async_wait<STAGES - 2>();
-                        __syncthreads();
-                        const int next = step + STAGES - 1;
-                        const int next_stage = stage == 0 ? STAGES - 1 : stage - 1;  // (step + STAGES - 1) % STAGES
-                        if (next < n_steps) load_stage(next_stage, step0 + next);
-                        zb_cp_async_commit();
-                        ws = smem + stage * Tile::STAGE_BYTES;
-                    }
-                    if (n_tiles > 0) {  // warp-uniform: a trimmed warp without tokens only helps with the copies
-                        typename Q::Lane lanes[WM][2];
-#pragma unroll
-                        for (int mt = 0; mt < WM; ++mt)
-#pragma unroll
-                            for (int rr = 0; rr < 2; ++rr)
-                                lanes[mt][rr] = Q::template load<BM>(ws + Tile::X_BYTES,
-                                                                     wm * 16 * WM + mt * 16 + g + 8 * rr, c, h, sb,
-                                                                     row_misalign[mt][rr]);
-                        const unsigned char* xh = ws + (h % HALVES) * Tile::X_HALF_BYTES;
-                        zb_mma_half<Q, WM, WN>(acc, lanes, xh + x_even, xh + x_odd, n_tiles);
-                    }
-                    if (h % HALVES == HALVES - 1) stage = stage == STAGES - 1 ? 0 : stage + 1;
-                }
-            }
-        }
-        zb_cp_async_wait<0>();
-
-        if (unit.sk_tile >= 0 && (unit.sb0 > 0 || unit.sb1 < n_sb)) {  // a partial K range: meet the others
-            float(&acc_all)[WM * WN * 4] = reinterpret_cast<float(&)[WM * WN * 4]>(acc);
-            if (!zb_sk_fixup<WM * WN * 4, THREADS>(acc_all, sk, sk_block, unit.sk_tile, unit.sb1 - unit.sb0, n_sb,
-                                                   tid, &s_last))
-                continue;
-        }
-        // C fragment: c0,c1 = (row g, tokens 2c, 2c+1); c2,c3 = (row g+8, tokens 2c, 2c+1).
-        if constexpr (SWIGLU) {
-            zb_epilogue_swiglu<Tile, STAGES, EPI, WM, WN>(acc, smem, s_orow, tt, y, M, n_rows, row0, tid, wm, wn, g, c);
-        } else {
-            zb_epilogue_rows<EPI, WM, WN>(acc, s_orow, y, M, row0, wm, wn, g, c, top_k, routing, routing_stride);
-        }
+    if (GROUPED || (int)blockIdx.x < sk_dp_tiles) {  // a whole tile
+        const int tile = (int)blockIdx.x;
+        const ZbWork unit = GROUPED ? ZbWork{(int)blockIdx.x, (int)blockIdx.y, 0, n_sb, -1}
+                                    : ZbWork{tile % row_blocks, tile / row_blocks, 0, n_sb, -1};
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA>(args, unit, -1, sh);
+        return;
+    }
+    // A stream-K block: its range's one or two tiles
+    const int j = (int)blockIdx.x - sk_dp_tiles;
+    const int begin = zb_sk_begin(args.sk, j), end = zb_sk_begin(args.sk, j + 1);
+    for (int it = begin; it < end;) {
+        const int u = it / n_sb, tile = sk_dp_tiles + u;
+        const ZbWork unit{tile % row_blocks, tile / row_blocks, it - u * n_sb, min(n_sb, end - u * n_sb), u};
+        if (it > begin) __syncthreads();  // the previous unit's epilogue is done with s_orow and the stages
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA>(args, unit, j, sh);
+        it = u * n_sb + unit.sb1;
     }
 }
 
