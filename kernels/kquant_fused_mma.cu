@@ -1008,10 +1008,11 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
 // warpgroups along M) instead of mma.sync, and X (in the wgmma order) is stored as wgmma reads it.
 // Grid: dense, one dimension: tile b < sk_dp_tiles (row block b % row blocks, token tile b / row blocks) per block,
 // then sk_ctas stream-K blocks (ZbStreamK; none when sk_ctas is 0). Grouped: (row block, tile entry).
-// A whole tile and a stream-K block's units are separate inlined copies of zb_gemm_unit: the whole tile's K range
-// and epilogue stay compile-time facts there, so its code is what it was before stream-K.
+// STREAM_K compiles the stream-K blocks in (dense only): a whole tile and a stream-K block's units are separate
+// inlined copies of zb_gemm_unit, the whole tile's K range a compile-time fact in its copy; without STREAM_K the kernel
+// is the whole-tile copy alone (a second copy in the same kernel changes its register allocation: 8% on Q6_K).
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
-          int EPI, bool WGMMA = false>
+          int EPI, bool WGMMA = false, bool STREAM_K = false>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
@@ -1035,6 +1036,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     static_assert((!SWIGLU && EPI != ZB_EPI_COMBINE) || GROUPED, "the SwiGLU and combine epilogues are for grouped MoE");
     static_assert(!WGMMA || (WM == 1 && WARPS_N == 1 && WARPS_M % 4 == 0),
                   "the wgmma path: one 16-row slice per warp, whole warpgroups along M");
+    static_assert(!(STREAM_K && GROUPED), "stream-K schedules dense GEMMs");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BN = Tile::BN;
     constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;
@@ -1053,7 +1055,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     const int n_sb = K / 256;
     const int row_blocks = (M + OUT_ROWS - 1) / OUT_ROWS;
 
-    if (GROUPED || (int)blockIdx.x < sk_dp_tiles) {  // a whole tile
+    if (!STREAM_K || (int)blockIdx.x < sk_dp_tiles) {  // a whole tile
         const int tile = (int)blockIdx.x;
         const ZbWork unit = GROUPED ? ZbWork{(int)blockIdx.x, (int)blockIdx.y, 0, n_sb, -1}
                                     : ZbWork{tile % row_blocks, tile / row_blocks, 0, n_sb, -1};
@@ -1094,12 +1096,15 @@ ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
 ZB_INSTANTIATE(ZbQ5K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ5K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ5K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
+ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE, false, true)
+ZB_INSTANTIATE(ZbQ6K, 1, 16, 8, 1, 2, 1, false, false, ZB_EPI_STORE, false, true)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the wgmma path (sm_90a): dense, trimmed grouped, and the SwiGLU epilogue
 #define ZB_INSTANTIATE_WGMMA(WN, WARPS_M, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI) \
     ZB_INSTANTIATE(ZbQ4K, 1, WN, WARPS_M, 1, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI, true)
 ZB_INSTANTIATE_WGMMA(16, 8, 4, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(8, 16, 3, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(32, 8, 3, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ4K, 1, 32, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE_WGMMA(2, 4, 4, 1, false, true, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(16, 8, 3, 1, true, true, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(8, 4, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM)

@@ -167,15 +167,17 @@ def test_wgmma_tile_specs():
 
 
 def test_stream_k_tile_specs():
-    """``sk`` schedules a tile's launch, not its kernel: the same template instance, its own label, either path."""
+    """``sk`` compiles the stream-K blocks in (the kernel's last template argument), on either path."""
     tile = MmaTile.parse("wgmma+sk:1,32,8,1,3")
     assert tile.stream_k and tile.wgmma and tile.label == "128x256/w8x1/s3/wgmma/sk"
-    assert tile.expression(grouped=False, weights="q4_k") == MmaTile.parse("wgmma:1,32,8,1,3").expression(
-        grouped=False, weights="q4_k"
+    assert (
+        tile.expression(grouped=False, weights="q4_k") == "gemm_kquant_mma<ZbQ4K,1,32,8,1,3,1,false,false,0,true,true>"
     )
     assert MmaTile.parse("sk+wgmma:1,32,8,1,3") == tile
     portable = MmaTile.parse("sk:2,8,4,1,3")
     assert portable.stream_k and not portable.wgmma and portable.x_order == "mma"
+    assert portable.expression(grouped=False, weights="q6_k").endswith(",0,false,true>")
+    assert MmaTile.parse("2,8,4,1,3").expression(grouped=False, weights="q6_k").endswith(",0>")
     for bad in ("sk+sk:2,8,4,1,3", ":2,8,4,1,3", "+:2,8,4,1,3", "sk:wgmma:1,32,8,1,3", "SK:2,8,4,1,3"):
         with pytest.raises(ValueError, match="flags wgmma, sk"):
             MmaTile.parse(bad)

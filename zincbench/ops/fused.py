@@ -109,9 +109,14 @@ class MmaTile:
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
+        # the trailing template arguments WGMMA and STREAM_K default to false: written up to the last true one
+        flags = [self.wgmma, self.stream_k]
+        while flags and not flags[-1]:
+            flags.pop()
+        flags = "".join(f",{str(flag).lower()}" for flag in flags)
         return (
             f"gemm_kquant_mma<{weight_policy(weights).policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
-            f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}{',true' if self.wgmma else ''}>"
+            f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}{flags}>"
         )
 
     @classmethod
