@@ -18,6 +18,8 @@
 #                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1small probe_t1sk ncu_fused
 #                                               ncu_wgmma (the fused kernel's wgmma descriptor probe, GPU tests,
 #                                               per-tile probes; ncu with stall reasons at the T1 probe shapes)
+#                                               fusedusers (the GPU tests of the fused kernel's other users: the
+#                                               layer block, T4, the baseline kernels, declared variants)
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -126,6 +128,9 @@ for step in "${@:-env tests}"; do
                 -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t1 --once ;;
         wgtests) TAIL=40 run wgtests 300 python3 -m pytest -m gpu -q -rs -p no:cacheprovider \
                 tests/gpu/test_fused_mma.py ;;
+        fusedusers) TAIL=40 run pytest-gpu-fused-users ${TESTS_LIMIT:-300} python3 -m pytest -m gpu -rA -p no:cacheprovider \
+                --durations=10 tests/gpu/test_moe_layer_gpu.py tests/gpu/test_t4_gpu.py tests/gpu/test_kernels_baseline.py \
+                tests/gpu/test_declared_gpu.py ;;
         ncu_fused) run ncu_fused 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
                 --section InstructionStats -k regex:gemm_kquant_mma python3 -m zincbench.testing.sanitize_driver fused --shapes gate ;;
