@@ -1055,7 +1055,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     const int n_sb = K / 256;
     const int row_blocks = (M + OUT_ROWS - 1) / OUT_ROWS;
 
-    if (!STREAM_K || (int)blockIdx.x < sk_dp_tiles) {  // a whole tile
+    if (!STREAM_K || (int)blockIdx.x < args.sk.dp_tiles) {  // a whole tile
         const int tile = (int)blockIdx.x;
         const ZbWork unit = GROUPED ? ZbWork{(int)blockIdx.x, (int)blockIdx.y, 0, n_sb, -1}
                                     : ZbWork{tile % row_blocks, tile / row_blocks, 0, n_sb, -1};
@@ -1063,10 +1063,10 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         return;
     }
     // A stream-K block: its range's one or two tiles
-    const int j = (int)blockIdx.x - sk_dp_tiles;
+    const int j = (int)blockIdx.x - args.sk.dp_tiles;
     const int begin = zb_sk_begin(args.sk, j), end = zb_sk_begin(args.sk, j + 1);
     for (int it = begin; it < end;) {
-        const int u = it / n_sb, tile = sk_dp_tiles + u;
+        const int u = it / n_sb, tile = args.sk.dp_tiles + u;
         const ZbWork unit{tile % row_blocks, tile / row_blocks, it - u * n_sb, min(n_sb, end - u * n_sb), u};
         if (it > begin) __syncthreads();  // the previous unit's epilogue is done with s_orow and the stages
         zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA>(args, unit, j, sh);

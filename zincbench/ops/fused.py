@@ -313,8 +313,8 @@ class FusedKQuantGemm:
         if schedule.ctas == 0:
             return self._dummy, self._dummy
         if schedule not in self._stream_k:
-            acc_per_thread = self.tile.bm * self.tile.bn // self.tile.threads
-            partials = cupy.empty(2 * schedule.ctas * acc_per_thread * self.tile.threads, dtype=cupy.float32)
+            # a slot holds every thread's accumulators: one float per element of the tile
+            partials = cupy.empty(2 * schedule.ctas * self.tile.bm * self.tile.bn, dtype=cupy.float32)
             counters = cupy.zeros(schedule.tiles - schedule.dp_tiles, dtype=cupy.uint32)
             self._stream_k[schedule] = (partials, counters)
         return self._stream_k[schedule]
