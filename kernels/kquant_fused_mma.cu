@@ -25,12 +25,13 @@
 //   pipeline, the X tile, the MMA loop and the epilogues are shared;
 // - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
 //   on row parity so the 16-byte fragment loads are bank-conflict free.
-// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh, zb_wgmma.cuh).
+// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh, zb_wgmma.cuh, zb_xperm.cuh).
 // On sm_90 a Hopper instantiation (template parameter WGMMA, compiled for sm_90a) keeps the weight decode and
 // replaces the mma.sync loop with warpgroup wgmma reading X from shared memory (see "The Hopper path" below).
 
 #include "zb_half.cuh"
 #include "zb_wgmma.cuh"
+#include "zb_xperm.cuh"
 
 #define ZB_INVALID 0xFFFFFFFFu
 
@@ -86,12 +87,6 @@ __device__ __forceinline__ uint4 zb_lds128(const unsigned char* p) { return *rei
 __device__ __forceinline__ unsigned zb_half2_splat(float v) {
     unsigned r;
     asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(v));
-    return r;
-}
-
-__device__ __forceinline__ unsigned zb_half2_pack(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
 
@@ -403,51 +398,14 @@ struct ZbQ6K {
     }
 };
 
-// X f32 [rows][K] -> fp16 [rows][K] in the permuted order the fused kernel reads: per half superblock
-// (128 weights, 256 bytes) 16 chunks of 16 bytes; chunk (i, c) holds, for e = 64*j + 16*(c&1) + 4*i
-// with j = 2*h + (c>>1), the values x[e], x[e+2], x[e+1], x[e+3], x[e+32], x[e+34], x[e+33], x[e+35]:
-// four fp16 pairs (words) w = 0..3 at offsets (0, 2), (1, 3), (32, 34), (33, 35) from e, the k pairs of lane c's
-// A registers lo[0], lo[1], hi[0], hi[1] at step i.
-// The wgmma order (_wgmma) transposes each group of four chunks (i, c = 0..3): its chunk (i, w) holds word w of
-// chunks (i, 0), (i, 1), (i, 2), (i, 3). Then the 32 bytes of k16 step 2i (chunks (i, 0), (i, 1)) and of step
-// 2i + 1 (chunks (i, 2), (i, 3)) are the k order of the A fragments of all four lanes: what a wgmma reads as B.
-__device__ __forceinline__ unsigned zb_perm_word(const float* src, int w) {
-    const int off = (w >> 1) * 32 + (w & 1);
-    return zb_half2_pack(src[off], src[off + 2]);
-}
-
-template <bool WGMMA_ORDER>
-__device__ __forceinline__ void zb_permute_x(const float* __restrict__ x, uint4* __restrict__ xp, int rows, int K) {
-    const long long n_chunks = (long long)rows * (K / 8);
-    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < n_chunks;
-         idx += (long long)gridDim.x * blockDim.x) {
-        const long long row = idx / (K / 8);
-        const int q_in_row = (int)(idx % (K / 8));
-        const int sb = q_in_row >> 5, h = (q_in_row >> 4) & 1, i = (q_in_row >> 2) & 3, c = q_in_row & 3;
-        const float* base = x + row * K + sb * 256;
-        uint4 out;
-        if (WGMMA_ORDER) {  // c is the word w: word w of chunks (i, 0..3)
-            unsigned words[4];
-#pragma unroll
-            for (int cc = 0; cc < 4; ++cc)
-                words[cc] = zb_perm_word(base + 64 * (2 * h + (cc >> 1)) + 16 * (cc & 1) + 4 * i, c);
-            out = make_uint4(words[0], words[1], words[2], words[3]);
-        } else {
-            const float* src = base + 64 * (2 * h + (c >> 1)) + 16 * (c & 1) + 4 * i;
-            out = make_uint4(zb_perm_word(src, 0), zb_perm_word(src, 1), zb_perm_word(src, 2), zb_perm_word(src, 3));
-        }
-        xp[idx] = out;
-    }
-}
-
 extern "C" __global__ void x_f32_to_f16_kquant_perm(const float* __restrict__ x, uint4* __restrict__ xp, int rows,
                                                     int K) {
-    zb_permute_x<false>(x, xp, rows, K);
+    zb_permute_x<false>(x, xp, rows, K, blockIdx.x, gridDim.x);
 }
 
 extern "C" __global__ void x_f32_to_f16_kquant_perm_wgmma(const float* __restrict__ x, uint4* __restrict__ xp,
                                                           int rows, int K) {
-    zb_permute_x<true>(x, xp, rows, K);
+    zb_permute_x<true>(x, xp, rows, K, blockIdx.x, gridDim.x);
 }
 
 // Shared memory per pipeline stage: X tile [HALVES][BN][256 B] (swizzled; WGMMA: per half the 128-byte-swizzle

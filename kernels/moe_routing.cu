@@ -10,6 +10,7 @@
 //                   the j-th tile of expert e, 0xFFFFFFFF for unused slots; max_tiles = ceil(P/tile_n) + E
 //   status[2]       [0] ids >= E (skipped), [1] largest bucket: read by the caller after timing
 #include "zb_half.cuh"
+#include "zb_xperm.cuh"
 
 #define INVALID_ENTRY 0xFFFFFFFFu
 #define ROUTE_MAX_EXPERTS 1024u
@@ -128,33 +129,123 @@ extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offset
     if (tid == 0) { status[0] = n_bad; status[1] = largest; }
 }
 
-// ---- Multi-block build: the same outputs in two launches over many blocks ------------------------
-// moe_route_count (grid ceil(P / (blockDim * ROUTE_MB_ITEMS)), blockDim >= E, a multiple of 32, <= 1024):
-// each block histograms its chunk of items in shared memory and adds the non-zero bins to global
-// counts; the last block to finish (a done-counter after a fence) scans the counts into offsets, sets
-// each expert's scatter cursor to its offset, writes the tile list and the status, and leaves the
-// scratch words it used at zero for the next build.
-// moe_route_scatter (same grid and block): each block histograms its chunk again, reserves one range per
-// expert with a global atomicAdd on the cursor, and places its items inside the range with shared atomics.
+// ---- Multi-block builds: the same outputs from many blocks ----------------------------------------------
+// Route block b of n_route histograms its chunk of items [b * chunk_len, (b + 1) * chunk_len) in shared memory and adds
+// the non-zero bins to global counts; the last to finish (a done-counter after a fence) scans the counts into
+// offsets, sets each expert's scatter cursor to its offset, writes the tile list and the status, and leaves the
+// scratch words it used at zero for the next build. Then each block reserves one range per expert with a global
+// atomicAdd on the cursor and places its chunk's items inside it with shared atomics.
 // The buckets hold the same items as moe_route_build's; the order inside a bucket is arbitrary in both
 // (atomics), which every consumer accepts: an item carries its own token and slot.
-// scratch[2E + 2]: counts [0, E), cursors [E, 2E), ids out of range [2E], blocks done [2E + 1]; zero
-// before the first build (the launcher allocates it zeroed).
-#define ROUTE_MB_ITEMS 4u  // items per thread
+// Two launches: moe_route_count, then moe_route_scatter (which histograms its chunk again); grid n_route, a chunk
+// one batch (blockDim * ROUTE_MB_ITEMS items). One launch: moe_route_permute, whose route blocks wait for the scan
+// between the two phases (see there).
+// blockDim >= E, a multiple of 32, <= 1024 (one expert per thread in the last block's scan).
+// scratch[2E + 4]: counts [0, E), cursors [E, 2E), ids out of range [2E], blocks done [2E + 1], and for the one-launch
+// build the scan's ready flag [2E + 2] and the blocks past the wait [2E + 3]; zero before the first build (the
+// launcher allocates it zeroed), zero again after each.
+#define ROUTE_MB_ITEMS 4u  // items per thread and batch
+
+struct RouteScratch {
+    unsigned *counts, *cursor, *n_bad, *blocks_done, *ready, *departed;
+
+    __device__ __forceinline__ RouteScratch(unsigned* scratch, unsigned n_experts)
+        : counts(scratch), cursor(scratch + n_experts), n_bad(scratch + 2u * n_experts),
+          blocks_done(scratch + 2u * n_experts + 1u), ready(scratch + 2u * n_experts + 2u),
+          departed(scratch + 2u * n_experts + 3u) {}
+};
 
 __device__ __forceinline__ unsigned route_id(const unsigned* ids, unsigned p, unsigned top_k, unsigned routing_stride) {
     const unsigned t = p / top_k, slot = p - t * top_k;
     return ids[(size_t)t * routing_stride + slot];
 }
 
-// This thread's ids of the block's chunk: item chunk + b*blockDim + tid for b < ROUTE_MB_ITEMS, all loads
-// issued before any is used; items past the end read as INVALID_ENTRY.
-__device__ __forceinline__ void load_chunk(const unsigned* ids, unsigned chunk, unsigned n_items, unsigned top_k,
+// This thread's ids of the batch at `base`: items base + b*blockDim + tid for b < ROUTE_MB_ITEMS, all loads issued
+// before any is used; items at or past `end` read as INVALID_ENTRY.
+__device__ __forceinline__ void load_batch(const unsigned* ids, unsigned base, unsigned end, unsigned top_k,
                                            unsigned routing_stride, unsigned (&batch)[ROUTE_MB_ITEMS]) {
 #pragma unroll
     for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
-        const unsigned p = chunk + b * blockDim.x + threadIdx.x;
-        batch[b] = p < n_items ? route_id(ids, p, top_k, routing_stride) : INVALID_ENTRY;
+        const unsigned p = base + b * blockDim.x + threadIdx.x;
+        batch[b] = p < end ? route_id(ids, p, top_k, routing_stride) : INVALID_ENTRY;
+    }
+}
+
+// The block's chunk of items: [begin, end).
+__device__ __forceinline__ void route_chunk(unsigned chunk_len, unsigned n_items, unsigned* begin, unsigned* end) {
+    *begin = min(blockIdx.x * chunk_len, n_items);
+    *end = min(*begin + chunk_len, n_items);
+}
+
+// hist[e] (shared, zeroed by the caller) += the chunk's items routed to e; *bad (shared) += its ids out of range.
+__device__ __forceinline__ void route_histogram(const unsigned* ids, unsigned begin, unsigned end, unsigned top_k,
+                                                unsigned routing_stride, unsigned n_experts, unsigned* hist,
+                                                unsigned* bad) {
+    for (unsigned base = begin; base < end; base += ROUTE_MB_ITEMS * blockDim.x) {
+        unsigned batch[ROUTE_MB_ITEMS];
+        load_batch(ids, base, end, top_k, routing_stride, batch);
+#pragma unroll
+        for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
+            if (base + b * blockDim.x + threadIdx.x >= end) continue;
+            if (batch[b] < n_experts) atomicAdd(&hist[batch[b]], 1u);
+            else atomicAdd(bad, 1u);
+        }
+    }
+}
+
+// After route_histogram: the block's counts go to the global ones; true in the last of n_route blocks to arrive,
+// which then publishes offsets, cursors, tiles and status and resets the counts, the bad-id count and the
+// done-counter.
+__device__ __forceinline__ bool route_count_arrive(const unsigned* hist, unsigned block_bad, const RouteScratch& s,
+                                                   unsigned n_route, unsigned* offsets, unsigned* tiles,
+                                                   unsigned* status, unsigned n_experts, unsigned tile_n,
+                                                   unsigned max_tiles) {
+    __shared__ unsigned largest;
+    __shared__ bool is_last;
+    const unsigned tid = threadIdx.x;
+    for (unsigned e = tid; e < n_experts; e += blockDim.x)
+        if (hist[e]) atomicAdd(&s.counts[e], hist[e]);
+    if (tid == 0 && block_bad) atomicAdd(s.n_bad, block_bad);
+    __threadfence();  // this block's counts are visible before it counts itself done
+    __syncthreads();
+    if (tid == 0) {
+        is_last = atomicAdd(s.blocks_done, 1u) == n_route - 1u;
+        largest = 0u;
+    }
+    __syncthreads();
+    if (!is_last) return false;
+
+    // The last block: every other block's counts are in. atomicExch reads them at L2 and resets them.
+    const unsigned count = tid < n_experts ? atomicExch(&s.counts[tid], 0u) : 0u;
+    unsigned tiles_used;
+    const unsigned routed = publish_buckets(count, n_experts, tile_n, max_tiles, offsets, s.cursor, tiles, &largest,
+                                            &tiles_used);
+    for (unsigned j = tiles_used + tid; j < max_tiles; j += blockDim.x) tiles[j] = INVALID_ENTRY;
+    __syncthreads();
+    if (tid == 0) {
+        offsets[n_experts] = routed;
+        status[0] = atomicExch(s.n_bad, 0u);
+        status[1] = largest;
+        *s.blocks_done = 0u;
+    }
+    return true;
+}
+
+// After the scan: the block reserves its range of each expert's bucket (hist: its chunk's counts) and places the
+// chunk's items there.
+__device__ __forceinline__ void route_place(const unsigned* ids, unsigned begin, unsigned end, unsigned top_k,
+                                            unsigned routing_stride, unsigned n_experts, const unsigned* hist,
+                                            unsigned* cursor, unsigned* sorted_ids) {
+    __shared__ unsigned place[ROUTE_MAX_EXPERTS];
+    for (unsigned e = threadIdx.x; e < n_experts; e += blockDim.x)
+        if (hist[e]) place[e] = atomicAdd(&cursor[e], hist[e]);  // this block's range of expert e
+    __syncthreads();
+    for (unsigned base = begin; base < end; base += ROUTE_MB_ITEMS * blockDim.x) {
+        unsigned batch[ROUTE_MB_ITEMS];
+        load_batch(ids, base, end, top_k, routing_stride, batch);
+#pragma unroll
+        for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b)
+            if (batch[b] < n_experts) sorted_ids[atomicAdd(&place[batch[b]], 1u)] = base + b * blockDim.x + threadIdx.x;
     }
 }
 
@@ -162,74 +253,88 @@ extern "C" __global__ void moe_route_count(const unsigned* ids, unsigned* offset
                                            unsigned* scratch, unsigned T, unsigned top_k, unsigned routing_stride,
                                            unsigned n_experts, unsigned tile_n, unsigned max_tiles) {
     __shared__ unsigned hist[ROUTE_MAX_EXPERTS];
-    __shared__ unsigned block_bad, largest;
-    __shared__ bool is_last;
-    unsigned* counts = scratch;
-    unsigned* cursor = scratch + n_experts;
-    unsigned* n_bad = scratch + 2u * n_experts;
-    unsigned* blocks_done = n_bad + 1;
-    const unsigned tid = threadIdx.x, n_items = T * top_k;
-    for (unsigned e = tid; e < n_experts; e += blockDim.x) hist[e] = 0u;
-    if (tid == 0) { block_bad = 0u; largest = 0u; }
+    __shared__ unsigned block_bad;
+    for (unsigned e = threadIdx.x; e < n_experts; e += blockDim.x) hist[e] = 0u;
+    if (threadIdx.x == 0) block_bad = 0u;
     __syncthreads();
-
-    const unsigned chunk = blockIdx.x * blockDim.x * ROUTE_MB_ITEMS;
-    unsigned batch[ROUTE_MB_ITEMS];
-    load_chunk(ids, chunk, n_items, top_k, routing_stride, batch);
-#pragma unroll
-    for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
-        if (chunk + b * blockDim.x + tid >= n_items) continue;
-        if (batch[b] < n_experts) atomicAdd(&hist[batch[b]], 1u);
-        else atomicAdd(&block_bad, 1u);
-    }
+    unsigned begin, end;
+    route_chunk(blockDim.x * ROUTE_MB_ITEMS, T * top_k, &begin, &end);
+    route_histogram(ids, begin, end, top_k, routing_stride, n_experts, hist, &block_bad);
     __syncthreads();
-    for (unsigned e = tid; e < n_experts; e += blockDim.x)
-        if (hist[e]) atomicAdd(&counts[e], hist[e]);
-    if (tid == 0 && block_bad) atomicAdd(n_bad, block_bad);
-    __threadfence();  // this block's counts are visible before it counts itself done
-    __syncthreads();
-    if (tid == 0) is_last = atomicAdd(blocks_done, 1u) == gridDim.x - 1u;
-    __syncthreads();
-    if (!is_last) return;
-
-    // The last block: every other block's counts are in. atomicExch reads them at L2 and resets them.
-    const unsigned count = tid < n_experts ? atomicExch(&counts[tid], 0u) : 0u;
-    unsigned tiles_used;
-    const unsigned routed = publish_buckets(count, n_experts, tile_n, max_tiles, offsets, cursor, tiles, &largest,
-                                            &tiles_used);
-    for (unsigned j = tiles_used + tid; j < max_tiles; j += blockDim.x) tiles[j] = INVALID_ENTRY;
-    __syncthreads();
-    if (tid == 0) {
-        offsets[n_experts] = routed;
-        status[0] = atomicExch(n_bad, 0u);
-        status[1] = largest;
-        *blocks_done = 0u;
-    }
+    route_count_arrive(hist, block_bad, RouteScratch(scratch, n_experts), gridDim.x, offsets, tiles, status,
+                       n_experts, tile_n, max_tiles);
 }
 
 extern "C" __global__ void moe_route_scatter(const unsigned* ids, unsigned* sorted_ids, unsigned* scratch, unsigned T,
                                              unsigned top_k, unsigned routing_stride, unsigned n_experts) {
     __shared__ unsigned hist[ROUTE_MAX_EXPERTS];
-    __shared__ unsigned place[ROUTE_MAX_EXPERTS];
-    unsigned* cursor = scratch + n_experts;
-    const unsigned tid = threadIdx.x, n_items = T * top_k;
-    for (unsigned e = tid; e < n_experts; e += blockDim.x) hist[e] = 0u;
+    __shared__ unsigned block_bad;  // counted by moe_route_count
+    for (unsigned e = threadIdx.x; e < n_experts; e += blockDim.x) hist[e] = 0u;
+    if (threadIdx.x == 0) block_bad = 0u;
     __syncthreads();
+    unsigned begin, end;
+    route_chunk(blockDim.x * ROUTE_MB_ITEMS, T * top_k, &begin, &end);
+    route_histogram(ids, begin, end, top_k, routing_stride, n_experts, hist, &block_bad);
+    __syncthreads();
+    route_place(ids, begin, end, top_k, routing_stride, n_experts, hist, RouteScratch(scratch, n_experts).cursor,
+                sorted_ids);
+}
 
-    const unsigned chunk = blockIdx.x * blockDim.x * ROUTE_MB_ITEMS;
-    unsigned batch[ROUTE_MB_ITEMS];
-    load_chunk(ids, chunk, n_items, top_k, routing_stride, batch);
-#pragma unroll
-    for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
-        if (batch[b] < n_experts) atomicAdd(&hist[batch[b]], 1u);
+__device__ __forceinline__ unsigned route_load_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void route_store_release(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// The routing build in one launch, with the fused GEMM's X permute (zb_xperm.cuh) beside it: blocks [0, n_route)
+// build the routing as above, each keeping its chunk's histogram in shared memory across a wait for the last
+// block's scan (its ready flag, release/acquire); blocks [n_route, gridDim) permute x_rows rows of x into xp
+// (wgmma_order: MmaTile.x_order "wgmma"), or nothing when x_rows is 0. The permute runs while the routing waits on
+// its global round trips; the GEMM that reads both is the next launch.
+// The wait cannot deadlock: route blocks wait only for route blocks, the launcher keeps n_route far below the blocks
+// an H200 (or any GPU) holds at once, and permute blocks never wait, so every route block gets an SM.
+extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
+                                             unsigned* tiles, unsigned* status, unsigned* scratch, unsigned T,
+                                             unsigned top_k, unsigned routing_stride, unsigned n_experts,
+                                             unsigned tile_n, unsigned max_tiles, unsigned n_route, unsigned chunk_len,
+                                             const float* __restrict__ x, uint4* __restrict__ xp, int x_rows, int K,
+                                             int wgmma_order) {
+    if (blockIdx.x >= n_route) {
+        if (wgmma_order) zb_permute_x<true>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
+        else zb_permute_x<false>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
+        return;
+    }
+    __shared__ unsigned hist[ROUTE_MAX_EXPERTS];
+    __shared__ unsigned block_bad;
+    const RouteScratch s(scratch, n_experts);
+    for (unsigned e = threadIdx.x; e < n_experts; e += blockDim.x) hist[e] = 0u;
+    if (threadIdx.x == 0) block_bad = 0u;
+    __syncthreads();
+    unsigned begin, end;
+    route_chunk(chunk_len, T * top_k, &begin, &end);
+    route_histogram(ids, begin, end, top_k, routing_stride, n_experts, hist, &block_bad);
+    __syncthreads();
+    const bool last = route_count_arrive(hist, block_bad, s, n_route, offsets, tiles, status, n_experts, tile_n,
+                                         max_tiles);
+    if (threadIdx.x == 0) {
+        if (last) {
+            __threadfence();  // the scan's offsets, cursors and tiles before the flag
+            route_store_release(s.ready, 1u);
+        } else {
+            for (unsigned ns = 32u; route_load_acquire(s.ready) == 0u; ns = min(2u * ns, 1024u))
+                asm volatile("nanosleep.u32 %0;" ::"r"(ns));
+        }
     }
     __syncthreads();
-    for (unsigned e = tid; e < n_experts; e += blockDim.x)
-        if (hist[e]) place[e] = atomicAdd(&cursor[e], hist[e]);  // this block's range of expert e
-    __syncthreads();
-#pragma unroll
-    for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b)
-        if (batch[b] < n_experts) sorted_ids[atomicAdd(&place[batch[b]], 1u)] = chunk + b * blockDim.x + tid;
+    route_place(ids, begin, end, top_k, routing_stride, n_experts, hist, s.cursor, sorted_ids);
+    if (threadIdx.x == 0 && atomicAdd(s.departed, 1u) == n_route - 1u) {  // every block is past the wait
+        *s.ready = 0u;
+        *s.departed = 0u;
+    }
 }
 
 // Row r of a grouped buffer -> its position in sorted_ids. capacity == 0: contiguous rows [P][*]

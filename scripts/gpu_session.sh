@@ -16,8 +16,11 @@
 #                                               router's pieces timed apart, and under ncu)
 #                                               t4tests t4 (the T4 family's GPU tests and sanitizer group; its run)
 #                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1small probe_t1sk ncu_fused
-#                                               ncu_wgmma (the fused kernel's wgmma descriptor probe, GPU tests,
-#                                               per-tile probes; ncu with stall reasons at the T1 probe shapes)
+#                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
+#                                               per-tile probes; ncu with stall reasons at the T1 probe shapes, at
+#                                               T2's chosen tiles)
+#                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
+#                                               group)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
 #                                               layer block, T4, the baseline kernels, declared variants)
 #
@@ -120,6 +123,14 @@ for step in "${@:-env tests}"; do
         wgprobe) TAIL=20 run wgprobe 120 python3 scripts/probe_wgmma.py ;;
         probe_t2) TAIL=60 run probe-t2 300 python3 scripts/probe_fused.py t2 ;;
         probe_t1) TAIL=60 run probe-t1 300 python3 scripts/probe_fused.py t1 ;;
+        ncu_t2) TAIL=60 run ncu_t2 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+                --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+                --section InstructionStats --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+                -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t2ncu --once ;;
+        routingtests) TAIL=30 run routing-tests 200 python3 -m pytest -m gpu -rA -p no:cacheprovider \
+                tests/gpu/test_kernels_baseline.py -k "routing or one_launch or gather" ;;
+        sanrouting) TAIL=15 run sanitizer-routing 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k routing \
+                tests/gpu/test_sanitizer.py ;;
         probe_t1sk) TAIL=70 run probe-t1sk 300 python3 scripts/probe_fused.py t1sk ;;
         probe_t1small) TAIL=30 run probe-t1small 200 python3 scripts/probe_fused.py t1small ;;
         ncu_wgmma) TAIL=60 run ncu_wgmma 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \

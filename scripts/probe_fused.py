@@ -1,6 +1,6 @@
 """Kernel-development probe: time the pieces of the fused paths separately (cold L2), per tile shape.
 
-    python scripts/probe_fused.py [t2|t1|t1small|t1sk|all] [--once]
+    python scripts/probe_fused.py [t2|t2ncu|t1|t1small|t1sk|all] [--once]
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -18,8 +18,8 @@ import numpy as np
 from zincbench.judge import summarize
 from zincbench.measure.stopping.count import FixedCountRule
 from zincbench.measure.timer import GpuTimer, TimerConfig
-from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations
-from zincbench.ops.routing import RoutingWorkspace, build_routing
+from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations, route_and_permute
+from zincbench.ops.routing import ROUTING_BUILDS, RoutingWorkspace, build_routing
 from zincbench.testing.sanitize_driver import activations, permuted, quantized, routing_table
 
 T2_TILES = [
@@ -33,7 +33,22 @@ T2_TILES = [
     "wgmma:1,8,8,1,3,1,1",
     "wgmma:1,8,8,1,4,2,1",
     "wgmma:1,16,8,1,3,1,1",
+    # more blocks per SM: the mma.sync 64x16 / 64x32 tiles at N_e <= 16, 64-row wgmma tiles with trim at N_e >= 32
+    "1,2,4,1,3,8",
+    "1,2,4,1,4,6",
+    "1,4,4,1,3,4",
+    "wgmma:1,8,4,1,3,3,1",
+    "wgmma:1,16,4,1,3,2,1",
+    "wgmma:1,4,4,1,4,4",
+    # taller tiles: X (16 KB a half at 64 tokens) is fetched from L2 once per row block; 256 rows halve that
+    "1,2,8,1,3",
+    "1,2,8,1,4,2",
+    "1,2,16,1,3",
+    "wgmma:1,8,16,1,4,1,1",
+    "wgmma:1,16,16,1,3,1,1",
 ]
+# ncu: the tile T2 chose at each N_e (2026-12-02)
+T2_NCU_TILES = {8: ["1,2,4,1,3"], 16: ["wgmma:1,4,8,1,4"], 64: ["wgmma:1,8,8,1,4,2,1"]}
 T1_TILES = [
     "2,8,4,1,2,3",
     "wgmma:1,16,8,1,3",
@@ -67,9 +82,9 @@ def timed(timer, fn, samples=25):
     return summarize(timer.measure(fn, rule=FixedCountRule(samples)).gpu_us).median
 
 
-def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 16, 32, 64)):
+def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None):
     w = quantized(cupy, rng, "q4_k", (e, m), k)
-    for n_e in n_es:
+    for n_e in tiles_by_n_e or (8, 16, 32, 64):
         t = n_e * e // top_k
         ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
         x = activations(cupy, rng, (t, k))
@@ -77,15 +92,15 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, n_es=(8, 16, 32, 6
         xp = xps["mma"]
         y = cupy.empty((t, top_k, m), dtype=cupy.float32)
         flops = 2 * t * top_k * m * k
-        ws16 = RoutingWorkspace(t, top_k, e, 16)
-        ws16_multi = RoutingWorkspace(t, top_k, e, 16, build="multi_block")
-        print(
-            f"T2 E{e} M{m} Ne{n_e}: route {timed(timer, lambda: build_routing(ids_d, ws16)):.1f} us "
-            f"(multi-block {timed(timer, lambda: build_routing(ids_d, ws16_multi)):.1f} us), "
-            f"permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us",
-            flush=True,
-        )
-        for spec in T2_TILES:
+        if not tiles_by_n_e:  # the GEMM's inputs: the routing build alone, the permute alone, both as T2 runs them
+            spaces = {build: RoutingWorkspace(t, top_k, e, 16, build=build) for build in ROUTING_BUILDS}
+            alone = ", ".join(f"{b} {timed(timer, lambda: build_routing(ids_d, ws)):.1f}" for b, ws in spaces.items())
+            both = ", ".join(
+                f"{b} {timed(timer, lambda: route_and_permute(ids_d, ws, x, xp)):.1f}" for b, ws in spaces.items()
+            )
+            permute = timed(timer, lambda: permute_activations(x, xp))
+            print(f"T2 E{e} M{m} Ne{n_e}: route ({alone}) us, permute {permute:.1f} us; both ({both}) us", flush=True)
+        for spec in tiles_by_n_e[n_e] if tiles_by_n_e else T2_TILES:
             gemm = kernel_or_none(spec, True, "q4_k")
             if gemm is None:
                 continue
@@ -162,11 +177,13 @@ def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES, tiles=None):
 if __name__ == "__main__":
     import cupy
 
-    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")  # t2, t1, t1small, t1sk or all
+    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")  # t2, t2ncu, t1, t1small, t1sk or all
     timer = GpuTimer(TimerConfig(mode="cold", warmup=2))
     rng = np.random.default_rng(0)
     if which in ("t2", "all"):
         probe_t2(timer, cupy, rng)
+    if which == "t2ncu":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_NCU_TILES)
     if which in ("t1", "all"):
         probe_t1(timer, cupy, rng)
     if which in ("t1small", "all"):

@@ -14,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from zincbench.ops import routing
 from zincbench.ops.dequant import DequantToF16, F32ToF16
+from zincbench.ops.fused import permute_activations, permuted_activations
 from zincbench.ops.gemm_tc import GemmQ4KTC
 from zincbench.ops.matvec import ExpertsMatvec
 from zincbench.ops.moe_cublas import CapacityExceeded, CublasGemm, DenseDequantCublas, MoeDequantCublas
@@ -185,6 +187,60 @@ def test_routing_reports_ids_out_of_range(cupy, rng, build):
     ws = built_routing(cupy, ids, top_k, n_experts, 4, build)
     assert ws.status()[0] == 1
     assert int(ws.offsets.get()[-1]) == t * top_k - 1
+
+
+@pytest.mark.parametrize("t, top_k, n_experts, tile_n, stride_factor", ROUTING_CASES[-2:])
+def test_one_launch_build_with_several_batches_per_route_block(cupy, rng, t, top_k, n_experts, tile_n, stride_factor):
+    """Two route blocks for 23992 and 4907 items: each block histograms and places several batches."""
+    ws = RoutingWorkspace(t, top_k, n_experts, tile_n, build="one_launch", max_route_blocks=2)
+    assert ws.blocks == 2 and ws.chunk > ws.block_threads * routing.MULTI_BLOCK_ITEMS
+    for _ in range(2):  # the scratch counters and the ready flag are back at zero for the second build
+        ids = routing_table(rng, t, top_k, n_experts, top_k * stride_factor)
+        ws.sorted_ids.fill(0xFFFFFFFF)
+        build_routing(cupy.asarray(ids), ws)
+        assert_routing_matches(ws, ids)
+
+
+@pytest.mark.parametrize("order", ["mma", "wgmma"])
+@pytest.mark.parametrize(
+    "t, top_k, n_experts, x_per_slot, permute_cap",
+    [
+        pytest.param(37, 8, 256, False, None, id="T37-per-token"),
+        pytest.param(23, 4, 13, True, None, id="T23-per-slot"),
+        pytest.param(300, 8, 16, False, 3, id="T300-three-permute-blocks-stride"),
+        pytest.param(2048, 8, 256, False, None, id="T2-Ne64"),
+    ],
+)
+def test_one_launch_build_permutes_activations_as_the_permute_kernel_does(
+    cupy, rng, monkeypatch, order, t, top_k, n_experts, x_per_slot, permute_cap
+):
+    """The permute blocks of the one-launch build write the bytes permute_activations writes (any grid: a cap of
+    three blocks makes them stride), while its route blocks build the same routing; twice on one workspace."""
+    if permute_cap:
+        monkeypatch.setattr(routing, "PERMUTE_MAX_BLOCKS", permute_cap)
+    k = 768
+    rows = t * top_k if x_per_slot else t
+    ws = RoutingWorkspace(t, top_k, n_experts, 16, build="one_launch")
+    for _ in range(2):
+        ids = routing_table(rng, t, top_k, n_experts, top_k)
+        x = cupy.asarray(activations(rng, (rows, k)))
+        expected = permuted_activations(cupy, rows, k)
+        permute_activations(x, expected, order)
+        got = permuted_activations(cupy, rows, k)
+        got.fill(0xFFFFFFFF)
+        ws.sorted_ids.fill(0xFFFFFFFF)
+        build_routing(cupy.asarray(ids), ws, x, got, wgmma_order=order == "wgmma")
+        np.testing.assert_array_equal(got.get(), expected.get())
+        assert_routing_matches(ws, ids)
+
+
+def test_only_the_one_launch_build_permutes(cupy, rng):
+    ids = cupy.asarray(routing_table(rng, 5, 2, 4, 2))
+    x = cupy.zeros((5, 256), dtype=cupy.float32)
+    with pytest.raises(ValueError, match="does not permute"):
+        build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="multi_block"), x, permuted_activations(cupy, 5, 256))
+    with pytest.raises(ValueError, match="go together"):
+        build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="one_launch"), x)
 
 
 @pytest.mark.parametrize("x_per_slot", [False, True], ids=["x-per-token", "x-per-slot"])

@@ -38,9 +38,10 @@ class T2Config(ExperimentConfig):
     x_per_slot: bool = False  # down projection: one activation row per (token, slot)
     routing: Literal["uniform", "zipf"] = "uniform"
     zipf_s: float = 1.0
-    # How our paths (dequant_cublas, fused_grouped) group items by expert on the GPU: one block, or two
-    # launches over many blocks (zincbench.ops.routing). Part of the timed op either way.
-    routing_build: Literal["single_block", "multi_block"] = "single_block"
+    # How our paths (dequant_cublas, fused_grouped) group items by expert on the GPU: one block, two launches
+    # over many blocks, or one launch over many blocks, which for fused_grouped also permutes x
+    # (zincbench.ops.routing). Part of the timed op either way.
+    routing_build: Literal["single_block", "multi_block", "one_launch"] = "single_block"
     # The routing llama_cpp_us was measured with: its numbers show only beside cases routed the same way.
     llama_cpp_routing: Optional[Literal["uniform", "zipf"]] = None
     variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
@@ -274,10 +275,10 @@ class T2Family(FamilyBase):
             FusedKQuantGemm,
             MmaTile,
             grouped_traffic,
-            permute_activations,
             permuted_activations,
+            route_and_permute,
         )
-        from zincbench.ops.routing import RoutingWorkspace, build_routing
+        from zincbench.ops.routing import RoutingWorkspace
 
         x_rows = inp.t * inp.top_k if cfg.x_per_slot else inp.t
         xp = permuted_activations(cupy, x_rows, inp.k)
@@ -289,8 +290,7 @@ class T2Family(FamilyBase):
             ws = RoutingWorkspace(inp.t, inp.top_k, inp.e, tile.bn, build=cfg.routing_build)
 
             def run():
-                build_routing(inp.ids, ws)
-                permute_activations(x2d, xp, tile.x_order)
+                route_and_permute(inp.ids, ws, x2d, xp, tile.x_order)
                 gemm.grouped_call(
                     inp.w,
                     xp,

@@ -249,6 +249,19 @@ def permute_activations(x, xp, order: str = "mma") -> None:
     kernel((blocks,), (PERMUTE_THREADS,), (x, xp, np.int32(rows), np.int32(k)))
 
 
+def route_and_permute(expert_ids, ws, x, xp, order: str = "mma") -> None:
+    """A grouped fused GEMM's two inputs: the routing in ``ws`` (zincbench.ops.routing) and x permuted into xp in
+    ``order``. A one-launch routing build does both in one launch; another build is followed by
+    permute_activations."""
+    from zincbench.ops.routing import build_routing
+
+    if ws.build == "one_launch":
+        build_routing(expert_ids, ws, x, xp, wgmma_order=order == "wgmma")
+    else:
+        build_routing(expert_ids, ws)
+        permute_activations(x, xp, order)
+
+
 class FusedKQuantGemm:
     """Y = X W^T with W in Q4_K, Q5_K or Q6_K (``weights``), for one tile shape, dense or grouped, and one
     epilogue (EPILOGUE_*)."""

@@ -2,9 +2,11 @@
 
 ``RoutingWorkspace`` owns the buffers (allocated once); ``build_routing`` fills them (histogram,
 prefix-sum offsets, scatter of item ids p = t*top_k + slot into expert order, and the work-tile list
-of a grouped GEMM) with one single-block launch (``build="single_block"``) or two launches over many
-blocks (``build="multi_block"``: count + scan by the last block, then scatter). Both give the same
-offsets, tiles, status and bucket contents; the order inside a bucket is arbitrary in both.
+of a grouped GEMM) with one single-block launch (``build="single_block"``), two launches over many
+blocks (``build="multi_block"``: count + scan by the last block, then scatter) or one launch over many
+blocks (``build="one_launch"``: the same, the blocks waiting in the kernel for the scan), which can also
+permute the fused GEMM's activations in its other blocks. All give the same offsets, tiles, status and
+bucket contents; the order inside a bucket is arbitrary in all.
 ``GatherRows`` / ``ScatterRows`` move activations into and results out of expert-grouped rows, either
 contiguous ``[P][*]`` or padded to a fixed capacity per expert ``[E][capacity][*]``. Nothing here
 synchronises except ``RoutingWorkspace.status``.
@@ -23,9 +25,24 @@ SOURCE = "moe_routing.cu"
 ROUTE_THREADS = 1024  # one expert per thread in the block scans
 MAX_EXPERTS = 1024  # ROUTE_MAX_EXPERTS in the kernel (shared counters)
 ROW_THREADS = 256
+PERMUTE_MAX_BLOCKS = 65535  # the one-launch build's permute blocks stride over the chunks past this
 MULTI_BLOCK_MIN_THREADS = 256
-MULTI_BLOCK_ITEMS = 4  # ROUTE_MB_ITEMS in the kernel: items per thread
-ROUTING_BUILDS = ("single_block", "multi_block")
+MULTI_BLOCK_ITEMS = 4  # ROUTE_MB_ITEMS in the kernel: items per thread and batch
+# One launch: the route blocks wait for each other inside the kernel, so there must be far fewer of them than
+# the blocks a GPU holds at once (132 SMs x 2 on an H200 at 1024 threads); past this a block takes several batches.
+ONE_LAUNCH_MAX_ROUTE_BLOCKS = 32
+ROUTING_BUILDS = ("single_block", "multi_block", "one_launch")
+
+
+def route_partition(items: int, threads: int, max_blocks: int) -> tuple[int, int]:
+    """(route blocks, items per block) of a one-launch build: chunks of whole batches (threads x
+    MULTI_BLOCK_ITEMS items), at most ``max_blocks`` of them, none empty; the last may be partial."""
+    if min(items, threads, max_blocks) < 1:
+        raise ValueError(f"route_partition needs positive items, threads and blocks: {items}, {threads}, {max_blocks}")
+    batch = threads * MULTI_BLOCK_ITEMS
+    batches = -(-items // batch)
+    chunk = -(-batches // min(batches, max_blocks)) * batch
+    return -(-items // chunk), chunk
 
 
 def max_tiles(t: int, top_k: int, n_experts: int, tile_n: int) -> int:
@@ -35,9 +52,19 @@ def max_tiles(t: int, top_k: int, n_experts: int, tile_n: int) -> int:
 
 class RoutingWorkspace:
     """offsets uint32[E+1], sorted_ids uint32[T*top_k], tiles uint32[max_tiles], status uint32[2]; the
-    multi-block build also keeps scratch uint32[2E+2] (counts, cursors, two counters), zero between builds."""
+    multi-block and one-launch builds also keep scratch uint32[2E+4] (counts, cursors, four counters), zero
+    between builds. ``max_route_blocks``: the one-launch build's cap on route blocks (tests lower it to give a
+    block several batches)."""
 
-    def __init__(self, t: int, top_k: int, n_experts: int, tile_n: int, build: str = "single_block"):
+    def __init__(
+        self,
+        t: int,
+        top_k: int,
+        n_experts: int,
+        tile_n: int,
+        build: str = "single_block",
+        max_route_blocks: int = ONE_LAUNCH_MAX_ROUTE_BLOCKS,
+    ):
         import cupy
 
         if not 1 <= n_experts <= MAX_EXPERTS:
@@ -55,12 +82,16 @@ class RoutingWorkspace:
         self.status_words = cupy.zeros(2, dtype=cupy.uint32)
         if build == "single_block":
             self.kernels = (get_kernel(SOURCE, "moe_route_build"),)
-        else:
-            self.scratch = cupy.zeros(2 * n_experts + 2, dtype=cupy.uint32)
+            return
+        self.scratch = cupy.zeros(2 * n_experts + 4, dtype=cupy.uint32)
+        # one expert per thread in the last block's scan: blockDim >= E, a whole number of warps
+        self.block_threads = max(MULTI_BLOCK_MIN_THREADS, -(-n_experts // 32) * 32)
+        if build == "multi_block":
             self.kernels = (get_kernel(SOURCE, "moe_route_count"), get_kernel(SOURCE, "moe_route_scatter"))
-            # one expert per thread in the last block's scan: blockDim >= E, a whole number of warps
-            self.block_threads = max(MULTI_BLOCK_MIN_THREADS, -(-n_experts // 32) * 32)
             self.blocks = -(-self.items // (self.block_threads * MULTI_BLOCK_ITEMS))
+        else:
+            self.kernels = (get_kernel(SOURCE, "moe_route_permute"),)
+            self.blocks, self.chunk = route_partition(self.items, self.block_threads, max_route_blocks)
 
     @property
     def items(self) -> int:
@@ -72,9 +103,16 @@ class RoutingWorkspace:
         return bad, largest
 
 
-def build_routing(expert_ids, ws: RoutingWorkspace) -> None:
-    """Fill ``ws`` from expert_ids uint32 [T][routing_stride] (first top_k entries per row), by ws.build."""
+def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, wgmma_order: bool = False) -> None:
+    """Fill ``ws`` from expert_ids uint32 [T][routing_stride] (first top_k entries per row), by ws.build.
+
+    With ``x`` f32 [rows][K] and ``xp`` (zincbench.ops.fused.permuted_activations), a one-launch build also
+    permutes x into xp for the fused GEMM (in the wgmma order when ``wgmma_order``) in the same launch."""
     check_array(expert_ids, np.uint32, (ws.t, None), "expert_ids")
+    if (x is None) != (xp is None):
+        raise ValueError("x and xp go together")
+    if x is not None and ws.build != "one_launch":
+        raise ValueError(f"the {ws.build} build does not permute activations; permute_activations does")
     if expert_ids.shape[1] < ws.top_k:
         raise InputError(f"routing rows of {expert_ids.shape[1]} ids are shorter than top_k={ws.top_k}")
     u32 = np.uint32
@@ -95,6 +133,9 @@ def build_routing(expert_ids, ws: RoutingWorkspace) -> None:
             ),
         )
         return
+    if ws.build == "one_launch":
+        _route_permute(expert_ids, ws, shape, x, xp, wgmma_order)
+        return
     count, scatter = ws.kernels
     count(
         (ws.blocks,),
@@ -102,6 +143,38 @@ def build_routing(expert_ids, ws: RoutingWorkspace) -> None:
         (expert_ids, ws.offsets, ws.tiles, ws.status_words, ws.scratch, *shape, u32(ws.tile_n), u32(ws.tiles.size)),
     )
     scatter((ws.blocks,), (ws.block_threads,), (expert_ids, ws.sorted_ids, ws.scratch, *shape))
+
+
+def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, wgmma_order: bool) -> None:
+    u32 = np.uint32
+    rows, k, permute_blocks = 0, 0, 0
+    if x is not None:
+        rows, k = x.shape
+        check_array(x, np.float32, (rows, k), "x")
+        check_array(xp, np.uint32, (rows, k // 8, 4), "xp")
+        permute_blocks = min(-(-rows * (k // 8) // ws.block_threads), PERMUTE_MAX_BLOCKS)
+    ws.kernels[0](
+        (ws.blocks + permute_blocks,),
+        (ws.block_threads,),
+        (
+            expert_ids,
+            ws.offsets,
+            ws.sorted_ids,
+            ws.tiles,
+            ws.status_words,
+            ws.scratch,
+            *shape,
+            u32(ws.tile_n),
+            u32(ws.tiles.size),
+            u32(ws.blocks),
+            u32(ws.chunk),
+            ws.scratch if x is None else x,  # unread when rows is 0
+            ws.scratch if xp is None else xp,
+            np.int32(rows),
+            np.int32(k),
+            np.int32(1 if wgmma_order else 0),
+        ),
+    )
 
 
 def routing_traffic(t: int, top_k: int, n_experts: int, tile_n: int) -> Traffic:

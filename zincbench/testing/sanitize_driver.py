@@ -69,6 +69,13 @@ def permuted(cupy, x, order: str = "mma"):
     return xp
 
 
+def permute_job(cupy, rng, rows: int, k: int):
+    """(x, xp) for a one-launch routing build's X permute: f32 activations and their fp16 workspace."""
+    from zincbench.ops.fused import permuted_activations
+
+    return activations(cupy, rng, (rows, k)), permuted_activations(cupy, rows, k)
+
+
 def run_matvec(cupy, rng) -> None:
     from zincbench.ops.matvec import ExpertsMatvec
 
@@ -120,6 +127,13 @@ def run_routing(cupy, rng) -> None:
         bad = routing_table(rng, 9, 3, 12, 3)
         bad[4, 1] = 12  # an id >= E: counted in the status word, never followed
         built(bad, 3, 12, 4, build)
+    # the one-launch build with several batches per route block, and with the fused GEMM's X permute beside it
+    ws = RoutingWorkspace(2999, 8, 256, 16, build="one_launch", max_route_blocks=2)
+    build_routing(cupy.asarray(routing_table(rng, 2999, 8, 256, 8)), ws)
+    for rows, order in ((37, "mma"), (300, "wgmma")):
+        ws = RoutingWorkspace(rows, 8, 256, 16, build="one_launch")
+        x, xp = permute_job(cupy, rng, rows, 512)
+        build_routing(cupy.asarray(routing_table(rng, rows, 8, 256, 8)), ws, x, xp, wgmma_order=order == "wgmma")
 
     top_k, k, m = 4, 96, 37
     for ids, n_experts in (
