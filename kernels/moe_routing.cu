@@ -325,7 +325,7 @@ extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offs
             __threadfence();  // the scan's offsets, cursors and tiles before the flag
             route_store_release(s.ready, 1u);
         } else {
-            for (unsigned ns = 32u; route_load_acquire(s.ready) == 0u; ns = min(2u * ns, 1024u))
+            for (unsigned ns = 32u; route_load_acquire(s.ready) == 0u; ns = min(2u * ns, 256u))
                 asm volatile("nanosleep.u32 %0;" ::"r"(ns));
         }
     }

@@ -20,7 +20,7 @@
 #                                               per-tile probes; ncu with stall reasons at the T1 probe shapes, at
 #                                               T2's chosen tiles)
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
-#                                               group)
+#                                               group); sass_t2 (SASS of the fused kernel at T2's tiles)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
 #                                               layer block, T4, the baseline kernels, declared variants)
 #
@@ -152,6 +152,8 @@ for step in "${@:-env tests}"; do
         router) TAIL=20 run router 200 python3 scripts/probe_router.py ;;
         ncu_router) TAIL=80 run ncu_router 200 ncu --clock-control none --section SpeedOfLight --section LaunchStats \
                 --section Occupancy python3 scripts/probe_router.py --once ;;
+        sass_t2) run sass_t2 120 bash -c 'nvcc -std=c++17 -arch=sm_90a -cubin -I kernels -o /tmp/t2.cubin scripts/sass_t2.cu \
+                && cuobjdump -sass /tmp/t2.cubin > '"$LOGS"'/t2.sass && grep -c "" '"$LOGS"'/t2.sass' ;;
         sass) run sass 120 bash -c 'nvcc -std=c++17 -arch=sm_90 -cubin -DZINCBENCH_COMPILE_CHECK -o /tmp/f.cubin \
                 kernels/kquant_fused_mma.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;
         *) echo "unknown step $step" ;;

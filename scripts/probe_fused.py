@@ -33,19 +33,16 @@ T2_TILES = [
     "wgmma:1,8,8,1,3,1,1",
     "wgmma:1,8,8,1,4,2,1",
     "wgmma:1,16,8,1,3,1,1",
-    # more blocks per SM: the mma.sync 64x16 / 64x32 tiles at N_e <= 16, 64-row wgmma tiles with trim at N_e >= 32
+    # more blocks per SM (the registers capped by min_blocks; the shared-memory carveout at its largest)
+    "1,2,4,1,3,6",
     "1,2,4,1,3,8",
     "1,2,4,1,4,6",
-    "1,4,4,1,3,4",
-    "wgmma:1,8,4,1,3,3,1",
-    "wgmma:1,16,4,1,3,2,1",
+    "1,4,4,1,4,4",
+    "1,4,4,1,3,5",
     "wgmma:1,4,4,1,4,4",
-    # taller tiles: X (16 KB a half at 64 tokens) is fetched from L2 once per row block; 256 rows halve that
-    "1,2,8,1,3",
-    "1,2,8,1,4,2",
-    "1,2,16,1,3",
+    "wgmma:1,8,4,1,3,3,1",
+    # 256 rows: X (16 KB a half at 64 tokens) fetched from L2 once per 256 weight rows, not per 128
     "wgmma:1,8,16,1,4,1,1",
-    "wgmma:1,16,16,1,3,1,1",
 ]
 # ncu: the tile T2 chose at each N_e (2026-12-02)
 T2_NCU_TILES = {8: ["1,2,4,1,3"], 16: ["wgmma:1,4,8,1,4"], 64: ["wgmma:1,8,8,1,4,2,1"]}

@@ -189,13 +189,19 @@ def test_routing_reports_ids_out_of_range(cupy, rng, build):
     assert int(ws.offsets.get()[-1]) == t * top_k - 1
 
 
-@pytest.mark.parametrize("t, top_k, n_experts, tile_n, stride_factor", ROUTING_CASES[-2:])
-def test_one_launch_build_with_several_batches_per_route_block(cupy, rng, t, top_k, n_experts, tile_n, stride_factor):
-    """Two route blocks for 23992 and 4907 items: each block histograms and places several batches."""
-    ws = RoutingWorkspace(t, top_k, n_experts, tile_n, build="one_launch", max_route_blocks=2)
-    assert ws.blocks == 2 and ws.chunk > ws.block_threads * routing.MULTI_BLOCK_ITEMS
+@pytest.mark.parametrize(
+    "t, top_k, n_experts, tile_n, route_blocks",
+    [
+        pytest.param(2999, 8, 256, 16, 2, id="P23992-two-blocks-of-12-batches"),
+        pytest.param(701, 7, 1000, 8, 1, id="P4907-1000-experts-one-block-of-2-batches"),
+    ],
+)
+def test_one_launch_build_with_several_batches_per_route_block(cupy, rng, t, top_k, n_experts, tile_n, route_blocks):
+    """Route blocks that histogram and place several batches each (the cap on route blocks reached)."""
+    ws = RoutingWorkspace(t, top_k, n_experts, tile_n, build="one_launch", max_route_blocks=route_blocks)
+    assert ws.blocks == route_blocks and ws.chunk > ws.block_threads * routing.MULTI_BLOCK_ITEMS
     for _ in range(2):  # the scratch counters and the ready flag are back at zero for the second build
-        ids = routing_table(rng, t, top_k, n_experts, top_k * stride_factor)
+        ids = routing_table(rng, t, top_k, n_experts, 2 * top_k)
         ws.sorted_ids.fill(0xFFFFFFFF)
         build_routing(cupy.asarray(ids), ws)
         assert_routing_matches(ws, ids)

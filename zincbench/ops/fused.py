@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zincbench.errors import InputError
-from zincbench.gpu.nvrtc import set_dynamic_shared
+from zincbench.gpu.nvrtc import prefer_max_shared, set_dynamic_shared
 from zincbench.gpu.runtime import get_kernel
 from zincbench.measure.traffic import Traffic
 from zincbench.quant import check_row_length, get_format
@@ -293,6 +293,7 @@ class FusedKQuantGemm:
         # wgmma exists only in the architecture-specific target (sm_90a), the rest compiles for sm_<cc>
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,), arch=f"{arch}a" if tile.wgmma else None)
         set_dynamic_shared(self.kernel, self.smem_bytes)
+        prefer_max_shared(self.kernel)  # the small T2 tiles' blocks per SM are set by shared memory and registers
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
         self._schedules: dict[tuple[int, int, int], StreamKSchedule] = {}  # (M, K, T) -> the launch's schedule
         self._stream_k: dict[StreamKSchedule, tuple] = {}  # schedule -> (partials, counters), kept across calls
