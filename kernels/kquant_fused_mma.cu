@@ -20,7 +20,7 @@
 //   exact in fp16, subtracting the bias is exact, then one fma applies the scale and the offset).
 //   X is stored in the same permuted order by x_f32_to_f16_kquant_perm, so each B fragment pair is one
 //   16-byte load; the permutation is the same for every weight format;
-// - the weight format is a policy (ZbQ4K, ZbQ5K, ZbQ6K): how a pipeline stage of weight rows is copied to
+// - the weight format is a policy (ZbQ4K, ZbQ5K, ZbQ6K, ZbQ6KHalf): how a pipeline stage of weight rows is copied to
 //   shared memory and how one lane decodes its slice of a half superblock into A fragments. The
 //   pipeline, the X tile, the MMA loop and the epilogues are shared;
 // - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
@@ -45,7 +45,7 @@ __device__ __forceinline__ void zb_cp_async16(unsigned dst, const void* src, uns
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes));
 }
 
-// Exact-size copies for the one chunk whose 16-byte window would pass the end of the weights (ZbQ6K's Loader).
+// Exact-size copies for the one chunk whose 16-byte window would pass the end of the weights (the Q6_K Loader).
 __device__ __forceinline__ void zb_cp_async8(unsigned dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" :: "r"(dst), "l"(src));
 }
@@ -297,52 +297,77 @@ struct ZbNibbleFormat {
 struct ZbQ4K : ZbNibbleFormat<144, 16, false> {};
 struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
 
-// Q6_K (210-byte blocks: only 2-byte aligned in a row, so no 16-byte copy can start at a block): a stage
-// is one whole superblock, per row the 14 aligned 16-byte chunks that cover its 210 bytes at any even
-// misalignment o ([BM][224]; the block starts at byte o of its row area). The tail chunk (13) holds only
-// the block's last o + 2 bytes; its 16-byte window passes the block's end by 14 - o bytes, the next
-// block's or row's (in bounds, and zero-filled: src-size o + 2), except after the last block of row M - 1,
-// where the weights may end: that one chunk is copied at its exact size (zb_copy_exact; compute-sanitizer
-// reported the 16-byte window as an out-of-bounds read). In half H, lane c reads the
-// low nibbles (c < 2) or high nibbles (c >= 2) of ql[64h + 16(c&1) + ...] and ql[64h + 32 + ...] and
-// two bits of qh[32h + 16(c&1) + ...]; its two 16-weight sub-blocks are 8h + 4(c>>1) + (c&1) and that + 2.
-struct ZbQ6K {
+// Q6_K (210-byte blocks: ql[128], qh[64], scales[16], d; only 2-byte aligned in a row, so no 16-byte copy can start
+// at a block). A stage holds, per row, aligned 16-byte chunks that cover the stage's bytes of the block at any even
+// misalignment o (the block's bytes start at byte o of each region):
+// - HALF_STAGE false (ZbQ6K, the mma.sync path): a whole superblock, 14 chunks, the block at [o, o + 210) of 224 bytes;
+// - HALF_STAGE true (ZbQ6KHalf, the wgmma path, whose 128- and 192-token tiles then fit three stages): half
+//   superblock h, 10 chunks in three regions: ql[64h ..] (5 chunks, stage bytes [0, 80)), qh[32h ..] (3, [80, 128))
+//   and scales + d (2, [128, 160)), each region's chunks starting at the block's aligned start (block - o) plus the
+//   region's offset.
+// Only the last chunk passes the block's end (by 14 - o bytes): the next block's or row's bytes (in bounds,
+// zero-filled: src-size o + 2), except after the last block of row M - 1, where the weights may end: that one chunk
+// is copied at its exact size (zb_copy_exact; compute-sanitizer reported the 16-byte window as an out-of-bounds
+// read). In half h, lane c reads the low nibbles (c < 2) or high nibbles (c >= 2) of ql[64h + 16(c&1) + ...] and
+// ql[64h + 32 + ...] and two bits of qh[32h + 16(c&1) + ...]; its two 16-weight sub-blocks are 8h + 4(c>>1) + (c&1)
+// and that + 2.
+template <bool HALF_STAGE>
+struct ZbQ6KFormat {
     static constexpr int BLOCK_BYTES = 210;
-    static constexpr int HALVES = 2;
-    static constexpr int CHUNKS_PER_ROW = 14;  // o + 210 <= 224 for o <= 14
+    static constexpr int HALVES = HALF_STAGE ? 1 : 2;
+    static constexpr int CHUNKS_PER_ROW = HALF_STAGE ? 10 : 14;  // o + 210 <= 224; o + 64 <= 80, o + 32 <= 48, o + 18 <= 32
     static constexpr int ROW_STAGE_BYTES = 16 * CHUNKS_PER_ROW;
+    // Where half h's ql (at h * QL_HALF_STEP), qh and scales sit in a row's stage area, before the block's
+    // misalignment o; d is 16 bytes past the scales.
+    static constexpr int QH_AT = HALF_STAGE ? 80 : 128, SC_AT = HALF_STAGE ? 128 : 192;
+    static constexpr int QL_HALF_STEP = HALF_STAGE ? 0 : 64, QH_HALF_STEP = HALF_STAGE ? 0 : 32;
+
+    // Chunk q of a row: its offset from the block's aligned start in the first half, and how far the second half
+    // moves it (HALF_STAGE: the ql chunks by 64, the qh chunks by 32, the scales not).
+    __device__ __forceinline__ static int chunk_offset(int q) {
+        return !HALF_STAGE ? 16 * q : q < 5 ? 16 * q : q < 8 ? 128 + 16 * (q - 5) : 192 + 16 * (q - 8);
+    }
+    __device__ __forceinline__ static unsigned chunk_half_step(int q) {
+        return !HALF_STAGE ? 0u : q < 5 ? 64u : q < 8 ? 32u : 0u;
+    }
 
     template <int BM, int THREADS>
     struct Loader {
         static constexpr int CHUNKS = BM * CHUNKS_PER_ROW, ITERS = (CHUNKS + THREADS - 1) / THREADS;
-        const unsigned char* src[ITERS];  // chunk q of the row, relative to superblock 0 (before alignment)
+        const unsigned char* src[ITERS];  // the row + chunk_offset(q), relative to superblock 0 (before alignment)
         unsigned dst[ITERS];
-        static_assert(ITERS <= 32, "one bit per chunk in the masks");
-        unsigned tails;      // bit it: chunk it holds the block's tail: copy only the block's bytes (o + 2)
-        unsigned end_tails;  // ... and is of row M - 1, whose last block may end the weights
-        int last_sb;         // a row's last superblock
+        static_assert(ITERS <= 16, "two bits per chunk in half_steps");
+        unsigned half_steps;  // bits 2it, 2it + 1: chunk it's chunk_half_step / 32 (0, 1 or 2)
+        unsigned tails;       // bit it: chunk it holds the block's tail: copy only the block's bytes (o + 2)
+        unsigned end_tails;   // ... and is of row M - 1, whose last block may end the weights
+        int last_sb;          // a row's last superblock
 
-        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : tails(0u), end_tails(0u) {
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : half_steps(0u), tails(0u), end_tails(0u) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
                 const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
                 const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
-                src[it] = rows.at(r) + 16 * q;
+                src[it] = rows.at(r) + chunk_offset(q);
                 dst[it] = r * ROW_STAGE_BYTES + 16 * q;
+                half_steps |= chunk_half_step(q) / 32u << (2 * it);
                 if (q == CHUNKS_PER_ROW - 1) tails |= 1u << it;
                 if (q == CHUNKS_PER_ROW - 1 && rows.last_row(r)) end_tails |= 1u << it;
             }
             last_sb = rows.row_bytes / BLOCK_BYTES - 1;
         }
 
-        // Stage `step` = superblock sb, into the stage's weight area at shared address ws.
-        __device__ __forceinline__ void issue(unsigned ws, int sb) const {
+        // Stage `step` (superblock sb = step, or HALF_STAGE: half step & 1 of superblock step >> 1), into the stage's
+        // weight area at shared address ws.
+        __device__ __forceinline__ void issue(unsigned ws, int step) const {
+            const int sb = HALF_STAGE ? step >> 1 : step;
+            const unsigned h = HALF_STAGE ? (unsigned)step & 1u : 0u;
             const unsigned exact = sb == last_sb ? end_tails : 0u;
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
-                const unsigned long long p = reinterpret_cast<unsigned long long>(src[it]) + sb * BLOCK_BYTES;
-                const unsigned o = (unsigned)(p & 15ull);
-                const unsigned char* aligned = reinterpret_cast<const unsigned char*>(p & ~15ull);
+                const unsigned long long block = reinterpret_cast<unsigned long long>(src[it]) + sb * BLOCK_BYTES;
+                const unsigned o = (unsigned)(block & 15ull);
+                const unsigned half_step = HALF_STAGE ? (half_steps >> (2 * it) & 3u) * 32u * h : 0u;
+                const unsigned char* aligned = reinterpret_cast<const unsigned char*>((block & ~15ull) + half_step);
                 if ((exact >> it & 1u) && o != 14u) zb_copy_exact(ws + dst[it], aligned, o + 2u);
                 else zb_cp_async16(ws + dst[it], aligned, (tails >> it & 1u) ? o + 2u : 16u);
             }
@@ -362,11 +387,11 @@ struct ZbQ6K {
         const unsigned char* blk = ws + r * ROW_STAGE_BYTES + o;
         const int l0 = 16 * (c & 1);
         Lane l;
-        l.ql_lo = zb_lds128_unaligned(blk + 64 * h + l0);
-        l.ql_hi = zb_lds128_unaligned(blk + 64 * h + 32 + l0);
-        l.qh = zb_lds128_unaligned(blk + 128 + 32 * h + l0);
-        const float d = zb_half_bits_to_float(*reinterpret_cast<const unsigned short*>(blk + 208));
-        const signed char* sc = reinterpret_cast<const signed char*>(blk + 192 + 8 * h + 4 * (c >> 1) + (c & 1));
+        l.ql_lo = zb_lds128_unaligned(blk + QL_HALF_STEP * h + l0);
+        l.ql_hi = zb_lds128_unaligned(blk + QL_HALF_STEP * h + 32 + l0);
+        l.qh = zb_lds128_unaligned(blk + QH_AT + QH_HALF_STEP * h + l0);
+        const float d = zb_half_bits_to_float(*reinterpret_cast<const unsigned short*>(blk + SC_AT + 16));
+        const signed char* sc = reinterpret_cast<const signed char*>(blk + SC_AT + 8 * h + 4 * (c >> 1) + (c & 1));
         l.dsc_lo = zb_half2_splat(d * (float)sc[0]);
         l.dsc_hi = zb_half2_splat(d * (float)sc[2]);
         // Low nibble: 1024 + q with q's 6 bits at 0-5. High nibble: 64 + q (ulp 1/16) with q at bits 4-9.
@@ -397,6 +422,9 @@ struct ZbQ6K {
         hi[1] = pair(b >> 8, h >> 6, l.dsc_hi, l);
     }
 };
+
+struct ZbQ6K : ZbQ6KFormat<false> {};
+struct ZbQ6KHalf : ZbQ6KFormat<true> {};
 
 extern "C" __global__ void x_f32_to_f16_kquant_perm(const float* __restrict__ x, uint4* __restrict__ xp, int rows,
                                                     int K) {
@@ -1066,5 +1094,8 @@ ZB_INSTANTIATE(ZbQ4K, 1, 32, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE_WGMMA(2, 4, 4, 1, false, true, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(16, 8, 3, 1, true, true, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(8, 4, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM)
+ZB_INSTANTIATE(ZbQ6KHalf, 1, 16, 8, 1, 4, 1, false, false, ZB_EPI_STORE, true)
+ZB_INSTANTIATE(ZbQ6KHalf, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
+ZB_INSTANTIATE(ZbQ6KHalf, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
 #endif
 #endif

@@ -15,7 +15,8 @@
 #                                               cuBLAS output and the layer group stage by stage; the layer
 #                                               router's pieces timed apart, and under ncu)
 #                                               t4tests t4 (the T4 family's GPU tests and sanitizer group; its run)
-#                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1small probe_t1sk ncu_fused
+#                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1q6 probe_t1small probe_t1sk
+#                                               ncu_fused
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
 #                                               per-tile probes; ncu with stall reasons at the T1 probe shapes, at
 #                                               T2's chosen tiles)
@@ -131,6 +132,7 @@ for step in "${@:-env tests}"; do
                 tests/gpu/test_kernels_baseline.py -k "routing or one_launch or gather" ;;
         sanrouting) TAIL=15 run sanitizer-routing 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k routing \
                 tests/gpu/test_sanitizer.py ;;
+        probe_t1q6) TAIL=40 run probe-t1q6 300 python3 scripts/probe_fused.py t1q6 ;;
         probe_t1sk) TAIL=70 run probe-t1sk 300 python3 scripts/probe_fused.py t1sk ;;
         probe_t1small) TAIL=30 run probe-t1small 200 python3 scripts/probe_fused.py t1small ;;
         ncu_wgmma) TAIL=60 run ncu_wgmma 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \

@@ -1,6 +1,6 @@
 """Kernel-development probe: time the pieces of the fused paths separately (cold L2), per tile shape.
 
-    python scripts/probe_fused.py [t2|t2ncu|t1|t1small|t1sk|all] [--once]
+    python scripts/probe_fused.py [t2|t2ncu|t1|t1q6|t1small|t1sk|all] [--once]
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -56,7 +56,16 @@ T1_TILES = [
     "wgmma:1,8,8,1,4,2",
     "wgmma:1,8,4,1,4,3",
 ]
-T1_Q6K_TILES = ["1,16,8,1,2", "wgmma:1,8,8,1,3", "wgmma:1,4,8,1,3", "wgmma:1,8,4,1,3", "wgmma:1,16,8,1,3,1"]
+# Q6_K: the portable 128x128 tile the gate chose, against the wgmma tiles its half-superblock stages (ZbQ6KHalf) fit
+T1_Q6K_TILES = [
+    "1,16,8,1,2",
+    "wgmma:1,8,8,1,4,2",
+    "wgmma:1,16,8,1,3",
+    "wgmma:1,16,8,1,4",
+    "wgmma+sk:1,16,8,1,4",
+    "wgmma:1,24,8,1,3",
+    "wgmma+sk:1,24,8,1,3",
+]
 
 
 ONCE = "--once" in sys.argv
@@ -114,7 +123,7 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None)
 
 
 T1_SHAPES = ((4096, 4096, 512, "q4_k"), (4096, 4096, 2048, "q4_k"), (21504, 5376, 1024, "q4_k"))
-T1_Q6K_SHAPES = ((5376, 21504, 1024, "q6_k"), (5376, 21504, 2048, "q6_k"))  # gemma4-31b ffn_down
+T1_Q6K_SHAPES = tuple((5376, 21504, t, "q6_k") for t in (512, 1024, 2048))  # gemma4-31b ffn_down
 
 
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
@@ -174,7 +183,7 @@ def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES, tiles=None):
 if __name__ == "__main__":
     import cupy
 
-    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")  # t2, t2ncu, t1, t1small, t1sk or all
+    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")  # t2, t2ncu, t1, t1q6, t1small, t1sk, all
     timer = GpuTimer(TimerConfig(mode="cold", warmup=2))
     rng = np.random.default_rng(0)
     if which in ("t2", "all"):
@@ -183,6 +192,8 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_NCU_TILES)
     if which in ("t1", "all"):
         probe_t1(timer, cupy, rng)
+    if which == "t1q6":
+        probe_t1(timer, cupy, rng, T1_Q6K_SHAPES)
     if which in ("t1small", "all"):
         probe_t1(timer, cupy, rng, T1_SMALL_SHAPES, T1_SMALL_TILES)
     if which in ("t1sk", "all"):

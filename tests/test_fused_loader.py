@@ -1,4 +1,4 @@
-"""The fused kernel's Q6_K loader (kernels/kquant_fused_mma.cu, ZbQ6K::Loader) modelled on the CPU: every global
+"""The fused kernel's Q6_K loaders (kernels/kquant_fused_mma.cu, ZbQ6KFormat::Loader) modelled on the CPU: every global
 load window of every thread lies inside the weights, and the copies still deliver every byte of every block.
 
 compute-sanitizer found the bug this guards against on the GPU (issue 23): the tail chunk of a row's last
@@ -13,19 +13,32 @@ import re
 import pytest
 
 from zincbench.gpu.runtime import kernel_source
-from zincbench.ops.fused import POLICIES, MmaTile
+from zincbench.ops.fused import POLICIES, WGMMA_POLICIES, MmaTile
 from zincbench.testing.sanitize_driver import FUSED_DENSE_SHAPES, FUSED_GROUPED_SHAPES, gate_tiles
 
 
-def _q6k_constants() -> tuple[int, int]:
+def _q6k_chunks() -> tuple[int, int, int]:
+    """(BLOCK_BYTES, chunks per row of a whole-superblock stage, of a half-superblock stage), from the source."""
     source = kernel_source("kquant_fused_mma.cu")
-    body = source[source.index("struct ZbQ6K {") :]
+    body = source[source.index("struct ZbQ6KFormat {") :]
     block = int(re.search(r"BLOCK_BYTES = (\d+);", body).group(1))
-    chunks = int(re.search(r"CHUNKS_PER_ROW = (\d+);", body).group(1))
-    return block, chunks
+    half, whole = (int(v) for v in re.search(r"CHUNKS_PER_ROW = HALF_STAGE \? (\d+) : (\d+);", body).groups())
+    return block, whole, half
 
 
-BLOCK_BYTES, CHUNKS_PER_ROW = _q6k_constants()
+BLOCK_BYTES, WHOLE_CHUNKS, HALF_CHUNKS = _q6k_chunks()
+
+
+def chunk_window(half_stage: bool, q: int, h: int) -> int:
+    """ZbQ6KFormat::chunk_offset(q) + h * chunk_half_step(q): where chunk q of half h starts, from the block's
+    aligned start (a whole-superblock stage has h = 0 and its chunks in a row)."""
+    if not half_stage:
+        return 16 * q
+    if q < 5:
+        return 16 * q + 64 * h  # the half's 64 ql bytes
+    if q < 8:
+        return 128 + 16 * (q - 5) + 32 * h  # its 32 qh bytes
+    return 192 + 16 * (q - 8)  # the 16 scales and d, in both halves
 
 
 def _exact_windows(start: int, n: int) -> list[tuple[int, int]]:
@@ -41,10 +54,13 @@ def _exact_windows(start: int, n: int) -> list[tuple[int, int]]:
 def q6k_loads(tile: MmaTile, m: int, k: int, experts: int, base: int = 0, exact_tail: bool = True):
     """(window start, window bytes, copied bytes) of every global load the Q6_K loader issues over the K loop
     for weights [experts][m][row bytes] at byte offset ``base`` of a 16-byte aligned allocation (dense:
-    experts = 1), and the byte ranges of the blocks it must deliver. ``exact_tail=False`` models the kernel
-    before the fix (every chunk a 16-byte window)."""
+    experts = 1), and the byte ranges of the blocks it must deliver. A wgmma tile stages half superblocks
+    (ZbQ6KHalf), a portable one whole ones (ZbQ6K). ``exact_tail=False`` models the kernel before the fix
+    (every chunk a 16-byte window)."""
     bm, threads = tile.bm, tile.threads
-    chunks = bm * CHUNKS_PER_ROW
+    half_stage = tile.wgmma
+    per_row = HALF_CHUNKS if half_stage else WHOLE_CHUNKS
+    chunks = bm * per_row
     iters = (chunks + threads - 1) // threads
     n_sb = k // 256
     row_bytes = n_sb * BLOCK_BYTES
@@ -55,14 +71,15 @@ def q6k_loads(tile: MmaTile, m: int, k: int, experts: int, base: int = 0, exact_
             for tid in range(threads):
                 for it in range(iters):
                     idx = min(tid + it * threads, chunks - 1)  # surplus threads repeat the last chunk
-                    r, q = divmod(idx, CHUNKS_PER_ROW)
+                    r, q = divmod(idx, per_row)
                     row = min(row0 + r, m - 1)
-                    tail = q == CHUNKS_PER_ROW - 1
+                    tail = q == per_row - 1
                     end_tail = tail and row0 + r >= m - 1
-                    for sb in range(n_sb):
-                        p = w + row * row_bytes + 16 * q + sb * BLOCK_BYTES
-                        o, aligned = p & 15, p & ~15
-                        blocks.add(p - 16 * q)
+                    for step in range(2 * n_sb if half_stage else n_sb):
+                        sb, h = divmod(step, 2) if half_stage else (step, 0)
+                        block = w + row * row_bytes + sb * BLOCK_BYTES
+                        o, aligned = block & 15, (block & ~15) + chunk_window(half_stage, q, h)
+                        blocks.add(block)
                         if exact_tail and end_tail and sb == n_sb - 1 and o != 14:
                             loads += [(s, n, n) for s, n in _exact_windows(aligned, o + 2)]
                         else:
@@ -79,9 +96,10 @@ def _edge_cases():
 
 
 def test_the_model_reads_the_kernel_constants():
-    assert (BLOCK_BYTES, CHUNKS_PER_ROW) == (210, 14)
-    assert POLICIES["q6_k"].row_stage_bytes == 16 * CHUNKS_PER_ROW
-    assert 14 + BLOCK_BYTES <= 16 * CHUNKS_PER_ROW  # the chunks cover a block at any even misalignment
+    assert (BLOCK_BYTES, WHOLE_CHUNKS, HALF_CHUNKS) == (210, 14, 10)
+    assert POLICIES["q6_k"].row_stage_bytes == 16 * WHOLE_CHUNKS
+    assert WGMMA_POLICIES["q6_k"].row_stage_bytes == 16 * HALF_CHUNKS
+    assert 14 + BLOCK_BYTES <= 16 * WHOLE_CHUNKS  # the chunks cover a block at any even misalignment
 
 
 @pytest.mark.parametrize("tile, m, k, experts", _edge_cases(), ids=lambda v: getattr(v, "label", str(v)))
@@ -96,6 +114,19 @@ def test_every_q6k_load_stays_inside_the_weights(tile, m, k, experts):
         copied.update(range(s, s + n))
     missing = [b for b in blocks if not copied.issuperset(range(b, b + BLOCK_BYTES))]
     assert not missing, f"blocks at {missing[:3]} not fully copied"
+
+
+@pytest.mark.parametrize("o", range(0, 16, 2))
+def test_a_half_superblock_stage_holds_its_bytes_where_the_lanes_read_them(o):
+    """ZbQ6KHalf: in half h, stage byte o + i of the ql region is ql[64h + i], of the qh region (at 80) qh[32h + i],
+    and of the scales region (at 128) scales[i], with d 16 bytes further: what ZbQ6KFormat::load reads."""
+    block = bytes(range(BLOCK_BYTES))
+    memory = bytes(o) + block + bytes(32)  # the block at misalignment o of a 16-byte aligned address
+    for h in (0, 1):
+        stage = b"".join(memory[chunk_window(True, q, h) : chunk_window(True, q, h) + 16] for q in range(HALF_CHUNKS))
+        assert stage[o : o + 64] == block[64 * h : 64 * h + 64]
+        assert stage[80 + o : 80 + o + 32] == block[128 + 32 * h : 160 + 32 * h]
+        assert stage[128 + o : 128 + o + 18] == block[192:210]
 
 
 def test_the_model_finds_the_sanitizer_report():

@@ -22,18 +22,18 @@ def test_kernel_compiles(source, arch):
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found (install the CUDA toolkit)")
 def test_fused_launcher_constants_match_the_kernel(tmp_path):
-    """ops.fused sizes the dynamic shared memory from POLICIES and names epilogues by EPILOGUE_*; the kernel
-    lays stages out from its policy structs and switches on ZB_EPI_*. A static_assert per format and per
+    """ops.fused sizes the dynamic shared memory from POLICIES and WGMMA_POLICIES and names epilogues by EPILOGUE_*;
+    the kernel lays stages out from its policy structs and switches on ZB_EPI_*. A static_assert per format and per
     epilogue makes nvcc refuse a drift between the two."""
     import subprocess
 
     from zincbench.ops import fused
-    from zincbench.ops.fused import POLICIES, SOURCE
+    from zincbench.ops.fused import POLICIES, SOURCE, WGMMA_POLICIES
 
     checks = "".join(
         f"static_assert({p.policy}::HALVES == {p.halves_per_stage} && "
         f'{p.policy}::ROW_STAGE_BYTES == {p.row_stage_bytes}, "{name}");\n'
-        for name, p in POLICIES.items()
+        for name, p in [*POLICIES.items(), *WGMMA_POLICIES.items()]
     )
     epilogues = ("STORE", "SWIGLU_F16_GROUPED", "SWIGLU_F16_PERM", "COMBINE")
     checks += "".join(f'static_assert(ZB_EPI_{e} == {getattr(fused, f"EPILOGUE_{e}")}, "{e}");\n' for e in epilogues)

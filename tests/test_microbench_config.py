@@ -147,11 +147,15 @@ def test_wgmma_tile_specs():
     the shapes its wgmma widths and pipeline allow."""
     tile = MmaTile.parse("wgmma:1,16,8,1,3,1,1")
     assert tile.wgmma and tile.trim_n and (tile.bm, tile.bn, tile.threads) == (128, 128, 256)
-    assert tile.expression(grouped=True, weights="q6_k") == "gemm_kquant_mma<ZbQ6K,1,16,8,1,3,1,true,true,0,true>"
+    # its Q6_K stages are half superblocks (ZbQ6KHalf: 160 bytes a row), the portable path's whole ones (224)
+    assert tile.expression(grouped=True, weights="q6_k") == "gemm_kquant_mma<ZbQ6KHalf,1,16,8,1,3,1,true,true,0,true>"
     assert tile.label == "128x128/w8x1/s3/n8/wgmma" and tile.x_order == "wgmma"
     assert tile.smem_bytes("q4_k") == 3 * (128 * 256 + 128 * 80) + 1024
+    assert tile.smem_bytes("q6_k") == 3 * (128 * 256 + 128 * 160) + 1024
     plain = MmaTile.parse("1,16,8,1,3,1,1")
     assert plain.x_order == "mma" and not plain.expression(grouped=True, weights="q4_k").endswith(",true>")
+    assert plain.expression(grouped=True, weights="q6_k").startswith("gemm_kquant_mma<ZbQ6K,")
+    assert plain.smem_bytes("q6_k") == 3 * (2 * 128 * 256 + 128 * 224)
     for bad, message in (
         ("wgmma:2,8,4,1,3", "wm 1, warps_n 1 and whole warpgroups"),  # two 16-row slices per warp
         ("wgmma:1,8,6,1,3", "whole warpgroups"),  # 6 warps

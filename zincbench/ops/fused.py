@@ -42,10 +42,13 @@ POLICIES = {
     "q5_k": WeightPolicy("ZbQ5K", 1, 112),  # the same + the block's 32 qh bytes
     "q6_k": WeightPolicy("ZbQ6K", 2, 224),  # whole superblock: 14 aligned chunks cover 210 bytes at any offset
 }
+# The wgmma path's own: half-superblock Q6_K stages (10 chunks: the half's ql, qh, and the scales), so that its
+# 128- and 192-token tiles fit the three stages it needs.
+WGMMA_POLICIES = {**POLICIES, "q6_k": WeightPolicy("ZbQ6KHalf", 1, 160)}
 
 
-def weight_policy(weights: str) -> WeightPolicy:
-    policy = POLICIES.get(weights)
+def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
+    policy = (WGMMA_POLICIES if wgmma else POLICIES).get(weights)
     if policy is None:
         raise InputError(f"the fused kernel reads {', '.join(POLICIES)} weights, not {weights!r}")
     return policy
@@ -94,7 +97,7 @@ class MmaTile:
         return 32 * self.warps_m * self.warps_n
 
     def smem_bytes(self, weights: str) -> int:
-        policy = weight_policy(weights)
+        policy = weight_policy(weights, self.wgmma)
         stages = self.stages * (policy.halves_per_stage * self.bn * 256 + self.bm * policy.row_stage_bytes)
         return stages + (WGMMA_ALIGN_SLACK if self.wgmma else 0)
 
@@ -114,8 +117,9 @@ class MmaTile:
         while flags and not flags[-1]:
             flags.pop()
         flags = "".join(f",{str(flag).lower()}" for flag in flags)
+        policy = weight_policy(weights, self.wgmma).policy
         return (
-            f"gemm_kquant_mma<{weight_policy(weights).policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
+            f"gemm_kquant_mma<{policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
             f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}{flags}>"
         )
 
