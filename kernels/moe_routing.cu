@@ -171,12 +171,6 @@ __device__ __forceinline__ void load_batch(const unsigned* ids, unsigned base, u
     }
 }
 
-// The block's chunk of items: [begin, end).
-__device__ __forceinline__ void route_chunk(unsigned chunk_len, unsigned n_items, unsigned* begin, unsigned* end) {
-    *begin = min(blockIdx.x * chunk_len, n_items);
-    *end = min(*begin + chunk_len, n_items);
-}
-
 // hist[e] (shared, zeroed by the caller) += the chunk's items routed to e; *bad (shared) += its ids out of range.
 __device__ __forceinline__ void route_histogram(const unsigned* ids, unsigned begin, unsigned end, unsigned top_k,
                                                 unsigned routing_stride, unsigned n_experts, unsigned* hist,
@@ -191,6 +185,20 @@ __device__ __forceinline__ void route_histogram(const unsigned* ids, unsigned be
             else atomicAdd(bad, 1u);
         }
     }
+}
+
+// The block's chunk of items [*begin, *end) (chunk_len items from blockIdx.x * chunk_len) histogrammed into hist and
+// *bad (shared; zeroed here), ready for every thread to read.
+__device__ __forceinline__ void route_chunk_histogram(const unsigned* ids, unsigned chunk_len, unsigned n_items,
+                                                      unsigned top_k, unsigned routing_stride, unsigned n_experts,
+                                                      unsigned* hist, unsigned* bad, unsigned* begin, unsigned* end) {
+    for (unsigned e = threadIdx.x; e < n_experts; e += blockDim.x) hist[e] = 0u;
+    if (threadIdx.x == 0) *bad = 0u;
+    __syncthreads();
+    *begin = min(blockIdx.x * chunk_len, n_items);
+    *end = min(*begin + chunk_len, n_items);
+    route_histogram(ids, *begin, *end, top_k, routing_stride, n_experts, hist, bad);
+    __syncthreads();
 }
 
 // After route_histogram: the block's counts go to the global ones; true in the last of n_route blocks to arrive,
@@ -254,13 +262,9 @@ extern "C" __global__ void moe_route_count(const unsigned* ids, unsigned* offset
                                            unsigned n_experts, unsigned tile_n, unsigned max_tiles) {
     __shared__ unsigned hist[ROUTE_MAX_EXPERTS];
     __shared__ unsigned block_bad;
-    for (unsigned e = threadIdx.x; e < n_experts; e += blockDim.x) hist[e] = 0u;
-    if (threadIdx.x == 0) block_bad = 0u;
-    __syncthreads();
     unsigned begin, end;
-    route_chunk(blockDim.x * ROUTE_MB_ITEMS, T * top_k, &begin, &end);
-    route_histogram(ids, begin, end, top_k, routing_stride, n_experts, hist, &block_bad);
-    __syncthreads();
+    route_chunk_histogram(ids, blockDim.x * ROUTE_MB_ITEMS, T * top_k, top_k, routing_stride, n_experts, hist,
+                          &block_bad, &begin, &end);
     route_count_arrive(hist, block_bad, RouteScratch(scratch, n_experts), gridDim.x, offsets, tiles, status,
                        n_experts, tile_n, max_tiles);
 }
@@ -269,13 +273,9 @@ extern "C" __global__ void moe_route_scatter(const unsigned* ids, unsigned* sort
                                              unsigned top_k, unsigned routing_stride, unsigned n_experts) {
     __shared__ unsigned hist[ROUTE_MAX_EXPERTS];
     __shared__ unsigned block_bad;  // counted by moe_route_count
-    for (unsigned e = threadIdx.x; e < n_experts; e += blockDim.x) hist[e] = 0u;
-    if (threadIdx.x == 0) block_bad = 0u;
-    __syncthreads();
     unsigned begin, end;
-    route_chunk(blockDim.x * ROUTE_MB_ITEMS, T * top_k, &begin, &end);
-    route_histogram(ids, begin, end, top_k, routing_stride, n_experts, hist, &block_bad);
-    __syncthreads();
+    route_chunk_histogram(ids, blockDim.x * ROUTE_MB_ITEMS, T * top_k, top_k, routing_stride, n_experts, hist,
+                          &block_bad, &begin, &end);
     route_place(ids, begin, end, top_k, routing_stride, n_experts, hist, RouteScratch(scratch, n_experts).cursor,
                 sorted_ids);
 }
@@ -311,13 +311,8 @@ extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offs
     __shared__ unsigned hist[ROUTE_MAX_EXPERTS];
     __shared__ unsigned block_bad;
     const RouteScratch s(scratch, n_experts);
-    for (unsigned e = threadIdx.x; e < n_experts; e += blockDim.x) hist[e] = 0u;
-    if (threadIdx.x == 0) block_bad = 0u;
-    __syncthreads();
     unsigned begin, end;
-    route_chunk(chunk_len, T * top_k, &begin, &end);
-    route_histogram(ids, begin, end, top_k, routing_stride, n_experts, hist, &block_bad);
-    __syncthreads();
+    route_chunk_histogram(ids, chunk_len, T * top_k, top_k, routing_stride, n_experts, hist, &block_bad, &begin, &end);
     const bool last = route_count_arrive(hist, block_bad, s, n_route, offsets, tiles, status, n_experts, tile_n,
                                          max_tiles);
     if (threadIdx.x == 0) {
