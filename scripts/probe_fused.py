@@ -18,8 +18,8 @@ import numpy as np
 from zincbench.judge import summarize
 from zincbench.measure.stopping.count import FixedCountRule
 from zincbench.measure.timer import GpuTimer, TimerConfig
-from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations, route_and_permute
-from zincbench.ops.routing import ROUTING_BUILDS, RoutingWorkspace, build_routing
+from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations
+from zincbench.ops.routing import ROUTING_BUILDS, RoutingWorkspace, build_routing, route_and_permute
 from zincbench.testing.sanitize_driver import activations, permuted, quantized, routing_table
 
 T2_TILES = [

@@ -235,7 +235,7 @@ def test_one_launch_build_permutes_activations_as_the_permute_kernel_does(
         got = permuted_activations(cupy, rows, k)
         got.fill(0xFFFFFFFF)
         ws.sorted_ids.fill(0xFFFFFFFF)
-        build_routing(cupy.asarray(ids), ws, x, got, wgmma_order=order == "wgmma")
+        build_routing(cupy.asarray(ids), ws, x, got, order)
         np.testing.assert_array_equal(got.get(), expected.get())
         assert_routing_matches(ws, ids)
 
@@ -247,6 +247,8 @@ def test_only_the_one_launch_build_permutes(cupy, rng):
         build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="multi_block"), x, permuted_activations(cupy, 5, 256))
     with pytest.raises(ValueError, match="go together"):
         build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="one_launch"), x)
+    with pytest.raises(ValueError, match="x order"):
+        build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="one_launch"), x, permuted_activations(cupy, 5, 256), "mm")
 
 
 @pytest.mark.parametrize("x_per_slot", [False, True], ids=["x-per-token", "x-per-slot"])

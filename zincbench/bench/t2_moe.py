@@ -276,9 +276,8 @@ class T2Family(FamilyBase):
             MmaTile,
             grouped_traffic,
             permuted_activations,
-            route_and_permute,
         )
-        from zincbench.ops.routing import RoutingWorkspace
+        from zincbench.ops.routing import RoutingWorkspace, route_and_permute
 
         x_rows = inp.t * inp.top_k if cfg.x_per_slot else inp.t
         xp = permuted_activations(cupy, x_rows, inp.k)

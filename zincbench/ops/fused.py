@@ -21,6 +21,7 @@ from zincbench.quant import check_row_length, get_format
 
 SOURCE = "kquant_fused_mma.cu"
 PERMUTE_THREADS = 256
+PERMUTE_MAX_BLOCKS = 65535  # past this, a permute's blocks stride over the chunks
 # The kernel's epilogues (ZB_EPI_* in the source): what a block does with its accumulators.
 EPILOGUE_STORE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM, EPILOGUE_COMBINE = 0, 1, 2, 3
 SWIGLU_EPILOGUES = (EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM)
@@ -240,7 +241,7 @@ def permuted_activations(cupy, rows: int, k: int):
     return cupy.empty((rows, k // 8, 4), dtype=cupy.uint32)
 
 
-X_ORDERS = {"mma": "x_f32_to_f16_kquant_perm", "wgmma": "x_f32_to_f16_kquant_perm_wgmma"}
+X_ORDERS = {"mma": "x_f32_to_f16_kquant_perm", "wgmma": "x_f32_to_f16_kquant_perm_wgmma"}  # MmaTile.x_order
 
 
 def permute_activations(x, xp, order: str = "mma") -> None:
@@ -249,21 +250,8 @@ def permute_activations(x, xp, order: str = "mma") -> None:
     rows, k = x.shape
     kernel = get_kernel(SOURCE, X_ORDERS[order])
     n_chunks = rows * (k // 8)
-    blocks = max(1, min((n_chunks + PERMUTE_THREADS - 1) // PERMUTE_THREADS, 65535))
+    blocks = max(1, min((n_chunks + PERMUTE_THREADS - 1) // PERMUTE_THREADS, PERMUTE_MAX_BLOCKS))
     kernel((blocks,), (PERMUTE_THREADS,), (x, xp, np.int32(rows), np.int32(k)))
-
-
-def route_and_permute(expert_ids, ws, x, xp, order: str = "mma") -> None:
-    """A grouped fused GEMM's two inputs: the routing in ``ws`` (zincbench.ops.routing) and x permuted into xp in
-    ``order``. A one-launch routing build does both in one launch; another build is followed by
-    permute_activations."""
-    from zincbench.ops.routing import build_routing
-
-    if ws.build == "one_launch":
-        build_routing(expert_ids, ws, x, xp, wgmma_order=order == "wgmma")
-    else:
-        build_routing(expert_ids, ws)
-        permute_activations(x, xp, order)
 
 
 class FusedKQuantGemm:

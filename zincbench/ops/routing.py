@@ -20,12 +20,12 @@ from zincbench.errors import InputError
 from zincbench.gpu.runtime import get_kernel
 from zincbench.measure.traffic import Traffic
 from zincbench.ops.dequant import check_array
+from zincbench.ops.fused import PERMUTE_MAX_BLOCKS, X_ORDERS, permute_activations
 
 SOURCE = "moe_routing.cu"
 ROUTE_THREADS = 1024  # one expert per thread in the block scans
 MAX_EXPERTS = 1024  # ROUTE_MAX_EXPERTS in the kernel (shared counters)
 ROW_THREADS = 256
-PERMUTE_MAX_BLOCKS = 65535  # the one-launch build's permute blocks stride over the chunks past this
 MULTI_BLOCK_MIN_THREADS = 256
 MULTI_BLOCK_ITEMS = 4  # ROUTE_MB_ITEMS in the kernel: items per thread and batch
 # One launch: the route blocks wait for each other inside the kernel, so there must be far fewer of them than
@@ -103,14 +103,16 @@ class RoutingWorkspace:
         return bad, largest
 
 
-def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, wgmma_order: bool = False) -> None:
+def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, order: str = "mma") -> None:
     """Fill ``ws`` from expert_ids uint32 [T][routing_stride] (first top_k entries per row), by ws.build.
 
     With ``x`` f32 [rows][K] and ``xp`` (zincbench.ops.fused.permuted_activations), a one-launch build also
-    permutes x into xp for the fused GEMM (in the wgmma order when ``wgmma_order``) in the same launch."""
+    permutes x into xp in the ``order`` of zincbench.ops.fused.permute_activations, in the same launch."""
     check_array(expert_ids, np.uint32, (ws.t, None), "expert_ids")
     if (x is None) != (xp is None):
         raise ValueError("x and xp go together")
+    if order not in X_ORDERS:
+        raise ValueError(f"x order {order!r}: expected one of {', '.join(X_ORDERS)}")
     if x is not None and ws.build != "one_launch":
         raise ValueError(f"the {ws.build} build does not permute activations; permute_activations does")
     if expert_ids.shape[1] < ws.top_k:
@@ -134,7 +136,7 @@ def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, wgmma_order
         )
         return
     if ws.build == "one_launch":
-        _route_permute(expert_ids, ws, shape, x, xp, wgmma_order)
+        _route_permute(expert_ids, ws, shape, x, xp, order)
         return
     count, scatter = ws.kernels
     count(
@@ -145,7 +147,7 @@ def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, wgmma_order
     scatter((ws.blocks,), (ws.block_threads,), (expert_ids, ws.sorted_ids, ws.scratch, *shape))
 
 
-def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, wgmma_order: bool) -> None:
+def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order: str) -> None:
     u32 = np.uint32
     rows, k, permute_blocks = 0, 0, 0
     if x is not None:
@@ -172,9 +174,19 @@ def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, wgmma_
             ws.scratch if xp is None else xp,
             np.int32(rows),
             np.int32(k),
-            np.int32(1 if wgmma_order else 0),
+            np.int32(1 if order == "wgmma" else 0),
         ),
     )
+
+
+def route_and_permute(expert_ids, ws: RoutingWorkspace, x, xp, order: str = "mma") -> None:
+    """A grouped fused GEMM's two inputs: the routing in ``ws`` and x permuted into xp in ``order``. A one-launch
+    build does both in one launch; another build is followed by permute_activations."""
+    if ws.build == "one_launch":
+        build_routing(expert_ids, ws, x, xp, order)
+    else:
+        build_routing(expert_ids, ws)
+        permute_activations(x, xp, order)
 
 
 def routing_traffic(t: int, top_k: int, n_experts: int, tile_n: int) -> Traffic:

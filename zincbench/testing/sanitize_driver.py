@@ -133,7 +133,7 @@ def run_routing(cupy, rng) -> None:
     for rows, order in ((37, "mma"), (300, "wgmma")):
         ws = RoutingWorkspace(rows, 8, 256, 16, build="one_launch")
         x, xp = permute_job(cupy, rng, rows, 512)
-        build_routing(cupy.asarray(routing_table(rng, rows, 8, 256, 8)), ws, x, xp, wgmma_order=order == "wgmma")
+        build_routing(cupy.asarray(routing_table(rng, rows, 8, 256, 8)), ws, x, xp, order)
 
     top_k, k, m = 4, 96, 37
     for ids, n_experts in (
