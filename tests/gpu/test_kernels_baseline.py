@@ -242,13 +242,13 @@ def test_one_launch_build_permutes_activations_as_the_permute_kernel_does(
 
 def test_only_the_one_launch_build_permutes(cupy, rng):
     ids = cupy.asarray(routing_table(rng, 5, 2, 4, 2))
-    x = cupy.zeros((5, 256), dtype=cupy.float32)
+    x, xp = cupy.zeros((5, 256), dtype=cupy.float32), permuted_activations(cupy, 5, 256)
     with pytest.raises(ValueError, match="does not permute"):
-        build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="multi_block"), x, permuted_activations(cupy, 5, 256))
+        build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="multi_block"), x, xp)
     with pytest.raises(ValueError, match="go together"):
         build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="one_launch"), x)
     with pytest.raises(ValueError, match="x order"):
-        build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="one_launch"), x, permuted_activations(cupy, 5, 256), "mm")
+        build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="one_launch"), x, xp, "mm")
 
 
 @pytest.mark.parametrize("x_per_slot", [False, True], ids=["x-per-token", "x-per-slot"])
