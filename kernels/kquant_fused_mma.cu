@@ -179,21 +179,42 @@ struct ZbRows {
 // same at e + 32, where e = 64*j + 16*(c&1) + 4*i and j = 2*h + (c>>1) is the 64-weight chunk: the
 // order x_f32_to_f16_kquant_perm writes X in.
 
-// Q4_K/Q5_K scale d*sc and negated min -(dmin*m) of one sub-block, as fp16x2 splats, from the 16-byte block
-// header (d, dmin, scales[12]). HIGH selects sub-block j + 4 (6-bit codes split across bytes), else j.
+__device__ __forceinline__ unsigned zb_prmt(unsigned a, unsigned b, unsigned selector) {
+    unsigned r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+    return r;
+}
+
+// {lo, lo} and {hi, hi} of an fp16x2.
+__device__ __forceinline__ unsigned zb_half2_lo(unsigned v) { return zb_prmt(v, 0u, 0x1010u); }
+__device__ __forceinline__ unsigned zb_half2_hi(unsigned v) { return zb_prmt(v, 0u, 0x3232u); }
+
+// Q4_K/Q5_K 6-bit scale (or min) codes of sub-blocks 4..7, one per byte, from the block header's scales bytes
+// 8-11 (low four bits: `low`, already shifted to bits 0-3 of each byte) and bytes 0-3 (or 4-7: `top`, whose bits
+// 6-7 are the codes' bits 4-5).
+__device__ __forceinline__ unsigned zb_q4k_high_codes(unsigned low, unsigned top) {
+    return (low & 0x0F0F0F0Fu) | (top >> 2 & 0x30303030u);
+}
+
+// Q4_K/Q5_K scales of one lane's two sub-blocks (codes bytes j and j + 1 of sc and mn, picked by `pick`, a PRMT
+// selector that also writes 0x64 above each code: the fp16 1024 + code). Both products are exact fp16 x small
+// integer, so one mul.rn rounds them exactly as the f32 product converted to fp16 would.
 struct ZbScale {
-    unsigned dsc, ndm;
+    unsigned dsc_lo, ndm_lo, dsc_hi, ndm_hi;  // d*sc and -(dmin*m) of sub-blocks j (lo) and j + 1 (hi), as splats
 };
 
-template <bool HIGH>
-__device__ __forceinline__ ZbScale zb_q4k_scale(const uint4& hdr, int j) {
-    const int s = 8 * j;  // j in 0..3
-    const unsigned yb = hdr.y >> s, zb = hdr.z >> s, wb = hdr.w >> s;  // scales bytes j, 4 + j, 8 + j
-    const unsigned sc = HIGH ? (wb & 0xFu) | ((yb >> 6 & 3u) << 4) : yb & 63u;
-    const unsigned mn = HIGH ? (wb >> 4 & 0xFu) | ((zb >> 6 & 3u) << 4) : zb & 63u;
-    const float d = zb_half_bits_to_float((unsigned short)(hdr.x & 0xFFFFu));
-    const float dmin = zb_half_bits_to_float((unsigned short)(hdr.x >> 16));
-    return {zb_half2_splat(d * (float)sc), zb_half2_splat(-dmin * (float)mn)};
+// (1024 + code pair) -> code pair * scale2: an exact subtraction, then one rounding.
+__device__ __forceinline__ unsigned zb_scale_codes(unsigned biased_codes, unsigned scale2) {
+    unsigned q, r;
+    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(q) : "r"(biased_codes), "r"(ZB_BIAS_LOW));
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(q), "r"(scale2));
+    return r;
+}
+
+__device__ __forceinline__ ZbScale zb_q4k_scales(unsigned d_dmin, unsigned sc, unsigned mn, unsigned pick) {
+    const unsigned dsc = zb_scale_codes(zb_prmt(sc, 0x64646464u, pick), zb_half2_lo(d_dmin));
+    const unsigned ndm = zb_scale_codes(zb_prmt(mn, 0x64646464u, pick), zb_half2_hi(d_dmin) ^ 0x80008000u);
+    return {zb_half2_lo(dsc), zb_half2_lo(ndm), zb_half2_hi(dsc), zb_half2_hi(ndm)};
 }
 
 // Q4_K and Q5_K (144- and 176-byte blocks, 16-byte aligned; the same 16-byte header d, dmin, 6-bit
@@ -261,11 +282,14 @@ struct ZbNibbleFormat {
     __device__ __forceinline__ static Lane load(const unsigned char* ws, int r, int c, int h, int, unsigned) {
         Lane l;
         l.nib = zb_lds128(ws + r * 64 + c * 16);
+        // Header: d, dmin, then scales[12]: bytes 0-3 (hdr.y) and 4-7 (hdr.z) hold the scale and min codes of
+        // sub-blocks 0-3, bytes 8-11 (hdr.w) the low bits of 4-7's. This lane's sub-blocks are j, j + 1 of the half's
+        // four, j = 2 * (c >> 1) (+ 4 in the second half).
         const uint4 hdr = zb_lds128(ws + BM * 64 + r * 16);
-        const int j = 2 * (c >> 1);  // sub-blocks j, j + 1 (+ 4 in the second half)
-        const ZbScale lo = h ? zb_q4k_scale<true>(hdr, j) : zb_q4k_scale<false>(hdr, j);
-        const ZbScale hi = h ? zb_q4k_scale<true>(hdr, j + 1) : zb_q4k_scale<false>(hdr, j + 1);
-        l.dsc_lo = lo.dsc, l.ndm_lo = lo.ndm, l.dsc_hi = hi.dsc, l.ndm_hi = hi.ndm;
+        const unsigned sc = h ? zb_q4k_high_codes(hdr.w, hdr.y) : hdr.y & 0x3F3F3F3Fu;
+        const unsigned mn = h ? zb_q4k_high_codes(hdr.w >> 4, hdr.z) : hdr.z & 0x3F3F3F3Fu;
+        const ZbScale s = zb_q4k_scales(hdr.x, sc, mn, (c >> 1) ? 0x4342u : 0x4140u);
+        l.dsc_lo = s.dsc_lo, l.ndm_lo = s.ndm_lo, l.dsc_hi = s.dsc_hi, l.ndm_hi = s.ndm_hi;
         if (FIFTH_BIT) {
             const uint4 qh = zb_lds128(ws + BM * 80 + r * 32 + 16 * (c & 1));
             const int shift = 2 * (2 * h + (c >> 1));
@@ -531,21 +555,30 @@ __device__ __forceinline__ void zb_wgmma_half(float (&acc)[BN / 2], const unsign
     zb_wgmma_commit();
 }
 
-// QUARTERS: with TRIM_N the block multiplies only its first N = BN * quarters / 4 columns (its tokens rounded
-// up to a quarter of BN); block-uniform, so all of the block's wgmmas have one shape.
+// The i-th of the m64nNk16 widths zb_wgmma.cuh spells out (16, 32, 48, 64, 96, 128, 192, 256), or 0 past the last.
+// With TRIM_N a block multiplies only its first N columns, N the smallest of them that holds its tokens (BN at most);
+// block-uniform, so all of the block's wgmmas have one shape.
+__host__ __device__ constexpr int zb_wgmma_width(int i) {
+    return i < 4 ? 16 * (i + 1) : i < 6 ? 96 + 32 * (i - 4) : i < 8 ? 192 + 64 * (i - 6) : 0;
+}
+
+template <int BN, int I = 0>
+__device__ __forceinline__ void zb_wgmma_issue_trimmed(float (&acc)[BN / 2], const unsigned (&a)[8][4], unsigned x_half,
+                                                       int n_tokens) {
+    constexpr int N = zb_wgmma_width(I);
+    if constexpr (N == 0 || N >= BN) {
+        zb_wgmma_half<BN, BN>(acc, a, x_half);
+    } else {
+        if (n_tokens <= N) zb_wgmma_half<N, BN>(acc, a, x_half);
+        else zb_wgmma_issue_trimmed<BN, I + 1>(acc, a, x_half, n_tokens);
+    }
+}
+
 template <int BN, bool TRIM_N>
 __device__ __forceinline__ void zb_wgmma_issue_half(float (&acc)[BN / 2], const unsigned (&a)[8][4], unsigned x_half,
-                                                    int quarters) {
-    if constexpr (TRIM_N) {
-        switch (quarters) {
-            case 1: zb_wgmma_half<BN / 4, BN>(acc, a, x_half); break;
-            case 2: zb_wgmma_half<BN / 2, BN>(acc, a, x_half); break;
-            case 3: zb_wgmma_half<3 * BN / 4, BN>(acc, a, x_half); break;
-            default: zb_wgmma_half<BN, BN>(acc, a, x_half); break;
-        }
-    } else {
-        zb_wgmma_half<BN, BN>(acc, a, x_half);
-    }
+                                                    int n_tokens) {
+    if constexpr (TRIM_N) zb_wgmma_issue_trimmed<BN>(acc, a, x_half, n_tokens);
+    else zb_wgmma_half<BN, BN>(acc, a, x_half);
 }
 
 // ---- Epilogues (template parameter EPI) ---------------------------------------------------------
@@ -729,6 +762,9 @@ __device__ __forceinline__ float4* zb_sk_slot(const ZbStreamK& sk, int j, int u,
     return reinterpret_cast<float4*>(sk.partials) + (long long)(2 * j + second) * GROUPS * THREADS + tid;
 }
 
+// The largest divisor of n that is at most cap (n >= 1).
+__host__ __device__ constexpr int zb_largest_divisor_upto(int n, int cap) { return n % cap == 0 ? cap : zb_largest_divisor_upto(n, cap - 1); }
+
 // Block j covered `covered` superblocks of stream-K tile u in acc: publish them; true when this block completed the
 // tile, acc then holding the whole sum (every thread the same registers of every contributor: one layout).
 template <int ACC, int THREADS>
@@ -752,8 +788,7 @@ __device__ __forceinline__ bool zb_sk_fixup(float (&acc)[ACC], const ZbStreamK& 
     if (!*s_last) return false;
     // Every slot, this block's too, from L2 (acc is free to take the sum: no second set of registers), one
     // contributor at a time in block order; CHUNK loads at a time are in flight together.
-    constexpr int CHUNK = GROUPS < 8 ? GROUPS : 8;
-    static_assert(GROUPS % CHUNK == 0, "whole chunks of partials");
+    constexpr int CHUNK = zb_largest_divisor_upto(GROUPS, 8);
     const int j_lo = zb_sk_owner(sk, u * n_sb), j_hi = zb_sk_owner(sk, (u + 1) * n_sb - 1);
 #pragma unroll
     for (int e = 0; e < ACC; ++e) acc[e] = 0.f;
@@ -889,7 +924,6 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
     // byte misalignment of their starts in global memory (Q6_K blocks are not 16-byte aligned).
     const int r_x = wn * 8 * WN + g;
     const int n_tiles = TRIM_N ? min(max((n_tokens - wn * 8 * WN + 7) / 8, 0), WN) : WN;  // this warp's columns
-    const int quarters = TRIM_N ? min(max((4 * n_tokens + BN - 1) / BN, 1), 4) : 4;  // WGMMA: columns in BN / 4
     const unsigned x_even = r_x * 256 + c * 16 + (g & 1) * 64;
     const unsigned x_odd = r_x * 256 + c * 16 + 64 - (g & 1) * 64;
     unsigned row_misalign[WM][2];
@@ -932,9 +966,9 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         };
         auto x_half = [&](int h) { return smem_base + stage * Tile::STAGE_BYTES + (h % HALVES) * Tile::X_HALF_BYTES; };
         for (int t = 0; t < n_halves; t += 2) {  // halves alternate between a_even (h = 0) and a_odd (h = 1)
-            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_even, x_half(0), quarters);
+            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_even, x_half(0), n_tokens);
             advance(t, a_odd, 1);
-            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_odd, x_half(1), quarters);
+            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_odd, x_half(1), n_tokens);
             advance(t + 1, a_even, 0);
         }
         zb_wgmma_wait<0>();
@@ -1093,6 +1127,8 @@ ZB_INSTANTIATE_WGMMA(32, 8, 3, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ4K, 1, 32, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE_WGMMA(2, 4, 4, 1, false, true, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(16, 8, 3, 1, true, true, ZB_EPI_STORE)
+ZB_INSTANTIATE_WGMMA(12, 8, 3, 1, true, true, ZB_EPI_STORE)
+ZB_INSTANTIATE_WGMMA(8, 8, 4, 2, true, true, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(8, 4, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 16, 8, 1, 4, 1, false, false, ZB_EPI_STORE, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)

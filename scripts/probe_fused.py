@@ -43,6 +43,13 @@ T2_TILES = [
     "wgmma:1,8,4,1,3,3,1",
     # 256 rows: X (16 KB a half at 64 tokens) fetched from L2 once per 256 weight rows, not per 128
     "wgmma:1,8,16,1,4,1,1",
+    # 128 rows on the mma.sync path: X read from L2 once per 128 weight rows at N_e 8
+    "1,2,8,1,3",
+    "1,2,8,1,4,3",
+    "1,4,8,1,3,2",
+    # 96 tokens: a whole N_e 64 bucket (64 +- 8) in one tile, trimmed to the next wgmma width
+    "wgmma:1,12,8,1,3,1,1",
+    "wgmma:1,12,8,1,3,2,1",
 ]
 # ncu: the tile T2 chose at each N_e (2026-12-02)
 T2_NCU_TILES = {8: ["1,2,4,1,3"], 16: ["wgmma:1,4,8,1,4"], 64: ["wgmma:1,8,8,1,4,2,1"]}

@@ -20,7 +20,7 @@ TOL = 2e-3
 # Tile shapes per weight format: the gates' choices plus WM = 2, a trimmed 64-token tile (trim_n: warps
 # skip empty 8-token columns) and a 128-token tile (the last, dense only).
 # Every format also runs the Hopper (wgmma) path on sm_90: one and two warpgroups, 16- to 256-token tiles, trimmed
-# to quarters of the tile (skipped on other GPUs; Q6_K's there stages half superblocks, ZbQ6KHalf, up to 192 tokens).
+# to the next wgmma width (skipped on other GPUs; Q6_K's there stages half superblocks, ZbQ6KHalf, up to 192 tokens).
 WGMMA_TILES = ["wgmma:1,2,4,1,4", "wgmma:1,8,4,1,3,1,1", "wgmma:1,16,8,1,3,1,1", "wgmma:1,32,8,1,3"]
 TILES = {
     "q4_k": ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,8,8,1,3,2,1", *WGMMA_TILES, "1,16,8,1,2"],
@@ -164,6 +164,49 @@ def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
     gemm_for(cupy, tile, grouped=True, weights=weights).grouped_call(
         cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=x_per_slot
+    )
+    got = y.get()
+    assert not np.isnan(got).any(), "unwritten outputs"
+    assert ref.rel_frobenius(got, ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
+
+
+# Bucket sizes on both sides of every wgmma width (16 ... 128) and of the tiles' BN (an expert with a second, short
+# tile), one never-routed expert.
+TRIM_BUCKETS = [1, 16, 17, 33, 48, 49, 64, 65, 0, 96, 97, 130]
+
+
+@pytest.mark.parametrize(
+    "weights,tile",
+    [
+        ("q4_k", "wgmma:1,8,8,1,4,2,1"),
+        ("q4_k", "wgmma:1,12,8,1,3,1,1"),
+        ("q4_k", "wgmma:1,16,8,1,3,1,1"),
+        ("q6_k", "wgmma:1,16,8,1,4,1,1"),
+        ("q4_k", "1,8,4,1,3,1,1"),
+    ],
+)
+def test_trimmed_tiles_match_reference_at_every_width(cupy, rng, weights, tile):
+    """A trimmed tile multiplies its tokens rounded up to the next wgmma width (8 on the mma.sync path): one
+    token (top_k 1) per item, buckets of TRIM_BUCKETS sizes, so every width's branch runs, and a tile past the
+    bucket's end never writes."""
+    from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+    fmt = get_format(weights)
+    e, m, k, top_k = len(TRIM_BUCKETS), 130, 512, 1
+    ids = rng.permutation(np.repeat(np.arange(e), TRIM_BUCKETS)).astype(np.uint32)[:, None]
+    t = ids.shape[0]
+    w_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    x_host = rng.standard_normal((t, k), dtype=np.float32)
+    tile_obj = MmaTile.parse(tile)
+    ws = RoutingWorkspace(t, top_k, e, tile_obj.bn)
+    build_routing(cupy.asarray(ids), ws)
+    assert np.array_equal(np.diff(ws.offsets.get()), TRIM_BUCKETS)
+    xp = permuted_activations(cupy, t, k)
+    permute_activations(cupy.asarray(x_host), xp, tile_obj.x_order)
+    y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
+    gemm_for(cupy, tile, grouped=True, weights=weights).grouped_call(
+        cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k
     )
     got = y.get()
     assert not np.isnan(got).any(), "unwritten outputs"

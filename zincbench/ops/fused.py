@@ -57,7 +57,6 @@ def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
 
 TILE_FLAGS = ("wgmma", "sk")  # written "flag[+flag]:" before the numbers
 WGMMA_WIDTHS = (16, 32, 48, 64, 96, 128, 192, 256)  # the m64nNk16 shapes kernels/zb_wgmma.cuh spells out
-WGMMA_TRIM_WIDTHS = (64, 128, 256)  # BN whose quarters are all among them
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
 
 
@@ -69,7 +68,7 @@ class MmaTile:
 
     ``wgmma``: the Hopper instantiation (sm_90a warpgroup MMA; written ``wgmma:`` before the numbers): whole
     warpgroups along M (wm 1, warps_m a multiple of 4, warps_n 1), BN a wgmma width, X in the wgmma order
-    (``x_order``); with trim_n the block multiplies its tokens rounded up to a quarter of BN. Other GPUs get
+    (``x_order``); with trim_n the block multiplies its tokens rounded up to the next wgmma width. Other GPUs get
     the mma.sync path.
 
     ``stream_k`` (``sk``; dense only): the tiles of the grid's last, partial wave are not one block each: their
@@ -167,11 +166,10 @@ class MmaTile:
             )
         if self.stages < 3:
             raise ValueError(f"tile {text!r}: the wgmma path decodes stage t + 1 while stage t runs: stages >= 3")
-        widths = WGMMA_TRIM_WIDTHS if self.trim_n else WGMMA_WIDTHS
-        if self.bn not in widths:
+        if self.bn not in WGMMA_WIDTHS:
             raise ValueError(
-                f"tile {text!r}: the wgmma path takes {'trimmed ' if self.trim_n else ''}token tiles of "
-                f"{', '.join(map(str, widths))} (8 * wn), not {self.bn}"
+                f"tile {text!r}: the wgmma path takes token tiles of {', '.join(map(str, WGMMA_WIDTHS))} (8 * wn), "
+                f"not {self.bn}"
             )
 
 
