@@ -14,7 +14,7 @@
 
 #define INVALID_ENTRY 0xFFFFFFFFu
 #define ROUTE_MAX_EXPERTS 1024u
-#define ROUTE_CACHE 12288u  // ids kept in shared memory between the two passes (24 KB as u16)
+#define ROUTE_CACHE 12288u  // moe_route_build's ids kept in shared memory between the two passes (24 KB as u16)
 #define ROUTE_BATCH 4u      // global loads in flight per thread in the histogram pass
 
 // Exclusive scan of one value per thread across the block (blockDim <= 1024); *total gets the sum.
@@ -67,27 +67,28 @@ __device__ __forceinline__ unsigned publish_buckets(unsigned count, unsigned n_e
     return routed;
 }
 
-// One block of blockDim >= E threads (1024 is the launcher's choice; E <= 1024, T*top_k < 2^32).
-// Cost: two passes over the P = T*top_k ids (histogram, scatter) with shared-memory atomics on a single
-// SM, plus the max_tiles fill. Measured on an H200 before the batching/caching of pass 1: 7.4 us at
-// P = 2K and 28 us at P = 16K (latency-bound global loads); the rest of the GPU idles meanwhile, like
-// the engine's build_expert_order.
-extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
-                                           unsigned* tiles, unsigned* status, unsigned T, unsigned top_k,
-                                           unsigned routing_stride, unsigned n_experts, unsigned tile_n,
-                                           unsigned max_tiles) {
-    __shared__ unsigned counts[ROUTE_MAX_EXPERTS];
-    __shared__ unsigned cursor[ROUTE_MAX_EXPERTS];
-    __shared__ unsigned short id_cache[ROUTE_CACHE];
+// The single-block build: one block of blockDim >= E threads, a multiple of 32 (one expert per thread in the scans;
+// E <= 1024, T*top_k < 2^32). bins: shared [E], the counts, then (each thread reads its expert's count before it
+// writes the expert's cursor) the scatter cursors. id_cache: shared [CACHE], the ids of the first CACHE items
+// kept between the two passes; later items are read from global memory again.
+// Cost: two passes over the P = T*top_k ids (histogram, scatter) with shared-memory atomics on a single SM, plus the
+// max_tiles fill, and no global round trip between the passes. Measured on an H200 before the batching/caching of
+// pass 1: 7.4 us at P = 2K and 28 us at P = 16K (latency-bound global loads). In moe_route_build the rest of the GPU
+// idles meanwhile, like the engine's build_expert_order; in moe_route_permute the permute blocks run beside it.
+template <unsigned CACHE>
+__device__ __forceinline__ void route_build_one_block(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
+                                                      unsigned* tiles, unsigned* status, unsigned T, unsigned top_k,
+                                                      unsigned routing_stride, unsigned n_experts, unsigned tile_n,
+                                                      unsigned max_tiles, unsigned* bins, unsigned short* id_cache) {
     __shared__ unsigned n_bad, largest;
     const unsigned tid = threadIdx.x, n_threads = blockDim.x, n_items = T * top_k;
-    for (unsigned e = tid; e < n_experts; e += n_threads) counts[e] = 0u;
+    for (unsigned e = tid; e < n_experts; e += n_threads) bins[e] = 0u;
     for (unsigned j = tid; j < max_tiles; j += n_threads) tiles[j] = INVALID_ENTRY;
     if (tid == 0) { n_bad = 0u; largest = 0u; }
     __syncthreads();
 
     // Pass 1: histogram. Loads are batched (ROUTE_BATCH in flight per thread) and the ids kept in
-    // shared memory (first ROUTE_CACHE items) so the scatter pass does not wait on global memory again.
+    // shared memory (first CACHE items) so the scatter pass does not wait on global memory again.
     for (unsigned base = tid; base < n_items; base += ROUTE_BATCH * n_threads) {
         unsigned batch[ROUTE_BATCH];
 #pragma unroll
@@ -101,32 +102,43 @@ extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offset
             const unsigned p = base + b * n_threads;
             if (p >= n_items) continue;
             const unsigned id = batch[b];
-            if (p < ROUTE_CACHE) id_cache[p] = id < n_experts ? (unsigned short)id : (unsigned short)0xFFFFu;
-            if (id < n_experts) atomicAdd(&counts[id], 1u);
+            if (p < CACHE) id_cache[p] = id < n_experts ? (unsigned short)id : (unsigned short)0xFFFFu;
+            if (id < n_experts) atomicAdd(&bins[id], 1u);
             else atomicAdd(&n_bad, 1u);
         }
     }
     __syncthreads();
 
-    const unsigned count = tid < n_experts ? counts[tid] : 0u;
+    const unsigned count = tid < n_experts ? bins[tid] : 0u;
     unsigned tiles_used;
-    const unsigned routed = publish_buckets(count, n_experts, tile_n, max_tiles, offsets, cursor, tiles, &largest,
+    const unsigned routed = publish_buckets(count, n_experts, tile_n, max_tiles, offsets, bins, tiles, &largest,
                                             &tiles_used);
     if (tid == 0) offsets[n_experts] = routed;
     __syncthreads();
 
     for (unsigned p = tid; p < n_items; p += n_threads) {
         unsigned id;
-        if (p < ROUTE_CACHE) {
+        if (p < CACHE) {
             const unsigned short cached = id_cache[p];
             id = cached == 0xFFFFu ? INVALID_ENTRY : cached;
         } else {
             const unsigned t = p / top_k, slot = p - t * top_k;
             id = ids[(size_t)t * routing_stride + slot];
         }
-        if (id < n_experts) sorted_ids[atomicAdd(&cursor[id], 1u)] = p;
+        if (id < n_experts) sorted_ids[atomicAdd(&bins[id], 1u)] = p;
     }
     if (tid == 0) { status[0] = n_bad; status[1] = largest; }
+}
+
+// One block of 1024 threads (the launcher's choice).
+extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
+                                           unsigned* tiles, unsigned* status, unsigned T, unsigned top_k,
+                                           unsigned routing_stride, unsigned n_experts, unsigned tile_n,
+                                           unsigned max_tiles) {
+    __shared__ unsigned bins[ROUTE_MAX_EXPERTS];
+    __shared__ unsigned short id_cache[ROUTE_CACHE];
+    route_build_one_block<ROUTE_CACHE>(ids, offsets, sorted_ids, tiles, status, T, top_k, routing_stride, n_experts,
+                                       tile_n, max_tiles, bins, id_cache);
 }
 
 // ---- Multi-block builds: the same outputs from many blocks ----------------------------------------------
@@ -139,7 +151,7 @@ extern "C" __global__ void moe_route_build(const unsigned* ids, unsigned* offset
 // (atomics), which every consumer accepts: an item carries its own token and slot.
 // Two launches: moe_route_count, then moe_route_scatter (which histograms its chunk again); grid n_route, a chunk
 // one batch (blockDim * ROUTE_MB_ITEMS items). One launch: moe_route_permute, whose route blocks wait for the scan
-// between the two phases (see there).
+// between the two phases (see there; at small P its one route block runs the single-block build instead).
 // blockDim >= E, a multiple of 32, <= 1024 (one expert per thread in the last block's scan).
 // scratch[2E + 4]: counts [0, E), cursors [E, 2E), ids out of range [2E], blocks done [2E + 1], and for the one-launch
 // build the scan's ready flag [2E + 2] and the blocks past the wait [2E + 3]; zero before the first build (the
@@ -240,11 +252,10 @@ __device__ __forceinline__ bool route_count_arrive(const unsigned* hist, unsigne
 }
 
 // After the scan: the block reserves its range of each expert's bucket (hist: its chunk's counts) and places the
-// chunk's items there.
+// chunk's items there (place: shared [E], the block's next position in each range).
 __device__ __forceinline__ void route_place(const unsigned* ids, unsigned begin, unsigned end, unsigned top_k,
                                             unsigned routing_stride, unsigned n_experts, const unsigned* hist,
-                                            unsigned* cursor, unsigned* sorted_ids) {
-    __shared__ unsigned place[ROUTE_MAX_EXPERTS];
+                                            unsigned* cursor, unsigned* sorted_ids, unsigned* place) {
     for (unsigned e = threadIdx.x; e < n_experts; e += blockDim.x)
         if (hist[e]) place[e] = atomicAdd(&cursor[e], hist[e]);  // this block's range of expert e
     __syncthreads();
@@ -271,13 +282,13 @@ extern "C" __global__ void moe_route_count(const unsigned* ids, unsigned* offset
 
 extern "C" __global__ void moe_route_scatter(const unsigned* ids, unsigned* sorted_ids, unsigned* scratch, unsigned T,
                                              unsigned top_k, unsigned routing_stride, unsigned n_experts) {
-    __shared__ unsigned hist[ROUTE_MAX_EXPERTS];
+    __shared__ unsigned hist[ROUTE_MAX_EXPERTS], place[ROUTE_MAX_EXPERTS];
     __shared__ unsigned block_bad;  // counted by moe_route_count
     unsigned begin, end;
     route_chunk_histogram(ids, blockDim.x * ROUTE_MB_ITEMS, T * top_k, top_k, routing_stride, n_experts, hist,
                           &block_bad, &begin, &end);
     route_place(ids, begin, end, top_k, routing_stride, n_experts, hist, RouteScratch(scratch, n_experts).cursor,
-                sorted_ids);
+                sorted_ids, place);
 }
 
 __device__ __forceinline__ unsigned route_load_acquire(const unsigned* p) {
@@ -290,11 +301,30 @@ __device__ __forceinline__ void route_store_release(unsigned* p, unsigned v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// The one-launch single-block build's id cache: P up to ONE_LAUNCH_SINGLE_BLOCK_ITEMS (ops/routing.py) in the 4 KB
+// the multi-block protocol's place array takes, so the permute blocks (which pay for the route blocks' static shared
+// memory too) pay nothing more for it.
+#define ROUTE_ONE_LAUNCH_CACHE 2048u
+
+// A one-launch route block's shared memory: the multi-block protocol's or the single-block build's (never both).
+union RouteOneLaunchShared {
+    struct {
+        unsigned hist[ROUTE_MAX_EXPERTS], place[ROUTE_MAX_EXPERTS];
+    } multi;
+    struct {
+        unsigned bins[ROUTE_MAX_EXPERTS];
+        unsigned short id_cache[ROUTE_ONE_LAUNCH_CACHE];
+    } single;
+};
+
 // The routing build in one launch, with the fused GEMM's X permute (zb_xperm.cuh) beside it: blocks [0, n_route)
 // build the routing as above, each keeping its chunk's histogram in shared memory across a wait for the last
 // block's scan (its ready flag, release/acquire); blocks [n_route, gridDim) permute x_rows rows of x into xp
 // (wgmma_order: MmaTile.x_order "wgmma"), or nothing when x_rows is 0. The permute runs while the routing waits on
 // its global round trips; the GEMM that reads both is the next launch.
+// single_block != 0 (then n_route is 1): block 0 runs the single-block build instead and never touches scratch. At
+// small P the protocol's ~7 dependent L2 round trips (counts, done-counter, scan, ready flag, cursors) cost more than
+// one block's two passes: on an H200 at P = 2048, 8.9 us against moe_route_build's 7.1 us.
 // The wait cannot deadlock: route blocks wait only for route blocks, the launcher keeps n_route far below the blocks
 // an H200 (or any GPU) holds at once, and permute blocks never wait, so every route block gets an SM.
 extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
@@ -302,19 +332,26 @@ extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offs
                                              unsigned top_k, unsigned routing_stride, unsigned n_experts,
                                              unsigned tile_n, unsigned max_tiles, unsigned n_route, unsigned chunk_len,
                                              const float* __restrict__ x, uint4* __restrict__ xp, int x_rows, int K,
-                                             int wgmma_order) {
+                                             int wgmma_order, unsigned single_block) {
     if (blockIdx.x >= n_route) {
         if (wgmma_order) zb_permute_x<true>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
         else zb_permute_x<false>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
         return;
     }
-    __shared__ unsigned hist[ROUTE_MAX_EXPERTS];
+    __shared__ RouteOneLaunchShared sh;
+    if (single_block) {
+        route_build_one_block<ROUTE_ONE_LAUNCH_CACHE>(ids, offsets, sorted_ids, tiles, status, T, top_k,
+                                                      routing_stride, n_experts, tile_n, max_tiles, sh.single.bins,
+                                                      sh.single.id_cache);
+        return;
+    }
     __shared__ unsigned block_bad;
     const RouteScratch s(scratch, n_experts);
     unsigned begin, end;
-    route_chunk_histogram(ids, chunk_len, T * top_k, top_k, routing_stride, n_experts, hist, &block_bad, &begin, &end);
-    const bool last = route_count_arrive(hist, block_bad, s, n_route, offsets, tiles, status, n_experts, tile_n,
-                                         max_tiles);
+    route_chunk_histogram(ids, chunk_len, T * top_k, top_k, routing_stride, n_experts, sh.multi.hist, &block_bad,
+                          &begin, &end);
+    const bool last = route_count_arrive(sh.multi.hist, block_bad, s, n_route, offsets, tiles, status, n_experts,
+                                         tile_n, max_tiles);
     if (threadIdx.x == 0) {
         if (last) {
             __threadfence();  // the scan's offsets, cursors and tiles before the flag
@@ -325,7 +362,8 @@ extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offs
         }
     }
     __syncthreads();
-    route_place(ids, begin, end, top_k, routing_stride, n_experts, hist, s.cursor, sorted_ids);
+    route_place(ids, begin, end, top_k, routing_stride, n_experts, sh.multi.hist, s.cursor, sorted_ids,
+                sh.multi.place);
     if (threadIdx.x == 0 && atomicAdd(s.departed, 1u) == n_route - 1u) {  // every block is past the wait
         *s.ready = 0u;
         *s.departed = 0u;

@@ -1,14 +1,23 @@
-"""The one-launch routing build's split of items over route blocks (zincbench.ops.routing.route_partition), on
-the CPU: the kernel's wait for the scan is safe only with few route blocks, and every item must fall in exactly
-one block's chunk of whole batches."""
+"""The one-launch routing build's split of items over route blocks (zincbench.ops.routing.route_partition and
+one_launch_route_blocks), on the CPU: the kernel's wait for the scan is safe only with few route blocks, every item
+must fall in exactly one block's chunk of whole batches, and up to single_block_items items one block runs the
+single-block build instead (the kernel's single_block flag: n_route must then be 1)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zincbench.ops.routing import MULTI_BLOCK_ITEMS, ONE_LAUNCH_MAX_ROUTE_BLOCKS, route_partition
+from zincbench.errors import InputError
+from zincbench.ops.routing import (
+    MULTI_BLOCK_ITEMS,
+    ONE_LAUNCH_MAX_ROUTE_BLOCKS,
+    ONE_LAUNCH_SINGLE_BLOCK_ITEMS,
+    one_launch_route_blocks,
+    route_partition,
+)
 
 
 @given(
@@ -34,3 +43,42 @@ def test_one_batch_per_block_until_the_cap_then_several():
 def test_nothing_to_split_is_refused(bad):
     with pytest.raises(ValueError):
         route_partition(*bad)
+
+
+@given(
+    items=st.integers(1, 2**24),
+    threads=st.sampled_from([256, 288, 512, 1024]),
+    max_blocks=st.integers(1, 2 * ONE_LAUNCH_MAX_ROUTE_BLOCKS),
+    single_block_items=st.one_of(
+        st.just(0), st.just(ONE_LAUNCH_SINGLE_BLOCK_ITEMS), st.integers(0, 2**25), st.integers(0, 2**64)
+    ),
+)
+def test_one_block_runs_the_single_block_build_exactly_up_to_the_threshold(
+    items, threads, max_blocks, single_block_items
+):
+    blocks, chunk, single = one_launch_route_blocks(items, threads, max_blocks, single_block_items)
+    assert single == (items <= single_block_items)
+    if single:
+        assert (blocks, chunk) == (1, items)  # every item in block 0's chunk; the kernel ignores chunk_len then
+    else:
+        assert (blocks, chunk) == route_partition(items, threads, max_blocks)
+
+
+def test_the_default_threshold_is_inclusive_and_zero_means_never():
+    batch = 256 * MULTI_BLOCK_ITEMS
+    default = ONE_LAUNCH_SINGLE_BLOCK_ITEMS
+    assert one_launch_route_blocks(default, 256, 32, default) == (1, default, True)
+    assert one_launch_route_blocks(default + 1, 256, 32, default) == (*route_partition(default + 1, 256, 32), False)
+    assert one_launch_route_blocks(16384, 256, 32, default) == (16, batch, False)  # T2 at N_e 64
+    assert one_launch_route_blocks(1, 256, 32, 0) == (1, batch, False)  # 0: always the multi-block protocol
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, 2048.0, "2048", None, True])
+def test_a_threshold_that_is_not_a_non_negative_int_is_refused(bad):
+    with pytest.raises(InputError, match="single_block_items must be a non-negative int"):
+        one_launch_route_blocks(100, 256, 32, bad)
+
+
+def test_a_numpy_integer_threshold_is_accepted():
+    assert one_launch_route_blocks(100, 256, 32, np.int64(100)) == (1, 100, True)
+    assert one_launch_route_blocks(101, 256, 32, np.uint32(100))[2] is False

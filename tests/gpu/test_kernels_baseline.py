@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from zincbench.errors import InputError
 from zincbench.ops import routing
 from zincbench.ops.dequant import DequantToF16, F32ToF16
 from zincbench.ops.fused import permute_activations, permuted_activations
@@ -132,17 +133,39 @@ ROUTING_CASES = [
 ]
 
 
+# Every build, and the one-launch build forced onto each of its two paths at any P: the multi-block protocol
+# (single_block_items 0) and one route block running the single-block build (past its 2048-id cache too).
+ONE_LAUNCH_PATHS = {"multi_block": 0, "by-size": routing.ONE_LAUNCH_SINGLE_BLOCK_ITEMS, "single_block": 2**32}
+ROUTING_VARIANTS = [pytest.param(build, {}, id=build) for build in ROUTING_BUILDS] + [
+    pytest.param("one_launch", {"single_block_items": ONE_LAUNCH_PATHS[path]}, id=f"one_launch-{path}")
+    for path in ("multi_block", "single_block")
+]
+
+
 def built_routing(
-    cupy, ids: np.ndarray, top_k: int, n_experts: int, tile_n: int, build: str = "single_block"
+    cupy, ids: np.ndarray, top_k: int, n_experts: int, tile_n: int, build: str = "single_block", **options
 ) -> RoutingWorkspace:
-    ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n, build=build)
+    ws = RoutingWorkspace(ids.shape[0], top_k, n_experts, tile_n, build=build, **options)
     ws.sorted_ids.fill(0xFFFFFFFF)
     build_routing(cupy.asarray(ids), ws)
     return ws
 
 
+def assert_scratch_at_rest(ws: RoutingWorkspace) -> None:
+    """After a build: the multi-block protocol's counts and four counters are back at zero (its cursors keep the
+    bucket ends); a one-launch build that ran the single-block path never touched scratch, all of it still zero."""
+    if ws.build == "single_block":
+        return
+    scratch, e = ws.scratch.get(), ws.n_experts
+    if ws.single_block:
+        assert not scratch.any(), "the single-block path wrote scratch"
+    else:
+        assert not scratch[:e].any() and not scratch[2 * e :].any(), f"scratch counters not reset: {scratch[2 * e :]}"
+
+
 def assert_routing_matches(ws: RoutingWorkspace, ids: np.ndarray) -> None:
-    """offsets, tiles and status exactly; each bucket holds exactly the reference's items (any order)."""
+    """offsets, tiles and status exactly; each bucket holds exactly the reference's items (any order); the scratch
+    words at rest."""
     t, top_k, n_experts, tile_n = ws.t, ws.top_k, ws.n_experts, ws.tile_n
     counts, offsets, buckets = ref.routing(ids, top_k, n_experts)
     got_offsets, got_sorted = ws.offsets.get(), ws.sorted_ids.get()
@@ -153,40 +176,70 @@ def assert_routing_matches(ws: RoutingWorkspace, ids: np.ndarray) -> None:
     expected_tiles = ref.work_tiles(counts, tile_n, max_tiles(t, top_k, n_experts, tile_n))
     np.testing.assert_array_equal(ws.tiles.get(), expected_tiles)
     assert ws.status() == (0, counts.max())
+    assert_scratch_at_rest(ws)
 
 
-@pytest.mark.parametrize("build", ROUTING_BUILDS)
+@pytest.mark.parametrize("build, options", ROUTING_VARIANTS)
 @pytest.mark.parametrize("t, top_k, n_experts, tile_n, stride_factor", ROUTING_CASES)
-def test_routing_matches_reference(cupy, rng, t, top_k, n_experts, tile_n, stride_factor, build):
+def test_routing_matches_reference(cupy, rng, t, top_k, n_experts, tile_n, stride_factor, build, options):
     ids = routing_table(rng, t, top_k, n_experts, top_k * stride_factor)
-    assert_routing_matches(built_routing(cupy, ids, top_k, n_experts, tile_n, build), ids)
+    assert_routing_matches(built_routing(cupy, ids, top_k, n_experts, tile_n, build, **options), ids)
 
 
-@pytest.mark.parametrize("build", ROUTING_BUILDS)
-def test_routing_workspace_is_reusable(cupy, rng, build):
+@pytest.mark.parametrize("build, options", ROUTING_VARIANTS)
+def test_routing_workspace_is_reusable(cupy, rng, build, options):
     """Builds on one workspace in a row (the timed loop does this): the multi-block build's scratch counters
-    must be back at zero after each build, and a build with bad ids must not leak into the next."""
+    must be back at zero after each build (the single-block path never touches them), and a build with bad ids
+    must not leak into the next."""
     t, top_k, n_experts = 1500, 8, 128
-    ws = RoutingWorkspace(t, top_k, n_experts, 16, build=build)
+    ws = RoutingWorkspace(t, top_k, n_experts, 16, build=build, **options)
     for round_ in range(3):
         ids = routing_table(rng, t, top_k, n_experts, top_k)
         if round_ == 1:
             ids[7, 3] = n_experts + 5
             build_routing(cupy.asarray(ids), ws)
             assert ws.status()[0] == 1
+            assert_scratch_at_rest(ws)
             continue
         build_routing(cupy.asarray(ids), ws)
         assert_routing_matches(ws, ids)
 
 
-@pytest.mark.parametrize("build", ROUTING_BUILDS)
-def test_routing_reports_ids_out_of_range(cupy, rng, build):
+@pytest.mark.parametrize("build, options", ROUTING_VARIANTS)
+def test_routing_reports_ids_out_of_range(cupy, rng, build, options):
     t, top_k, n_experts = 9, 3, 12
     ids = routing_table(rng, t, top_k, n_experts, top_k)
     ids[4, 1] = n_experts
-    ws = built_routing(cupy, ids, top_k, n_experts, 4, build)
+    ws = built_routing(cupy, ids, top_k, n_experts, 4, build, **options)
     assert ws.status()[0] == 1
     assert int(ws.offsets.get()[-1]) == t * top_k - 1
+    assert_scratch_at_rest(ws)
+
+
+@pytest.mark.parametrize(
+    "t, top_k, n_experts, tile_n, stride_factor",
+    [
+        pytest.param(1, 1, 1, 64, 1, id="P1-one-expert"),
+        pytest.param(256, 8, 256, 16, 1, id="P2048-at-the-threshold"),
+        pytest.param(257, 8, 256, 16, 1, id="P2056-past-the-threshold"),
+        pytest.param(2, 7, 1000, 8, 2, id="P14-1000-experts"),  # 1024-thread block, nearly every expert empty
+        pytest.param(292, 7, 1000, 8, 2, id="P2044-1000-experts"),
+        pytest.param(300, 7, 1000, 8, 2, id="P2100-1000-experts"),
+    ],
+)
+def test_one_launch_build_takes_one_route_block_up_to_the_threshold(
+    cupy, rng, t, top_k, n_experts, tile_n, stride_factor
+):
+    """The default one-launch build: up to ONE_LAUNCH_SINGLE_BLOCK_ITEMS items one route block running the
+    single-block build (scratch untouched), past that the multi-block protocol; twice on one workspace."""
+    ws = RoutingWorkspace(t, top_k, n_experts, tile_n, build="one_launch")
+    single = t * top_k <= routing.ONE_LAUNCH_SINGLE_BLOCK_ITEMS
+    assert ws.single_block == single and (ws.blocks == 1 or not single)
+    for _ in range(2):
+        ids = routing_table(rng, t, top_k, n_experts, top_k * stride_factor)
+        ws.sorted_ids.fill(0xFFFFFFFF)
+        build_routing(cupy.asarray(ids), ws)
+        assert_routing_matches(ws, ids)
 
 
 @pytest.mark.parametrize(
@@ -197,8 +250,12 @@ def test_routing_reports_ids_out_of_range(cupy, rng, build):
     ],
 )
 def test_one_launch_build_with_several_batches_per_route_block(cupy, rng, t, top_k, n_experts, tile_n, route_blocks):
-    """Route blocks that histogram and place several batches each (the cap on route blocks reached)."""
-    ws = RoutingWorkspace(t, top_k, n_experts, tile_n, build="one_launch", max_route_blocks=route_blocks)
+    """Route blocks that histogram and place several batches each (the cap on route blocks reached); the multi-block
+    protocol at any P (single_block_items 0), even with one route block."""
+    ws = RoutingWorkspace(
+        t, top_k, n_experts, tile_n, build="one_launch", max_route_blocks=route_blocks, single_block_items=0
+    )
+    assert not ws.single_block
     assert ws.blocks == route_blocks and ws.chunk > ws.block_threads * routing.MULTI_BLOCK_ITEMS
     for _ in range(2):  # the scratch counters and the ready flag are back at zero for the second build
         ids = routing_table(rng, t, top_k, n_experts, 2 * top_k)
@@ -207,6 +264,7 @@ def test_one_launch_build_with_several_batches_per_route_block(cupy, rng, t, top
         assert_routing_matches(ws, ids)
 
 
+@pytest.mark.parametrize("path", list(ONE_LAUNCH_PATHS))
 @pytest.mark.parametrize("order", ["mma", "wgmma"])
 @pytest.mark.parametrize(
     "t, top_k, n_experts, x_per_slot, permute_cap",
@@ -218,15 +276,19 @@ def test_one_launch_build_with_several_batches_per_route_block(cupy, rng, t, top
     ],
 )
 def test_one_launch_build_permutes_activations_as_the_permute_kernel_does(
-    cupy, rng, monkeypatch, order, t, top_k, n_experts, x_per_slot, permute_cap
+    cupy, rng, monkeypatch, order, t, top_k, n_experts, x_per_slot, permute_cap, path
 ):
     """The permute blocks of the one-launch build write the bytes permute_activations writes (any grid: a cap of
-    three blocks makes them stride), while its route blocks build the same routing; twice on one workspace."""
+    three blocks makes them stride), while its route blocks build the same routing, by either path (the multi-block
+    protocol, one block running the single-block build, or the one the default threshold picks); twice on one
+    workspace."""
     if permute_cap:
         monkeypatch.setattr(routing, "PERMUTE_MAX_BLOCKS", permute_cap)
     k = 768
     rows = t * top_k if x_per_slot else t
-    ws = RoutingWorkspace(t, top_k, n_experts, 16, build="one_launch")
+    single_block_items = ONE_LAUNCH_PATHS[path]
+    ws = RoutingWorkspace(t, top_k, n_experts, 16, build="one_launch", single_block_items=single_block_items)
+    assert ws.single_block == (t * top_k <= single_block_items)
     for _ in range(2):
         ids = routing_table(rng, t, top_k, n_experts, top_k)
         x = cupy.asarray(activations(rng, (rows, k)))
@@ -249,6 +311,12 @@ def test_only_the_one_launch_build_permutes(cupy, rng):
         build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="one_launch"), x)
     with pytest.raises(ValueError, match="x order"):
         build_routing(ids, RoutingWorkspace(5, 2, 4, 8, build="one_launch"), x, xp, "mm")
+
+
+@pytest.mark.parametrize("bad", [-1, 2.0, None])
+def test_a_bad_single_block_threshold_is_refused(cupy, bad):
+    with pytest.raises(InputError, match="single_block_items must be a non-negative int"):
+        RoutingWorkspace(5, 2, 4, 8, build="one_launch", single_block_items=bad)
 
 
 @pytest.mark.parametrize("x_per_slot", [False, True], ids=["x-per-token", "x-per-slot"])

@@ -3,9 +3,10 @@
 ``RoutingWorkspace`` owns the buffers (allocated once); ``build_routing`` fills them (histogram,
 prefix-sum offsets, scatter of item ids p = t*top_k + slot into expert order, and the work-tile list
 of a grouped GEMM) with one single-block launch (``build="single_block"``), two launches over many
-blocks (``build="multi_block"``: count + scan by the last block, then scatter) or one launch over many
-blocks (``build="one_launch"``: the same, the blocks waiting in the kernel for the scan), which can also
-permute the fused GEMM's activations in its other blocks. All give the same offsets, tiles, status and
+blocks (``build="multi_block"``: count + scan by the last block, then scatter) or one launch
+(``build="one_launch"``: up to ``single_block_items`` items one route block running the single-block build,
+past that many route blocks running the multi-block build, waiting in the kernel for the scan), which can
+also permute the fused GEMM's activations in its other blocks. All give the same offsets, tiles, status and
 bucket contents; the order inside a bucket is arbitrary in all.
 ``GatherRows`` / ``ScatterRows`` move activations into and results out of expert-grouped rows, either
 contiguous ``[P][*]`` or padded to a fixed capacity per expert ``[E][capacity][*]``. Nothing here
@@ -31,6 +32,12 @@ MULTI_BLOCK_ITEMS = 4  # ROUTE_MB_ITEMS in the kernel: items per thread and batc
 # One launch: the route blocks wait for each other inside the kernel, so there must be far fewer of them than
 # the blocks a GPU holds at once (132 SMs x 2 on an H200 at 1024 threads); past this a block takes several batches.
 ONE_LAUNCH_MAX_ROUTE_BLOCKS = 32
+# One launch, up to this many items (P = T*top_k): one route block runs the single-block build beside the permute
+# blocks, skipping the multi-block protocol's ~7 dependent L2 round trips. H200 at P = 2048: the one-launch build
+# alone 8.9 us against the single-block kernel's 7.1 us, route + permute in one launch 9.9 us against ~7.5 us for a
+# single-block route beside the 5.2 us permute; at P = 4096 the protocol wins (9.4 us against 9.8 alone). The
+# kernel's id cache on this path (ROUTE_ONE_LAUNCH_CACHE) holds 2048 ids; later ids are read from global memory twice.
+ONE_LAUNCH_SINGLE_BLOCK_ITEMS = 2048
 ROUTING_BUILDS = ("single_block", "multi_block", "one_launch")
 
 
@@ -45,6 +52,31 @@ def route_partition(items: int, threads: int, max_blocks: int) -> tuple[int, int
     return -(-items // chunk), chunk
 
 
+def check_single_block_items(single_block_items) -> int:
+    """``single_block_items`` if it is a non-negative int, else InputError."""
+    is_int = isinstance(single_block_items, (int, np.integer)) and not isinstance(single_block_items, bool)
+    if not is_int or single_block_items < 0:
+        raise InputError(
+            f"single_block_items must be a non-negative int (0: the one-launch build always runs the multi-block "
+            f"protocol), got {single_block_items!r}"
+        )
+    return int(single_block_items)
+
+
+def one_launch_route_blocks(
+    items: int, threads: int, max_blocks: int, single_block_items: int
+) -> tuple[int, int, bool]:
+    """(route blocks, items per block, single) of a one-launch build: one block of all the items running the
+    single-block build when ``items <= single_block_items``, else route_partition's blocks for the multi-block
+    protocol."""
+    single_block_items = check_single_block_items(single_block_items)
+    if items <= single_block_items:
+        if min(items, threads) < 1:
+            raise ValueError(f"one_launch_route_blocks needs positive items and threads: {items}, {threads}")
+        return 1, items, True
+    return (*route_partition(items, threads, max_blocks), False)
+
+
 def max_tiles(t: int, top_k: int, n_experts: int, tile_n: int) -> int:
     """Upper bound on the grouped GEMM's work tiles: sum_e ceil(count_e/tile_n) <= ceil(P/tile_n) + E."""
     return -(-t * top_k // tile_n) + n_experts
@@ -53,8 +85,10 @@ def max_tiles(t: int, top_k: int, n_experts: int, tile_n: int) -> int:
 class RoutingWorkspace:
     """offsets uint32[E+1], sorted_ids uint32[T*top_k], tiles uint32[max_tiles], status uint32[2]; the
     multi-block and one-launch builds also keep scratch uint32[2E+4] (counts, cursors, four counters), zero
-    between builds. ``max_route_blocks``: the one-launch build's cap on route blocks (tests lower it to give a
-    block several batches)."""
+    between builds. For the one-launch build: ``max_route_blocks`` caps its route blocks (tests lower it to give a
+    block several batches); up to ``single_block_items`` items (0: never) its one route block runs the single-block
+    build, which leaves scratch alone. ``single_block``: the routing is built by one block running the single-block
+    build (the single-block build, or a one-launch build at that size); ``blocks``: the route blocks."""
 
     def __init__(
         self,
@@ -64,6 +98,7 @@ class RoutingWorkspace:
         tile_n: int,
         build: str = "single_block",
         max_route_blocks: int = ONE_LAUNCH_MAX_ROUTE_BLOCKS,
+        single_block_items: int = ONE_LAUNCH_SINGLE_BLOCK_ITEMS,
     ):
         import cupy
 
@@ -75,7 +110,9 @@ class RoutingWorkspace:
             raise InputError(f"T*top_k={t * top_k} with tile_n={tile_n}: tile entries pack the tile index in 16 bits")
         if build not in ROUTING_BUILDS:
             raise InputError(f"routing build {build!r}: expected one of {', '.join(ROUTING_BUILDS)}")
+        self.single_block_items = check_single_block_items(single_block_items)
         self.t, self.top_k, self.n_experts, self.tile_n, self.build = t, top_k, n_experts, tile_n, build
+        self.single_block, self.blocks = build == "single_block", 1
         self.offsets = cupy.empty(n_experts + 1, dtype=cupy.uint32)
         self.sorted_ids = cupy.empty(t * top_k, dtype=cupy.uint32)
         self.tiles = cupy.empty(max_tiles(t, top_k, n_experts, tile_n), dtype=cupy.uint32)
@@ -91,7 +128,9 @@ class RoutingWorkspace:
             self.blocks = -(-self.items // (self.block_threads * MULTI_BLOCK_ITEMS))
         else:
             self.kernels = (get_kernel(SOURCE, "moe_route_permute"),)
-            self.blocks, self.chunk = route_partition(self.items, self.block_threads, max_route_blocks)
+            self.blocks, self.chunk, self.single_block = one_launch_route_blocks(
+                self.items, self.block_threads, max_route_blocks, self.single_block_items
+            )
 
     @property
     def items(self) -> int:
@@ -175,6 +214,7 @@ def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order:
             np.int32(rows),
             np.int32(k),
             np.int32(1 if order == "wgmma" else 0),
+            u32(1 if ws.single_block else 0),  # then ws.blocks is 1: block 0 runs the single-block build
         ),
     )
 

@@ -105,7 +105,14 @@ def run_dequant(cupy, rng) -> None:
 
 
 def run_routing(cupy, rng) -> None:
-    from zincbench.ops.routing import ROUTING_BUILDS, GatherRows, RoutingWorkspace, ScatterRows, build_routing
+    from zincbench.ops.routing import (
+        ONE_LAUNCH_SINGLE_BLOCK_ITEMS,
+        ROUTING_BUILDS,
+        GatherRows,
+        RoutingWorkspace,
+        ScatterRows,
+        build_routing,
+    )
 
     def built(
         ids: np.ndarray, top_k: int, n_experts: int, tile_n: int, build: str = "single_block"
@@ -127,13 +134,20 @@ def run_routing(cupy, rng) -> None:
         bad = routing_table(rng, 9, 3, 12, 3)
         bad[4, 1] = 12  # an id >= E: counted in the status word, never followed
         built(bad, 3, 12, 4, build)
-    # the one-launch build with several batches per route block, and with the fused GEMM's X permute beside it
-    ws = RoutingWorkspace(2999, 8, 256, 16, build="one_launch", max_route_blocks=2)
+    # the one-launch build with several batches per route block, and with the fused GEMM's X permute beside it: the
+    # multi-block protocol (single_block_items 0) and one route block running the single-block build (P = 296, and
+    # P = 2400 past its id cache; E = 1000: 1024-thread blocks)
+    ws = RoutingWorkspace(2999, 8, 256, 16, build="one_launch", max_route_blocks=2, single_block_items=0)
     build_routing(cupy.asarray(routing_table(rng, 2999, 8, 256, 8)), ws)
-    for rows, order in ((37, "mma"), (300, "wgmma")):
-        ws = RoutingWorkspace(rows, 8, 256, 16, build="one_launch")
+    for rows, e, order, single_block_items in (
+        (37, 256, "mma", 0),
+        (300, 256, "wgmma", 0),
+        (37, 256, "wgmma", ONE_LAUNCH_SINGLE_BLOCK_ITEMS),
+        (300, 1000, "mma", 300 * 8),
+    ):
+        ws = RoutingWorkspace(rows, 8, e, 16, build="one_launch", single_block_items=single_block_items)
         x, xp = permute_job(cupy, rng, rows, 512)
-        build_routing(cupy.asarray(routing_table(rng, rows, 8, 256, 8)), ws, x, xp, order)
+        build_routing(cupy.asarray(routing_table(rng, rows, 8, e, 8)), ws, x, xp, order)
 
     top_k, k, m = 4, 96, 37
     for ids, n_experts in (
