@@ -107,6 +107,11 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None)
         flops = 2 * t * top_k * m * k
         if not tiles_by_n_e:  # the GEMM's inputs: the routing build alone, the permute alone, both as T2 runs them
             spaces = {build: RoutingWorkspace(t, top_k, e, 16, build=build) for build in ROUTING_BUILDS}
+            # the one-launch build's two route paths, each forced (the default picks by ONE_LAUNCH_SINGLE_BLOCK_ITEMS)
+            for path, items in (("multi", 0), ("single", t * top_k)):
+                spaces[f"one_launch/{path}"] = RoutingWorkspace(
+                    t, top_k, e, 16, build="one_launch", single_block_items=items
+                )
             alone = ", ".join(f"{b} {timed(timer, lambda: build_routing(ids_d, ws)):.1f}" for b, ws in spaces.items())
             both = ", ".join(
                 f"{b} {timed(timer, lambda: route_and_permute(ids_d, ws, x, xp)):.1f}" for b, ws in spaces.items()
