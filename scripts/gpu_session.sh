@@ -4,6 +4,8 @@
 #
 #   bash scripts/gpu_session.sh [steps...]      steps: env tests sanitizer capture t2 t1 t2full t1full t3tests t3 wheel aa
 #                                               gpulog sanlog (the recorded logs: every test listed, -rA)
+#                                               profiletests sanrest (the nsys/ncu and A/A tests; every sanitizer
+#                                               group but fused and routing)
 #                                               abi sanssm sanfused (the launch ABI echo tests; the ssm and fused
 #                                               sanitizer groups)
 #                                               profile layer layerfull layergguf
@@ -67,6 +69,10 @@ for step in "${@:-env tests}"; do
         gpulog) TAIL=40 run pytest-gpu ${TESTS_LIMIT:-330} python3 -m pytest -m "gpu and not sanitizer" -rA -p no:cacheprovider \
                 --durations=15 $NO_NSYS tests ;;
         sanlog) TAIL=40 run sanitizer-all ${SAN_LIMIT:-560} python3 -m pytest -m sanitizer -rA -p no:cacheprovider --durations=25 tests ;;
+        profiletests) TAIL=40 run pytest-gpu-profile 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
+                tests/test_profile_gpu.py tests/test_aa.py ;;
+        sanrest) TAIL=40 run sanitizer-rest ${SAN_LIMIT:-300} python3 -m pytest -m sanitizer -rA -p no:cacheprovider \
+                -k "not fused and not routing" tests/gpu/test_sanitizer.py ;;
         abi) TAIL=15 run abi 200 python3 -m pytest -m gpu -rA -p no:cacheprovider tests/gpu/test_kernel_abi_gpu.py ;;
         sanfused) TAIL=15 run sanitizer-fused 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k fused tests/gpu/test_sanitizer.py ;;
         sanssm) TAIL=15 run sanitizer-ssm 300 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k ssm tests/gpu/test_sanitizer.py ;;
