@@ -324,7 +324,7 @@ union RouteOneLaunchShared {
 // its global round trips; the GEMM that reads both is the next launch.
 // single_block != 0 (then n_route is 1): block 0 runs the single-block build instead and never touches scratch. At
 // small P the protocol's ~7 dependent L2 round trips (counts, done-counter, scan, ready flag, cursors) cost more than
-// one block's two passes: on an H200 at P = 2048, 8.9 us against moe_route_build's 7.1 us.
+// one block's two passes: on an H200 at P = 2048, route + permute take 8.4 us this way and 10.2 us with the protocol.
 // The wait cannot deadlock: route blocks wait only for route blocks, the launcher keeps n_route far below the blocks
 // an H200 (or any GPU) holds at once, and permute blocks never wait, so every route block gets an SM.
 extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,

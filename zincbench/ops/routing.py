@@ -33,10 +33,10 @@ MULTI_BLOCK_ITEMS = 4  # ROUTE_MB_ITEMS in the kernel: items per thread and batc
 # the blocks a GPU holds at once (132 SMs x 2 on an H200 at 1024 threads); past this a block takes several batches.
 ONE_LAUNCH_MAX_ROUTE_BLOCKS = 32
 # One launch, up to this many items (P = T*top_k): one route block runs the single-block build beside the permute
-# blocks, skipping the multi-block protocol's ~7 dependent L2 round trips. H200 at P = 2048: the one-launch build
-# alone 8.9 us against the single-block kernel's 7.1 us, route + permute in one launch 9.9 us against ~7.5 us for a
-# single-block route beside the 5.2 us permute; at P = 4096 the protocol wins (9.4 us against 9.8 alone). The
-# kernel's id cache on this path (ROUTE_ONE_LAUNCH_CACHE) holds 2048 ids; later ids are read from global memory twice.
+# blocks, skipping the multi-block protocol's ~7 dependent L2 round trips. Route + permute in one launch on an H200
+# (results/h200/fp16-scales-20261202/probe-t2.log, E 256): 8.4 us against the protocol's 10.2 at P = 2048, 13.6
+# against 10.8 at P = 4096. The kernel's id cache on this path (ROUTE_ONE_LAUNCH_CACHE) holds 2048 ids; later ids
+# are read from global memory twice.
 ONE_LAUNCH_SINGLE_BLOCK_ITEMS = 2048
 ROUTING_BUILDS = ("single_block", "multi_block", "one_launch")
 
