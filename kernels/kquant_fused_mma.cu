@@ -559,7 +559,8 @@ __device__ __forceinline__ void zb_wgmma_half(float (&acc)[BN / 2], const unsign
 // With TRIM_N a block multiplies only its first N columns, N the smallest of them that holds its tokens (BN at most);
 // block-uniform, so all of the block's wgmmas have one shape.
 __host__ __device__ constexpr int zb_wgmma_width(int i) {
-    return i < 4 ? 16 * (i + 1) : i < 6 ? 96 + 32 * (i - 4) : i < 8 ? 192 + 64 * (i - 6) : 0;
+    constexpr int widths[] = {16, 32, 48, 64, 96, 128, 192, 256};
+    return i < 8 ? widths[i] : 0;
 }
 
 template <int BN, int I = 0>

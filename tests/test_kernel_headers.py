@@ -10,7 +10,8 @@ import pytest
 
 from zincbench.gpu import nvrtc
 from zincbench.gpu.nvrtc import QUOTED_INCLUDE, cache_key, compile_cubin, source_headers
-from zincbench.gpu.runtime import KERNELS_DIR, kernel_headers
+from zincbench.gpu.runtime import KERNELS_DIR, kernel_headers, kernel_source
+from zincbench.ops.fused import WGMMA_WIDTHS
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted(KERNELS_DIR.glob("*.cu"))
@@ -140,3 +141,12 @@ def test_the_runtime_hands_a_kernel_its_headers(monkeypatch):
     assert [name for name, _ in seen["headers"]] == ["zb_half.cuh", "zb_kquant.cuh"]
     source = runtime.kernel_source("dequant.cu")
     assert runtime.source_hash(source, seen["headers"]) != runtime.source_hash(source)
+
+
+def test_the_wgmma_widths_agree_everywhere():
+    """The m64nNk16 widths: the specializations zb_wgmma.cuh spells out, the list the fused kernel's trim walks
+    (zb_wgmma_width) and the one MmaTile checks tiles against."""
+    spelled = sorted(int(n) for n in re.findall(r"struct ZbWgmma<(\d+)>", kernel_source("zb_wgmma.cuh")))
+    body = kernel_source("kquant_fused_mma.cu")
+    walked = re.search(r"constexpr int widths\[\] = \{([\d, ]+)\};", body).group(1)
+    assert spelled == list(WGMMA_WIDTHS) == [int(n) for n in walked.split(",")]

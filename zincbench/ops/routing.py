@@ -52,29 +52,22 @@ def route_partition(items: int, threads: int, max_blocks: int) -> tuple[int, int
     return -(-items // chunk), chunk
 
 
-def check_single_block_items(single_block_items) -> int:
-    """``single_block_items`` if it is a non-negative int, else InputError."""
+def one_launch_route_blocks(
+    items: int, threads: int, max_blocks: int, single_block_items: int
+) -> tuple[int, int, bool]:
+    """(route blocks, items per block, single) of a one-launch build: one block of all the items running the
+    single-block build when ``items <= single_block_items`` (a non-negative int, else InputError), else
+    route_partition's blocks for the multi-block protocol."""
     is_int = isinstance(single_block_items, (int, np.integer)) and not isinstance(single_block_items, bool)
     if not is_int or single_block_items < 0:
         raise InputError(
             f"single_block_items must be a non-negative int (0: the one-launch build always runs the multi-block "
             f"protocol), got {single_block_items!r}"
         )
-    return int(single_block_items)
-
-
-def one_launch_route_blocks(
-    items: int, threads: int, max_blocks: int, single_block_items: int
-) -> tuple[int, int, bool]:
-    """(route blocks, items per block, single) of a one-launch build: one block of all the items running the
-    single-block build when ``items <= single_block_items``, else route_partition's blocks for the multi-block
-    protocol."""
-    single_block_items = check_single_block_items(single_block_items)
+    blocks, chunk = route_partition(items, threads, max_blocks)  # also checks the split is possible
     if items <= single_block_items:
-        if min(items, threads) < 1:
-            raise ValueError(f"one_launch_route_blocks needs positive items and threads: {items}, {threads}")
         return 1, items, True
-    return (*route_partition(items, threads, max_blocks), False)
+    return blocks, chunk, False
 
 
 def max_tiles(t: int, top_k: int, n_experts: int, tile_n: int) -> int:
@@ -110,7 +103,6 @@ class RoutingWorkspace:
             raise InputError(f"T*top_k={t * top_k} with tile_n={tile_n}: tile entries pack the tile index in 16 bits")
         if build not in ROUTING_BUILDS:
             raise InputError(f"routing build {build!r}: expected one of {', '.join(ROUTING_BUILDS)}")
-        self.single_block_items = check_single_block_items(single_block_items)
         self.t, self.top_k, self.n_experts, self.tile_n, self.build = t, top_k, n_experts, tile_n, build
         self.single_block, self.blocks = build == "single_block", 1
         self.offsets = cupy.empty(n_experts + 1, dtype=cupy.uint32)
@@ -129,7 +121,7 @@ class RoutingWorkspace:
         else:
             self.kernels = (get_kernel(SOURCE, "moe_route_permute"),)
             self.blocks, self.chunk, self.single_block = one_launch_route_blocks(
-                self.items, self.block_threads, max_route_blocks, self.single_block_items
+                self.items, self.block_threads, max_route_blocks, single_block_items
             )
 
     @property
