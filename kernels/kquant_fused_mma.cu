@@ -607,6 +607,72 @@ __device__ __forceinline__ unsigned zb_kquant_perm_index(unsigned k) {
     return chunk * 8u + 4u * hi + (((off & 1u) << 1) | (off >> 1));
 }
 
+// ---- X tile copies -------------------------------------------------------------------------------------------------
+// ZbXCopy<WGMMA, BN, THREADS>: one thread's cp.asyncs of one half superblock of the block's BN token rows (256 bytes
+// each, from the permuted X) into the X area of a stage, in the layout its MMA path reads. issue(xs, xp, s_xoff, half):
+// xs the half's X area (shared address), half the half superblock's index in the row; s_xoff the token tile's rows
+// (ZB_INVALID: a padding row, zero-filled).
+template <bool WGMMA, int BN, int THREADS>
+struct ZbXCopy;
+
+// mma.sync layout (row parity swizzle, x_even/x_odd): thread tid moves chunk q = tid % 16 of rows tid / 16 +
+// it * THREADS / 16; the row parity (hence the swizzle) is the same for all its rows because THREADS / 16 is even.
+template <int BN, int THREADS>
+struct ZbXCopy<false, BN, THREADS> {
+    static constexpr int CHUNKS = BN * 16, ITERS = (CHUNKS + THREADS - 1) / THREADS, ROW_STEP = THREADS / 16;
+    static_assert(THREADS % 32 == 0, "row parity of a thread's X chunks must not change across iterations");
+    int q, r0;
+    unsigned dst0;
+
+    __device__ __forceinline__ explicit ZbXCopy(int tid) : q(tid & 15), r0(tid >> 4) {
+        dst0 = r0 * 256 + ((q ^ ((r0 & 1) << 2)) << 4);
+    }
+
+    __device__ __forceinline__ void issue(unsigned xs, const uint4* xp, const unsigned* s_xoff, int half) const {
+#pragma unroll
+        for (int it = 0; it < ITERS; ++it) {
+            const int r = r0 + it * ROW_STEP;
+            if (CHUNKS % THREADS == 0 || r < BN) {
+                const unsigned xoff = s_xoff[r];
+                const bool valid = xoff != ZB_INVALID;
+                zb_cp_async16(xs + dst0 + it * ROW_STEP * 256, xp + (valid ? xoff + half * 16 + q : 0u), valid ? 16u : 0u);
+            }
+        }
+    }
+};
+
+// wgmma layout (zb_wgmma_x_offset): a thread moves units 4a..4a+3 of one token row r, 64 contiguous bytes of X: one
+// s_xoff read and one address per row, the other three sources at immediate offsets. Lanes 0-7 of a warp take 8 rows
+// of one quarter a, so the 128-byte swizzle spreads their 16-byte stores over all 32 banks. Unit 4a + k of row r goes
+// to zb_wgmma_x_offset(r, 4a) ^ (k << 4): its unit in the row is (4(a & 1) + k) ^ (r & 7) = ((4(a & 1)) ^ (r & 7)) ^ k,
+// and xs (a stage or half base) is a multiple of 1024, so the XOR may act on the whole address.
+template <int BN, int THREADS>
+struct ZbXCopy<true, BN, THREADS> {
+    static constexpr int SLOTS = BN * 4, PASSES = (SLOTS + THREADS - 1) / THREADS;  // slot: (row, quarter)
+    static_assert(THREADS % 32 == 0, "a thread's rows keep their quarter and their swizzle phase across passes");
+    int tid, r0, quarter;
+    unsigned dst0;
+
+    __device__ __forceinline__ explicit ZbXCopy(int tid_) : tid(tid_), r0((tid_ & 7) | (tid_ >> 5 << 3)), quarter((tid_ >> 3) & 3) {
+        dst0 = zb_wgmma_x_offset<BN>(r0, 4 * quarter);
+    }
+
+    __device__ __forceinline__ void issue(unsigned xs, const uint4* xp, const unsigned* s_xoff, int half) const {
+#pragma unroll
+        for (int j = 0; j < PASSES; ++j) {
+            if (SLOTS % THREADS == 0 || tid + j * THREADS < SLOTS) {
+                const int r = r0 + j * (THREADS / 4);  // the same row phase (r & 7) and quarter in every pass
+                const unsigned xoff = s_xoff[r];
+                const bool valid = xoff != ZB_INVALID;
+                const uint4* src = xp + (valid ? xoff + half * 16 + 4 * quarter : 0u);
+                const unsigned dst = xs + dst0 + j * (THREADS / 4) * 128;
+#pragma unroll
+                for (int k = 0; k < 4; ++k) zb_cp_async16(dst ^ (k << 4), src + k, valid ? 16u : 0u);
+            }
+        }
+    }
+};
+
 // ---- Steps of gemm_kquant_mma --------------------------------------------------------------------
 
 // The block's token tile tile_n: for each of its BN columns r, s_orow[r] = the output row (token, or
@@ -848,8 +914,6 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
     constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, HALVES = Q::HALVES;
-    constexpr int X_CHUNKS = BN * 16;  // per half superblock
-    constexpr int X_ITERS = (X_CHUNKS + THREADS - 1) / THREADS;
     constexpr int OUT_ROWS = SWIGLU ? BM / 2 : BM;  // output rows per block
     const int tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
@@ -877,32 +941,12 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
 
     // Stage s holds `HALVES` half superblocks starting at half 2 * sb + h (step = (2 * sb + h) / HALVES); the
     // unit's steps are step0 + 0 .. n_steps - 1.
-    // X copies: thread tid moves chunk q = tid % 16 of rows tid / 16 + it * THREADS / 16; the row
-    // parity (hence the swizzle) is the same for all its rows because THREADS / 16 is even.
-    // WGMMA: a warp moves 8 rows x 4 units (zb_wgmma_x_offset: conflict-free stores, 64 bytes read per row).
-    static_assert(THREADS % 32 == 0, "row parity of a thread's X chunks must not change across iterations");
-    const int x_q = WGMMA ? (tid >> 3) & 15 : tid & 15;
-    const int x_r0 = WGMMA ? (tid & 7) | (tid >> 7 << 3) : tid >> 4;
-    constexpr int X_ROW_STEP = THREADS / 16;  // rows between a thread's iterations (both layouts; a multiple of 8)
-    const unsigned x_dst0 = WGMMA ? zb_wgmma_x_offset<BN>(x_r0, x_q) : x_r0 * 256 + ((x_q ^ ((x_r0 & 1) << 2)) << 4);
-    constexpr unsigned X_DST_STEP = WGMMA ? X_ROW_STEP * 128 : X_ROW_STEP * 256;
+    const ZbXCopy<WGMMA, BN, THREADS> x_copy(tid);
     const uint4* const xp = a.xp;
     auto load_stage = [&](int stage, int step) {
         const unsigned xs = smem_base + stage * Tile::STAGE_BYTES;
 #pragma unroll
-        for (int hh = 0; hh < HALVES; ++hh) {
-            const int half = step * HALVES + hh;
-#pragma unroll
-            for (int it = 0; it < X_ITERS; ++it) {
-                const int r = x_r0 + it * X_ROW_STEP;
-                if (X_CHUNKS % THREADS == 0 || r < BN) {
-                    const unsigned xoff = s_xoff[r];
-                    const bool valid = xoff != ZB_INVALID;
-                    zb_cp_async16(xs + hh * Tile::X_HALF_BYTES + x_dst0 + it * X_DST_STEP,
-                                  xp + (valid ? xoff + half * 16 + x_q : 0u), valid ? 16u : 0u);
-                }
-            }
-        }
+        for (int hh = 0; hh < HALVES; ++hh) x_copy.issue(xs + hh * Tile::X_HALF_BYTES, xp, s_xoff, step * HALVES + hh);
         loader.issue(xs + Tile::X_BYTES, step);
     };
 

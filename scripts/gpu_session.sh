@@ -18,10 +18,12 @@
 #                                               router's pieces timed apart, and under ncu)
 #                                               t4tests t4 (the T4 family's GPU tests and sanitizer group; its run)
 #                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1q6 probe_t1small probe_t1sk
-#                                               ncu_fused
+#                                               ncu_fused ab_t2 (T2's chosen tiles timed ABBA against the kernels in
+#                                               $BASE_KERNELS, an older kernels/ folder carried in .carry)
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
 #                                               per-tile probes; ncu with stall reasons at the T1 probe shapes, at
-#                                               T2's chosen tiles)
+#                                               T2's chosen tiles); ncu_t2src (the N_e 64 GEMM's stall samples per
+#                                               SASS instruction)
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
@@ -129,11 +131,17 @@ for step in "${@:-env tests}"; do
         probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
         wgprobe) TAIL=20 run wgprobe 120 python3 scripts/probe_wgmma.py ;;
         probe_t2) TAIL=60 run probe-t2 300 python3 scripts/probe_fused.py t2 ;;
+        ab_t2) TAIL=40 run ab-t2 ${AB_LIMIT:-300} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" t2chosen ;;
         probe_t1) TAIL=60 run probe-t1 300 python3 scripts/probe_fused.py t1 ;;
         ncu_t2) TAIL=60 run ncu_t2 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
                 --section InstructionStats --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-                -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t2ncu --once ;;
+                -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t2chosen --once ;;
+        ncu_t2src) TAIL=20 run ncu-t2src 300 bash -c "ncu --clock-control none --section SourceCounters --section WarpStateStats \
+                -k regex:gemm_kquant_mma --launch-skip 3 --launch-count 1 -f -o $LOGS/ncu-t2-ne64 \
+                python3 scripts/probe_fused.py t2chosen --once && ncu --import $LOGS/ncu-t2-ne64.ncu-rep --page source \
+                --csv --print-source sass > $LOGS/ncu-t2-ne64-source.csv; gzip -f $LOGS/ncu-t2-ne64-source.csv; \
+                ls -la $LOGS/ncu-t2-ne64*" ;;  # the N_e 64 GEMM (the 4th t2chosen launch): stall samples per SASS line
         routingtests) TAIL=30 run routing-tests 200 python3 -m pytest -m gpu -rA -p no:cacheprovider \
                 tests/gpu/test_kernels_baseline.py -k "routing or one_launch or gather" ;;
         sanrouting) TAIL=15 run sanitizer-routing 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k routing \

@@ -1,6 +1,6 @@
 """Kernel-development probe: time the pieces of the fused paths separately (cold L2), per tile shape.
 
-    python scripts/probe_fused.py [t2|t2ncu|t1|t1q6|t1small|t1sk|all] [--once]
+    python scripts/probe_fused.py [t2|t2chosen|t1|t1q6|t1small|t1sk|all] [--once]
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -50,9 +50,13 @@ T2_TILES = [
     # 96 tokens: a whole N_e 64 bucket (64 +- 8) in one tile, trimmed to the next wgmma width
     "wgmma:1,12,8,1,3,1,1",
     "wgmma:1,12,8,1,3,2,1",
+    # two blocks per SM of the 128x32 tile (N_e 16); three stages of the 128x64 b2 tile
+    "wgmma:1,4,8,1,4,2",
+    "wgmma:1,4,8,1,4,2,1",
+    "wgmma:1,8,8,1,3,2,1",
 ]
-# ncu: the tile T2 chose at each N_e (2026-12-02)
-T2_NCU_TILES = {8: ["1,2,4,1,3"], 16: ["wgmma:1,4,8,1,4"], 64: ["wgmma:1,8,8,1,4,2,1"]}
+# The tile T2 chose at each N_e (2026-12-02): what ncu profiles and kernel-source A/Bs (scripts/ab_kernels.sh) time
+T2_CHOSEN_TILES = {8: ["1,2,4,1,3"], 16: ["wgmma:1,4,8,1,4"], 32: ["wgmma:1,8,8,1,4,2,1"], 64: ["wgmma:1,8,8,1,4,2,1"]}
 T1_TILES = [
     "2,8,4,1,2,3",
     "wgmma:1,16,8,1,3",
@@ -118,6 +122,8 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None)
             )
             permute = timed(timer, lambda: permute_activations(x, xp))
             print(f"T2 E{e} M{m} Ne{n_e}: route ({alone}) us, permute {permute:.1f} us; both ({both}) us", flush=True)
+        else:
+            print(f"T2 E{e} M{m} Ne{n_e}: the GEMM alone", flush=True)
         for spec in tiles_by_n_e[n_e] if tiles_by_n_e else T2_TILES:
             gemm = kernel_or_none(spec, True, "q4_k")
             if gemm is None:
@@ -195,13 +201,13 @@ def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES, tiles=None):
 if __name__ == "__main__":
     import cupy
 
-    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")  # t2, t2ncu, t1, t1q6, t1small, t1sk, all
+    which = next((a for a in sys.argv[1:] if not a.startswith("--")), "all")  # one of the docstring's modes
     timer = GpuTimer(TimerConfig(mode="cold", warmup=2))
     rng = np.random.default_rng(0)
     if which in ("t2", "all"):
         probe_t2(timer, cupy, rng)
-    if which == "t2ncu":
-        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_NCU_TILES)
+    if which == "t2chosen":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_CHOSEN_TILES)
     if which in ("t1", "all"):
         probe_t1(timer, cupy, rng)
     if which == "t1q6":
