@@ -641,33 +641,37 @@ struct ZbXCopy<false, BN, THREADS> {
     }
 };
 
-// wgmma layout (zb_wgmma_x_offset): a thread moves units 4a..4a+3 of one token row r, 64 contiguous bytes of X: one
-// s_xoff read and one address per row, the other three sources at immediate offsets. Lanes 0-7 of a warp take 8 rows
-// of one quarter a, so the 128-byte swizzle spreads their 16-byte stores over all 32 banks. Unit 4a + k of row r goes
-// to zb_wgmma_x_offset(r, 4a) ^ (k << 4): its unit in the row is (4(a & 1) + k) ^ (r & 7) = ((4(a & 1)) ^ (r & 7)) ^ k,
-// and xs (a stage or half base) is a multiple of 1024, so the XOR may act on the whole address.
+// wgmma layout (zb_wgmma_x_offset): a thread moves units a, a + 4, a + 8, a + 12 of one token row r (its slot: row r,
+// column a): one s_xoff read and one source address per row, the other three at immediate offsets. Each cp.async of a
+// warp reads units 4k..4k+3 of 8 rows (whole 32-byte sectors: 4 lanes per row); lanes 0-7 take 8 rows of one column,
+// so the 128-byte swizzle spreads their 16-byte stores over all 32 banks. Unit a + 4k of row r goes to
+// zb_wgmma_x_offset(r, a) ^ ((k & 1) << 6) plus k atom k >> 1: its unit in the row is (a + 4 (k & 1)) ^ (r & 7) =
+// (a ^ (r & 7)) ^ 4 (k & 1); xs (a stage or half base) is a multiple of 1024, so the XOR may act on the whole address.
 template <int BN, int THREADS>
 struct ZbXCopy<true, BN, THREADS> {
-    static constexpr int SLOTS = BN * 4, PASSES = (SLOTS + THREADS - 1) / THREADS;  // slot: (row, quarter)
-    static_assert(THREADS % 32 == 0, "a thread's rows keep their quarter and their swizzle phase across passes");
-    int tid, r0, quarter;
+    static constexpr int SLOTS = BN * 4, PASSES = (SLOTS + THREADS - 1) / THREADS;  // slot: (row, column)
+    static_assert(THREADS % 32 == 0, "a thread's rows keep their column and their swizzle phase across passes");
+    int tid, r0, column;
     unsigned dst0;
 
-    __device__ __forceinline__ explicit ZbXCopy(int tid_) : tid(tid_), r0((tid_ & 7) | (tid_ >> 5 << 3)), quarter((tid_ >> 3) & 3) {
-        dst0 = zb_wgmma_x_offset<BN>(r0, 4 * quarter);
+    __device__ __forceinline__ explicit ZbXCopy(int tid_) : tid(tid_) {
+        r0 = (tid & 7) | (tid >> 5 << 3);
+        column = (tid >> 3) & 3;
+        dst0 = zb_wgmma_x_offset<BN>(r0, column);
     }
 
     __device__ __forceinline__ void issue(unsigned xs, const uint4* xp, const unsigned* s_xoff, int half) const {
 #pragma unroll
         for (int j = 0; j < PASSES; ++j) {
             if (SLOTS % THREADS == 0 || tid + j * THREADS < SLOTS) {
-                const int r = r0 + j * (THREADS / 4);  // the same row phase (r & 7) and quarter in every pass
+                const int r = r0 + j * (THREADS / 4);  // the same row phase (r & 7) and column in every pass
                 const unsigned xoff = s_xoff[r];
                 const bool valid = xoff != ZB_INVALID;
-                const uint4* src = xp + (valid ? xoff + half * 16 + 4 * quarter : 0u);
+                const uint4* src = xp + (valid ? xoff + half * 16 + column : 0u);
                 const unsigned dst = xs + dst0 + j * (THREADS / 4) * 128;
 #pragma unroll
-                for (int k = 0; k < 4; ++k) zb_cp_async16(dst ^ (k << 4), src + k, valid ? 16u : 0u);
+                for (int k = 0; k < 4; ++k)
+                    zb_cp_async16((dst ^ ((k & 1) << 6)) + (k >> 1) * BN * 128, src + 4 * k, valid ? 16u : 0u);
             }
         }
     }
