@@ -6,6 +6,7 @@
 #
 #   bash scripts/ab_kernels.sh BASE PROBE_MODE [ROUNDS]      (run from the checkout; PROBE_MODE: see probe_fused.py)
 set -eu
+[ $# -ge 2 ] || { echo "usage: bash scripts/ab_kernels.sh BASE PROBE_MODE [ROUNDS]"; exit 2; }
 base=$1 mode=$2 rounds=${3:-1}
 [ -f "$base/kquant_fused_mma.cu" ] || { echo "ab_kernels: $base holds no kernels/ folder"; exit 2; }
 tree=/tmp/zb-ab-base
@@ -14,7 +15,7 @@ cp -r zincbench scripts experiments pyproject.toml "$tree"/ && cp -r "$base" "$t
 logs=$(mktemp -d)
 side() {  # side A|B N: one probe run of that side into $logs/side-N.log
     if [ "$1" = A ]; then
-        (cd "$tree" && PYTHONPATH="$tree${PYTHONPATH:+:${PYTHONPATH#*:}}" python3 scripts/probe_fused.py "$mode") >"$logs/$1-$2.log"
+        (cd "$tree" && PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" python3 scripts/probe_fused.py "$mode") >"$logs/$1-$2.log"
     else
         python3 scripts/probe_fused.py "$mode" >"$logs/$1-$2.log"
     fi
@@ -35,11 +36,11 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.log")):
             case = line.split(":")[0]
         elif (m := re.match(r"\s+gemm (\S+)\s+\S+\s+([\d.]+) us", line)) and case:
             runs[path.name[0]].setdefault((case, m.group(1)), []).append(float(m.group(2)))
-print(f"{'case':24s} {'tile':22s} {'A us':>16s} {'B us':>16s} {'B/A':>6s}")
+print(f"{'case':20s} {'tile':20s} {'A us':>13s} {'B us':>13s} {'B/A':>6s}")
 for key in runs["A"]:
     a, b = runs["A"][key], runs["B"].get(key, [])
     if b:
         ratio = statistics.median(b) / statistics.median(a)
         fmt = lambda v: "/".join(f"{x:.1f}" for x in v)
-        print(f"{key[0]:24s} {key[1]:22s} {fmt(a):>16s} {fmt(b):>16s} {ratio:6.3f}")
+        print(f"{key[0]:20s} {key[1]:20s} {fmt(a):>13s} {fmt(b):>13s} {ratio:6.3f}")
 EOF

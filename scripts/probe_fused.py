@@ -58,8 +58,14 @@ T2_TILES = [
     "wgmma:1,4,8,1,4,2,1",
     "wgmma:1,8,8,1,3,2,1",
 ]
-# The tile T2 chose at each N_e (2026-12-02): what ncu profiles and kernel-source A/Bs (scripts/ab_kernels.sh) time
-T2_CHOSEN_TILES = {8: ["1,2,4,1,3"], 16: ["wgmma:1,4,8,1,4"], 32: ["wgmma:1,8,8,1,4,2,1"], 64: ["wgmma:1,8,8,1,4,2,1"]}
+# The tile T2 chose at each N_e (2026-12-02, 7b68b4f): what ncu profiles and kernel-source A/Bs (scripts/ab_kernels.sh)
+# time
+T2_CHOSEN_TILES = {
+    8: ["1,2,4,1,3"],
+    16: ["wgmma:1,4,8,1,4,2,1"],
+    32: ["wgmma:1,8,8,1,4,2,1"],
+    64: ["wgmma:1,8,8,1,4,2,1"],
+}
 T1_TILES = [
     "2,8,4,1,2,3",
     "wgmma:1,16,8,1,3",
