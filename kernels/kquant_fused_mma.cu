@@ -1181,6 +1181,7 @@ ZB_INSTANTIATE_WGMMA(8, 8, 4, 2, true, true, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(8, 4, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 16, 8, 1, 4, 1, false, false, ZB_EPI_STORE, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
+ZB_INSTANTIATE(ZbQ6KHalf, 1, 32, 4, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
 #endif
 #endif

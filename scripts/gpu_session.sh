@@ -23,7 +23,7 @@
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
 #                                               per-tile probes; ncu with stall reasons at the T1 probe shapes, at
 #                                               T2's chosen tiles); ncu_t2src (the N_e 64 GEMM's stall samples per
-#                                               SASS instruction)
+#                                               SASS instruction); ncu_t1q6 (the widest Q6_K tiles at T 2048)
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
@@ -142,6 +142,11 @@ for step in "${@:-env tests}"; do
                 python3 scripts/probe_fused.py t2chosen --once && ncu --import $LOGS/ncu-t2-ne64.ncu-rep --page source \
                 --csv --print-source sass > $LOGS/ncu-t2-ne64-source.csv; gzip -f $LOGS/ncu-t2-ne64-source.csv; \
                 ls -la $LOGS/ncu-t2-ne64*" ;;  # the N_e 64 GEMM (the 4th t2chosen launch): stall samples per SASS line
+        ncu_t1q6) TAIL=60 run ncu-t1q6 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+                --section SourceCounters \
+                --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+                --section InstructionStats --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+                -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t1q6wide --once ;;
         routingtests) TAIL=30 run routing-tests 200 python3 -m pytest -m gpu -rA -p no:cacheprovider \
                 tests/gpu/test_kernels_baseline.py -k "routing or one_launch or gather" ;;
         sanrouting) TAIL=15 run sanitizer-routing 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k routing \

@@ -1,6 +1,6 @@
 """Kernel-development probe: time the pieces of the fused paths separately (cold L2), per tile shape.
 
-    python scripts/probe_fused.py [t2|t2chosen|t1|t1q6|t1small|t1sk|all] [--once]
+    python scripts/probe_fused.py [t2|t2chosen|t1|t1q6|t1q6wide|t1small|t1sk|all] [--once]
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -85,6 +85,9 @@ T1_Q6K_TILES = [
     "wgmma+sk:1,16,8,1,4",
     "wgmma:1,24,8,1,3",
     "wgmma+sk:1,24,8,1,3",
+    # one warpgroup, 256 tokens: each decoded weight serves 256 tokens (one block per SM)
+    "wgmma:1,32,4,1,3",
+    "wgmma+sk:1,32,4,1,3",
 ]
 
 
@@ -151,6 +154,9 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None)
 
 T1_SHAPES = ((4096, 4096, 512, "q4_k"), (4096, 4096, 2048, "q4_k"), (21504, 5376, 1024, "q4_k"))
 T1_Q6K_SHAPES = tuple((5376, 21504, t, "q6_k") for t in (512, 1024, 2048))  # gemma4-31b ffn_down
+# The widest Q6_K tiles of two warpgroups and of one, at T 2048 (where the decode binds): the form to run under ncu
+T1_Q6K_WIDE_SHAPES = T1_Q6K_SHAPES[-1:]
+T1_Q6K_WIDE_TILES = ["wgmma+sk:1,24,8,1,3", "wgmma+sk:1,32,4,1,3"]
 
 
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
@@ -221,6 +227,8 @@ if __name__ == "__main__":
         probe_t1(timer, cupy, rng)
     if which == "t1q6":
         probe_t1(timer, cupy, rng, T1_Q6K_SHAPES)
+    if which == "t1q6wide":
+        probe_t1(timer, cupy, rng, T1_Q6K_WIDE_SHAPES, T1_Q6K_WIDE_TILES)
     if which in ("t1small", "all"):
         probe_t1(timer, cupy, rng, T1_SMALL_SHAPES, T1_SMALL_TILES)
     if which in ("t1sk", "all"):
