@@ -75,6 +75,7 @@ T1_TILES = [
     "wgmma:1,16,4,1,3,2",
     "wgmma:1,8,8,1,4,2",
     "wgmma:1,8,4,1,4,3",
+    "wgmma+sk:1,16,12,1,3",
 ]
 # Q6_K: the portable 128x128 tile the gate chose, against the wgmma tiles its half-superblock stages (ZbQ6KHalf) fit
 T1_Q6K_TILES = [
@@ -88,6 +89,9 @@ T1_Q6K_TILES = [
     # one warpgroup, 256 tokens: each decoded weight serves 256 tokens (one block per SM)
     "wgmma:1,32,4,1,3",
     "wgmma+sk:1,32,4,1,3",
+    # three warpgroups, 128 tokens: X fetched from L2 once per 192 weight rows, 12 warps per SM
+    "wgmma:1,16,12,1,3",
+    "wgmma+sk:1,16,12,1,3",
 ]
 
 
@@ -156,7 +160,7 @@ T1_SHAPES = ((4096, 4096, 512, "q4_k"), (4096, 4096, 2048, "q4_k"), (21504, 5376
 T1_Q6K_SHAPES = tuple((5376, 21504, t, "q6_k") for t in (512, 1024, 2048))  # gemma4-31b ffn_down
 # The widest Q6_K tiles of two warpgroups and of one, at T 2048 (where the decode binds): the form to run under ncu
 T1_Q6K_WIDE_SHAPES = T1_Q6K_SHAPES[-1:]
-T1_Q6K_WIDE_TILES = ["wgmma+sk:1,24,8,1,3", "wgmma+sk:1,32,4,1,3"]
+T1_Q6K_WIDE_TILES = ["wgmma+sk:1,24,8,1,3", "wgmma+sk:1,32,4,1,3", "wgmma+sk:1,16,12,1,3"]
 
 
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
