@@ -1173,7 +1173,6 @@ ZB_INSTANTIATE(ZbQ6K, 1, 16, 8, 1, 2, 1, false, false, ZB_EPI_STORE, false, true
 ZB_INSTANTIATE_WGMMA(16, 8, 4, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(8, 16, 3, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(32, 8, 3, 1, false, false, ZB_EPI_STORE)
-ZB_INSTANTIATE_WGMMA(16, 12, 3, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ4K, 1, 32, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE_WGMMA(2, 4, 4, 1, false, true, ZB_EPI_STORE)
 ZB_INSTANTIATE_WGMMA(16, 8, 3, 1, true, true, ZB_EPI_STORE)
@@ -1183,7 +1182,6 @@ ZB_INSTANTIATE_WGMMA(8, 4, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 16, 8, 1, 4, 1, false, false, ZB_EPI_STORE, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 32, 4, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
-ZB_INSTANTIATE(ZbQ6KHalf, 1, 16, 12, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
 #endif
 #endif

@@ -86,10 +86,12 @@ T1_Q6K_TILES = [
     "wgmma+sk:1,16,8,1,4",
     "wgmma:1,24,8,1,3",
     "wgmma+sk:1,24,8,1,3",
-    # one warpgroup, 256 tokens: each decoded weight serves 256 tokens (one block per SM)
+    # one warpgroup, 256 tokens: each decoded weight serves 256 tokens (one block per SM); with stream-K within 2% of
+    # 128x192 at T 512 / 1024, 5-6% slower at T 2048 on 2026-12-02
     "wgmma:1,32,4,1,3",
     "wgmma+sk:1,32,4,1,3",
-    # three warpgroups, 128 tokens: X fetched from L2 once per 192 weight rows, 12 warps per SM
+    # three warpgroups, 128 tokens: X fetched from L2 once per 192 weight rows, 12 warps per SM; with Q6_K 30-44%
+    # slower than 128x192 on 2026-12-02 (it spills 20-104 bytes at 168 registers)
     "wgmma:1,16,12,1,3",
     "wgmma+sk:1,16,12,1,3",
 ]

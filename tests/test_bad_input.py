@@ -9,6 +9,7 @@ verdict, the failure named on stderr, and a complete (not partial) results docum
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -17,10 +18,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from documents import microbench_document
 from fake_engine import write_launcher
 
 from zincbench import records
 from zincbench.config import EXPERIMENTS_DIR
+from zincbench.errors import InputError
+from zincbench.inputs import read_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
 
@@ -344,6 +348,37 @@ def test_catalog_models_folder_not_configured(tmp_path, fake):
 def test_report_of_a_file_that_is_not_a_results_document(tmp_path):
     (tmp_path / "other.json").write_text('{"hello": 1}')
     assert_one_line_error(zincbench(tmp_path, "report", "other.json"), 2, "not a zincbench results document")
+
+
+def test_report_reads_a_gzipped_document_as_the_document(tmp_path):
+    """Results folders commit large documents as *.json.gz: report reads one as it reads the JSON."""
+    plain = records.write(microbench_document(), tmp_path / "run.json")
+    (tmp_path / "run.json.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    assert records.read(tmp_path / "run.json.gz") == records.read(plain)
+    assert zincbench(tmp_path, "report", "run.json.gz", "--markdown").stdout == zincbench(
+        tmp_path, "report", "run.json", "--markdown"
+    ).stdout.replace("run.json", "run.json.gz")
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (lambda doc: gzip.compress(doc)[:-9], "damaged gzip file"),  # truncated
+        (lambda doc: gzip.compress(doc)[:10] + b"\xff" * 40, "damaged gzip file"),
+        (lambda doc: gzip.compress(b"\xff\xfe" + doc), "not a text file (not UTF-8)"),
+        (lambda doc: gzip.compress(b"{" + b" " * (2**20 + 1)), "decompressed, it is more than a results file can be"),
+    ],
+    ids=["truncated", "damaged", "not-utf8", "inflates-past-the-limit"],
+)
+def test_bad_gzipped_documents(tmp_path, content, says):
+    """One line, exit 2, through the CLI; the size limit after decompression checked at 1 MiB (a gzip bomb's
+    inflation is bounded by the limit, not by the memory the machine has)."""
+    doc = json.dumps(records.to_jsonable(microbench_document())).encode()
+    (tmp_path / "bad.json.gz").write_bytes(content(doc))
+    with pytest.raises(InputError, match=re.escape(says)):
+        read_text(tmp_path / "bad.json.gz", "results file", max_bytes=2**20)
+    if "decompressed" not in says:
+        assert_one_line_error(zincbench(tmp_path, "report", "bad.json.gz"), 2, says)
 
 
 # --- engines that crash, hang or print garbage ----------------------------------------------------------

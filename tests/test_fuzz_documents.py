@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gzip
 import io
 import json
 import math
@@ -221,6 +222,34 @@ def test_ab_documents(scratch, ab_document, data):
         return
     report_tables.to_markdown(merged)
     report_tables.print_report(merged, Console(file=io.StringIO(), width=200))
+
+
+GZIPPED = gzip.compress(json.dumps(DOCUMENTS[MICROBENCH]).encode(), mtime=0)
+
+
+@FUZZ
+@given(
+    edits=st.lists(st.tuples(st.integers(0, len(GZIPPED) - 1), st.integers(0, 255)), max_size=4),
+    cut=st.integers(0, len(GZIPPED)),
+)
+@example(edits=[], cut=len(GZIPPED))  # intact: the document itself
+@example(edits=[(3, 0x1F)], cut=len(GZIPPED))  # FLG bits of header fields that are absent
+def test_gzipped_documents_with_flipped_or_missing_bytes(scratch, edits, cut):
+    """A committed *.json.gz damaged in transit: one InputError (the gzip CRC catches a changed payload byte), or a
+    document (a changed header byte: mtime, OS); the intact file is the document; never another exception."""
+    data = bytearray(GZIPPED[:cut])
+    for at, value in edits:
+        if at < len(data):
+            data[at] = value
+    path = scratch / "doc.json.gz"
+    path.write_bytes(bytes(data))
+    try:
+        doc = records.read(path)
+    except InputError as exc:
+        assert "\n" not in str(exc)
+        return
+    if cut == len(GZIPPED) and all(GZIPPED[at] == value for at, value in edits):
+        assert doc == DOCUMENTS[MICROBENCH]
 
 
 def test_a_hundred_thousand_levels_of_json_are_one_line(scratch):

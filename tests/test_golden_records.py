@@ -19,14 +19,25 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from zincbench.inputs import read_text
+from zincbench.records import DOCUMENT_SUFFIXES
+
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
-DOCUMENTS = sorted(
-    p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") == "microbench"
-)
+
+
+def load(path: Path) -> dict:
+    """A recorded document, as committed: JSON, or a gzip of it (*.json.gz)."""
+    return json.loads(read_text(path))
+
+
+RECORDED = {
+    p: load(p).get("kind") for p in sorted((ROOT / "results").rglob("*.json*")) if p.name.endswith(DOCUMENT_SUFFIXES)
+}
+DOCUMENTS = [p for p, kind in RECORDED.items() if kind == "microbench"]
 WIDTHS = (80, 200)
 TYPED_KINDS = ("microbench", "validate", "ab", "profile")
-TYPED = sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") in TYPED_KINDS)
+TYPED = [p for p, kind in RECORDED.items() if kind in TYPED_KINDS]
 
 
 def row_type(kind: str):
@@ -39,14 +50,16 @@ def row_type(kind: str):
 
 
 def _stem(path: Path) -> str:
-    return "_".join(path.relative_to(ROOT / "results").with_suffix("").parts)
+    """The fixtures' name of a document: its folders under results/ and its name without .json (or .json.gz)."""
+    relative = path.relative_to(ROOT / "results")
+    return "_".join((*relative.parent.parts, relative.name.removesuffix(".gz").removesuffix(".json")))
 
 
 def rendered(path: Path) -> dict[str, str]:
     """The texts a recorded document renders to: the terminal table at each width, and markdown."""
     from zincbench.show.microbench_table import microbench_markdown, print_microbench
 
-    doc = json.loads(path.read_text())
+    doc = load(path)
     return _texts(_stem(path), lambda console: print_microbench(doc, console), microbench_markdown(doc))
 
 
@@ -80,7 +93,7 @@ def rejudged(path: Path) -> dict:
     """What the gate's re-judging makes of a recorded document: status, reason and cells."""
     from zincbench.runs.gate import rejudge_document
 
-    judged = rejudge_document(json.loads(path.read_text()), str(path.relative_to(ROOT)), base=ROOT)
+    judged = rejudge_document(load(path), str(path.relative_to(ROOT)), base=ROOT)
     return {
         "status": judged.status.value,
         "reason": judged.reason,
@@ -95,54 +108,54 @@ def test_every_recorded_microbench_document_is_covered():
 
 
 def test_every_typed_row_kind_has_a_recorded_document():
-    assert {json.loads(p.read_text())["kind"] for p in TYPED} == set(TYPED_KINDS)
+    assert {RECORDED[p] for p in TYPED} == set(TYPED_KINDS)
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)
 def test_microbench_rows_load_through_the_schema_check(path):
     from zincbench.bench.rows import rows_of
 
-    doc = json.loads(path.read_text())
+    doc = load(path)
     assert json.dumps([row.to_json() for row in rows_of(doc)]) == json.dumps(doc["results"])
 
 
 @pytest.mark.parametrize("path", TYPED, ids=_stem)
 def test_rows_load_and_write_back_byte_for_byte(path):
-    doc = json.loads(path.read_text())
+    doc = load(path)
     loaded = [row_type(doc["kind"]).from_json(row) for row in doc["results"]]
     assert json.dumps([row.to_json() for row in loaded]) == json.dumps(doc["results"])
 
 
-@pytest.mark.parametrize("path", [p for p in TYPED if json.loads(p.read_text())["kind"] == "ab"], ids=_stem)
+@pytest.mark.parametrize("path", [p for p in TYPED if RECORDED[p] == "ab"], ids=_stem)
 def test_ab_scoreboard_rows_load_and_write_back_byte_for_byte(path):
     from zincbench.runs.ab_rows import ScoreboardRow
 
-    models = json.loads(path.read_text())["verdict"]["models"]
+    models = load(path)["verdict"]["models"]
     assert json.dumps([ScoreboardRow.from_json(model).to_json() for model in models]) == json.dumps(models)
 
 
 @pytest.mark.parametrize(
     "path",
-    sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") == "aa"),
+    [p for p, kind in RECORDED.items() if kind == "aa"],
     ids=_stem,
 )
 def test_aa_rows_load_and_write_back_byte_for_byte(path):
     from zincbench.runs.aa_rows import aa_row
 
-    rows = json.loads(path.read_text())["results"]
+    rows = load(path)["results"]
     assert json.dumps([aa_row(row).to_json() for row in rows]) == json.dumps(rows)
 
 
 @pytest.mark.parametrize(
     "path",
-    sorted(p for p in (ROOT / "results").rglob("*.json") if json.loads(p.read_text()).get("kind") == "reference"),
+    [p for p, kind in RECORDED.items() if kind == "reference"],
     ids=_stem,
 )
 def test_references_load_and_write_back_byte_for_byte(path):
     from zincbench.records import to_jsonable
     from zincbench.reference_store import Reference
 
-    doc = json.loads(path.read_text())
+    doc = load(path)
     written = to_jsonable(Reference.from_document(doc, str(path)).to_document())
     assert json.dumps([written["config"], written["results"]]) == json.dumps([doc["config"], doc["results"]])
 
@@ -162,7 +175,7 @@ def test_the_report_shows_the_same_tables(folder, monkeypatch):
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_stem)
 def test_rejudges_to_the_recorded_decision(path):
-    doc = json.loads(path.read_text())
+    doc = load(path)
     judged = rejudged(path)
     assert judged == json.loads((GOLDEN / f"{_stem(path)}.rejudged.json").read_text())
     assert judged["reason"].split(":")[0] == doc["verdict"]["decision"]

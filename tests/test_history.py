@@ -222,7 +222,7 @@ def test_a_damaged_document_is_one_line_and_exit_2(tmp_path, content, message):
     [
         (["nowhere"], "nowhere: no such file or folder"),
         ([ROOT / "results" / "cpu"], "no microbench documents among the"),
-        ([ROOT / "experiments"], "no results documents (*.json) under"),
+        ([ROOT / "experiments"], "no results documents (*.json, *.json.gz) under"),
     ],
 )
 def test_nothing_to_read_is_one_line_and_exit_2(args, message):

@@ -23,6 +23,7 @@ from zincbench.bench.rows import MicrobenchRow
 from zincbench.change_points import Step, find_steps
 from zincbench.config import EXPERIMENTS_DIR, load_config
 from zincbench.errors import InputError
+from zincbench.records import DOCUMENT_SUFFIXES
 from zincbench.report import Source, load_sources
 
 DEFAULT_RULES_PATH = EXPERIMENTS_DIR / "history.yaml"
@@ -142,12 +143,13 @@ class History:
 
 
 def documents_under(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """The files given and every ``*.json`` under the folders given (sorted); a missing path is an InputError."""
+    """The files given and every ``*.json`` and ``*.json.gz`` under the folders given (sorted); a missing path is an
+    InputError."""
     found = []
     for given in paths:
         p = Path(given)
         if p.is_dir():
-            found += sorted(q for q in p.rglob("*.json") if q.is_file())
+            found += sorted(q for q in p.rglob("*.json*") if q.is_file() and q.name.endswith(DOCUMENT_SUFFIXES))
         elif p.exists():
             found.append(p)
         else:
@@ -205,7 +207,7 @@ def build_history(paths: Iterable[str | os.PathLike], rules: HistoryRules) -> Hi
     paths = list(paths)
     files = documents_under(paths)
     if not files:
-        raise InputError(f"no results documents (*.json) under {', '.join(map(str, paths))}")
+        raise InputError(f"no results documents (*.json, *.json.gz) under {', '.join(map(str, paths))}")
     sources = load_sources(files)
     microbench = [s for s in sources if s.kind == "microbench"]
     others = collections.Counter(s.kind for s in sources if s.kind != "microbench")

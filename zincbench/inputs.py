@@ -1,12 +1,16 @@
 """Opening outside files with bounds: every input zincbench reads goes through ``regular_file`` (and
 ``read_text`` for text, ``read_lines`` for tool outputs that can be gigabytes), so a missing file, a folder,
 ``/dev/zero``, a FIFO, an unreadable or oversized file is one InputError naming it, never a hang, a gigabyte
-string or a traceback."""
+string or a traceback. ``read_text`` also reads a gzip of the text (how results folders commit large documents,
+``*.json.gz``), bounded by the same size after decompression."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import stat
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +22,7 @@ MAX_TEXT_BYTES = 256 * 2**20
 # Profiler exports are read line by line, whatever their size; a "line" past this is not text a tool wrote
 # (an ncu raw row of every metric is a few hundred KB) and is refused instead of held whole.
 MAX_LINE_CHARS = 16 * 2**20
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def regular_file(path: str | os.PathLike, what: str = "file") -> Path:
@@ -43,20 +48,27 @@ def regular_file(path: str | os.PathLike, what: str = "file") -> Path:
 def read_text(
     path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_TEXT_BYTES, errors: str = "strict"
 ) -> str:
-    """The UTF-8 text of a regular file of at most ``max_bytes`` (``errors="replace"`` for tool logs
-    that mix in undecodable output)."""
+    """The UTF-8 text of a regular file of at most ``max_bytes``, or of a gzip of one (told by its magic bytes, which
+    no UTF-8 text starts with) that decompresses to at most ``max_bytes`` (``errors="replace"`` for tool logs that
+    mix in undecodable output)."""
     p = regular_file(path, what)
+    too_big = f"is more than a {what} can be ({max_bytes / 2**20:.0f} MiB); is it the right file?"
     try:
         size = p.stat().st_size
         if size > max_bytes:
-            raise InputError(
-                f"{p}: {size / 2**20:.0f} MiB is more than a {what} can be "
-                f"({max_bytes / 2**20:.0f} MiB); is it the right file?"
-            )
+            raise InputError(f"{p}: {size / 2**20:.0f} MiB {too_big}")
         with p.open("rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    if data[:2] == GZIP_MAGIC:
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
+                data = fh.read(max_bytes + 1)  # bounded: a small gzip may inflate without end
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError; EOFError: truncated
+            raise InputError(f"{p}: damaged gzip file ({exc or 'truncated'}), expected a {what}") from None
+        if len(data) > max_bytes:
+            raise InputError(f"{p}: decompressed, it {too_big}")
     try:
         return data.decode("utf-8", errors=errors)
     except UnicodeDecodeError:

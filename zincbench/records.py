@@ -27,6 +27,9 @@ from zincbench.inputs import read_text
 
 SCHEMA_VERSION = 1
 DEFAULT_RESULTS_DIR = "results"
+# A results document's file names: JSON as written, or a gzip of it (how results folders commit large documents);
+# read() takes either
+DOCUMENT_SUFFIXES = (".json", ".json.gz")
 
 
 def to_jsonable(obj: Any) -> Any:

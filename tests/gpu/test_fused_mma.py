@@ -19,16 +19,10 @@ pytestmark = pytest.mark.gpu
 TOL = 2e-3
 # Tile shapes per weight format: the gates' choices plus WM = 2, a trimmed 64-token tile (trim_n: warps
 # skip empty 8-token columns) and a 128-token tile (the last, dense only).
-# Every format also runs the Hopper (wgmma) path on sm_90: one, two and three warpgroups, 16- to 256-token tiles,
+# Every format also runs the Hopper (wgmma) path on sm_90: one and two warpgroups, 16- to 256-token tiles,
 # trimmed to the next wgmma width (skipped on other GPUs; Q6_K's there stages half superblocks, ZbQ6KHalf: up to 192
 # tokens with two warpgroups, 256 with one).
-WGMMA_TILES = [
-    "wgmma:1,2,4,1,4",
-    "wgmma:1,8,4,1,3,1,1",
-    "wgmma:1,16,8,1,3,1,1",
-    "wgmma:1,32,8,1,3",
-    "wgmma:1,16,12,1,3",
-]
+WGMMA_TILES = ["wgmma:1,2,4,1,4", "wgmma:1,8,4,1,3,1,1", "wgmma:1,16,8,1,3,1,1", "wgmma:1,32,8,1,3"]
 TILES = {
     "q4_k": ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,8,8,1,3,2,1", *WGMMA_TILES, "1,16,8,1,2"],
     "q6_k": [
@@ -41,7 +35,6 @@ TILES = {
         "wgmma:1,16,8,1,4,1,1",
         "wgmma:1,24,8,1,3",
         "wgmma:1,32,4,1,3",
-        "wgmma:1,16,12,1,3",
         "1,16,8,1,2",
     ],
     "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "wgmma:1,4,8,1,3", "1,16,8,1,2"],
@@ -116,7 +109,6 @@ SK_CASES = [
     *(("q4_k", t) for t in ("sk:1,2,4,1,3", "sk:2,8,4,1,2,3", "wgmma+sk:1,2,4,1,4", "wgmma+sk:1,32,8,1,3")),
     ("q4_k", "wgmma+sk:1,16,8,1,3,1,1"),
     *(("q6_k", t) for t in ("sk:2,8,4,1,2", "wgmma+sk:1,2,4,1,3", "wgmma+sk:1,24,8,1,3", "wgmma+sk:1,32,4,1,3")),
-    *(("q6_k", t) for t in ("wgmma+sk:1,16,12,1,3",)),
     *(("q5_k", t) for t in ("sk:2,8,4,1,2,3", "wgmma+sk:1,4,8,1,3")),
 ]
 
