@@ -16,7 +16,7 @@ import pytest
 
 from zincbench.errors import InputError
 from zincbench.ops import routing
-from zincbench.ops.dequant import DequantToF16, F32ToF16
+from zincbench.ops.dequant import ENGINE, VECTORIZED, DequantToF16, F32ToF16
 from zincbench.ops.fused import permute_activations, permuted_activations
 from zincbench.ops.gemm_tc import GemmQ4KTC
 from zincbench.ops.matvec import ExpertsMatvec
@@ -64,14 +64,19 @@ def assert_fp16_path_close(actual, w, x, exact_fn):
 # ---- dequant / downcast ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
+# The engine's conversion kernels and the vectorized ones (kernels/dequant_vec.cu): the same values.
+CONVERSIONS = pytest.mark.parametrize("kernels", [ENGINE, VECTORIZED], ids=["engine", "vectorized"])
+
+
+@CONVERSIONS
+@pytest.mark.parametrize("fmt", ["q4_k", "q5_k", "q6_k"])
 @pytest.mark.parametrize("shape", [(3, 5, 256), (67, 512), (2, 64, 768)], ids=str)
-def test_dequant_to_f16_matches_reference(cupy, rng, fmt, shape):
+def test_dequant_to_f16_matches_reference(cupy, rng, fmt, shape, kernels):
     lead, k = shape[:-1], shape[-1]
     blocks, values = quantized_experts(rng, fmt, int(np.prod(lead)), 1, k)
     blocks, values = blocks.reshape(*lead, -1), values.reshape(shape)
     out = poisoned(cupy, shape, np.float16)
-    DequantToF16(fmt, cupy.asarray(blocks), out)()
+    DequantToF16(fmt, cupy.asarray(blocks), out, kernels)()
     got = out.get().astype(np.float32)
     assert np.isfinite(got).all()
     # RNE of the f32 value; the kernel's f32 value may differ from NumPy's by FMA contraction, which
@@ -81,13 +86,25 @@ def test_dequant_to_f16_matches_reference(cupy, rng, fmt, shape):
     assert np.mean(got == values.astype(np.float16).astype(np.float32)) > 0.99
 
 
-def test_f32_to_f16_rounds_to_nearest_even(cupy, rng):
+@pytest.mark.parametrize("shape", [(7, 1536), (31, 768)], ids=str)
+def test_vectorized_q6k_dequant_is_the_engine_kernel_bit_for_bit(cupy, rng, shape):
+    """Q6_K's value d*sc*(q-32) has no sum to contract into an FMA: both kernels round the same f32 product."""
+    blocks, _ = quantized_experts(rng, "q6_k", shape[0], 1, shape[1])
+    w = cupy.asarray(blocks.reshape(shape[0], -1))
+    outs = [poisoned(cupy, shape, np.float16) for _ in range(2)]
+    for out, kernels in zip(outs, (ENGINE, VECTORIZED)):
+        DequantToF16("q6_k", w, out, kernels)()
+    np.testing.assert_array_equal(outs[0].get().view(np.uint16), outs[1].get().view(np.uint16))
+
+
+@CONVERSIONS
+def test_f32_to_f16_rounds_to_nearest_even(cupy, rng, kernels):
     n = 4 * 256 + 37  # a partial last block
     x = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))).astype(np.float32)
     # Exact ties between fp16 neighbours (both parities), subnormal ties, overflow to inf.
     x[:6] = [1 + 2.0**-11, 1 + 3 * 2.0**-11, 2.0**-25, 3 * 2.0**-25, 70000.0, -65520.0]
     y = poisoned(cupy, n, np.float16)
-    F32ToF16(cupy.asarray(x), y)()
+    F32ToF16(cupy.asarray(x), y, kernels)()
     with np.errstate(over="ignore"):
         expected = x.astype(np.float16)
     np.testing.assert_array_equal(y.get().view(np.uint16), expected.view(np.uint16))
@@ -380,13 +397,14 @@ def test_cublas_gemm_f16_matches_reference(cupy, rng, m, n, k):
     assert ref.rel_frobenius(got, ref.dense_gemm(w, x)) <= FP16_PATH_BOUND
 
 
+@CONVERSIONS
 @pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
 @pytest.mark.parametrize("m, t, k", [(67, 45, 512), (64, 1, 256)], ids=str)
-def test_dense_dequant_cublas_matches_fp16_reference(cupy, rng, fmt, m, t, k):
+def test_dense_dequant_cublas_matches_fp16_reference(cupy, rng, fmt, m, t, k, kernels):
     blocks, w = quantized_experts(rng, fmt, 1, m, k)
     x = activations(rng, (t, k))
     y = poisoned(cupy, (t, m))
-    DenseDequantCublas(fmt, cupy.asarray(blocks[0]), cupy.asarray(x), y)()
+    DenseDequantCublas(fmt, cupy.asarray(blocks[0]), cupy.asarray(x), y, kernels)()
     assert_fp16_path_close(y.get(), w[0], x, ref.dense_gemm)
 
 

@@ -3,8 +3,9 @@
 Baseline = the engine's cuBLAS path timed as one unit: dequant to fp16 scratch + f32_to_f16 of the
 activations + cuBLAS fp16 GEMM with fp32 accumulation. Also shown: cuBLAS alone on pre-dequantized
 fp16 weights (the ceiling a fused kernel chases) and the engine's own Tensor-core kernels, declared in
-experiments/engine_zinc.yaml (from its source tree with --engine-src, else our copies). Candidate:
-our fused-dequant mma.sync kernel (activation permute + GEMM), tile autotuned per GPU and shape.
+experiments/engine_zinc.yaml (from its source tree with --engine-src, else our copies). Candidates:
+our fused-dequant kernel (activation permute + GEMM), tile autotuned per GPU and shape; and the round trip
+with bandwidth-bound conversions (round_trip_vec: what the engine's path costs with a better dequant kernel).
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ VARIANTS = {
         "baseline",
         2e-3,
         "engine path: dequant -> fp16 scratch, f32_to_f16(x), cuBLAS fp16 GEMM (fp32 accumulate)",
+    ),
+    "round_trip_vec": VariantInfo(
+        "round_trip_vec",
+        "candidate",
+        2e-3,
+        "the round trip with bandwidth-bound conversions: the same dequant and downcast values, 16 weights and 8"
+        " activations per thread (kernels/dequant_vec.cu), then the same cuBLAS GEMM",
     ),
     "cublas_f16": VariantInfo("cublas_f16", "ceiling", 2e-3, "cuBLAS alone on pre-dequantized fp16 weights"),
     "fused": VariantInfo(
@@ -160,10 +168,12 @@ class T1Family(FamilyBase):
         )
 
     def prepare(self, cfg: T1Config, case: Case, inp: T1Inputs, variant: str, tuner) -> Prepared:
-        if variant == "round_trip":
+        if variant in ("round_trip", "round_trip_vec"):
+            from zincbench.ops.dequant import ENGINE, VECTORIZED
             from zincbench.ops.moe_cublas import DenseDequantCublas
 
-            op = DenseDequantCublas(inp.fmt, inp.w, inp.x, inp.y)
+            kernels = VECTORIZED if variant == "round_trip_vec" else ENGINE
+            op = DenseDequantCublas(inp.fmt, inp.w, inp.x, inp.y, kernels)
             return Prepared(op, inp.y, op.traffic().with_flops(op.flops(), "fp16 weight scratch and fp16 activations"))
         if variant == "cublas_f16":
             from zincbench.ops.moe_cublas import DenseDequantCublas

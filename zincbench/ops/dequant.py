@@ -1,6 +1,8 @@
-"""Launchers of kernels/dequant.cu: Q4_K / Q5_K / Q6_K weights to fp16, f32 activations to fp16.
+"""Launchers of the round trip's conversions: Q4_K / Q5_K / Q6_K weights to fp16, f32 activations to fp16.
 
-This is the engine's cuBLAS round-trip (``dequant_q*_to_f16`` + ``f32_to_f16``). A whole expert tensor
+Two kernel sets (``ConversionKernels``): ``ENGINE``, the engine's cuBLAS round trip (kernels/dequant.cu:
+``dequant_q*_to_f16`` + ``f32_to_f16``, one element per thread), and ``VECTORIZED`` (kernels/dequant_vec.cu: the
+same values, 16 weights or 8 activations per thread, at memory bandwidth). A whole expert tensor
 ``[E][M][row bytes]`` dequantizes in one launch. This module also holds what every launcher module
 shares: the buffer checks done when a launch is prepared. Traffic models use zincbench.measure.traffic.Traffic
 (bytes_min: what the operation must move; bytes_model: what this implementation moves by design).
@@ -8,6 +10,7 @@ shares: the buffer checks done when a launch is prepared. Traffic models use zin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
 
 import numpy as np
@@ -17,9 +20,50 @@ from zincbench.gpu.runtime import get_kernel
 from zincbench.measure.traffic import Traffic
 from zincbench.quant import get_format
 
-SOURCE = "dequant.cu"
-THREADS = 256  # the engine's grid: ceil(n/256) blocks of 256, one thread per element
-KERNELS = {"q4_k": "dequant_q4k_to_f16", "q5_k": "dequant_q5k_to_f16", "q6_k": "dequant_q6k_to_f16"}
+THREADS = 256  # threads per block; the engine's grid: ceil(n/256) blocks of 256, one thread per element
+
+
+@dataclass(frozen=True)
+class ConversionKernels:
+    """A source's weight dequant kernel per format and activation downcast kernel, with the elements each thread
+    converts (the grid is ceil(n / per_thread / 256) blocks of 256). ``engine_abi``: the engine's push fields (u32
+    counts, then the weights' byte offset a_offset); else u64 row and element counts, no offset."""
+
+    source: str
+    dequant: dict[str, str]
+    downcast: str
+    weights_per_thread: int
+    activations_per_thread: int
+    engine_abi: bool
+
+    def count(self, n: int):
+        """``n`` as the kernels' count argument, or InputError where the engine's 32 bits cannot hold it."""
+        if not self.engine_abi:
+            return np.uint64(n)
+        if n >= 2**32:
+            raise InputError(f"{n} elements exceed the engine's 32-bit element count")
+        return np.uint32(n)
+
+    def grid(self, n: int, per_thread: int) -> tuple[int]:
+        return ((n + per_thread * THREADS - 1) // (per_thread * THREADS),)
+
+
+ENGINE = ConversionKernels(
+    "dequant.cu",
+    {"q4_k": "dequant_q4k_to_f16", "q5_k": "dequant_q5k_to_f16", "q6_k": "dequant_q6k_to_f16"},
+    "f32_to_f16",
+    1,
+    1,
+    engine_abi=True,
+)
+VECTORIZED = ConversionKernels(
+    "dequant_vec.cu",
+    {"q4_k": "dequant_q4k_to_f16_x16", "q5_k": "dequant_q5k_to_f16_x16", "q6_k": "dequant_q6k_to_f16_x16"},
+    "f32_to_f16_x8",
+    16,
+    8,
+    engine_abi=False,
+)
 
 
 def check_array(array, dtype, shape: tuple | None, name: str):
@@ -47,26 +91,22 @@ def row_weights(fmt: str, row_bytes: int) -> int:
     return row_bytes // quant.block_bytes * quant.block_weights
 
 
-def _blocks(n: int) -> tuple[int]:
-    return ((n + THREADS - 1) // THREADS,)
-
-
 class DequantToF16:
     """Quantized weights uint8 ``[..., row bytes]`` -> fp16 ``[..., K]`` row-major, RNE, one launch."""
 
-    def __init__(self, fmt: str, weights, out):
-        if fmt not in KERNELS:
-            raise InputError(f"no dequant kernel for {fmt!r}; have {', '.join(KERNELS)}")
+    def __init__(self, fmt: str, weights, out, kernels: ConversionKernels = ENGINE):
+        if fmt not in kernels.dequant:
+            raise InputError(f"no dequant kernel for {fmt!r}; have {', '.join(kernels.dequant)}")
         check_array(weights, np.uint8, None, "weights")
         self.fmt = fmt
         self.rows = prod(weights.shape[:-1])
         self.k = row_weights(fmt, weights.shape[-1])
         check_array(out, np.float16, (*weights.shape[:-1], self.k), "out")
-        if self.rows * self.k >= 2**32:
-            raise InputError(f"{self.rows}x{self.k} weights exceed the engine's 32-bit element count")
-        self.kernel = get_kernel(SOURCE, KERNELS[fmt])
-        self.grid = _blocks(self.rows * self.k)
-        self.args = (weights, out, np.uint32(self.rows), np.uint32(self.k), np.uint32(0))
+        kernels.count(self.rows * self.k)  # the element count must fit the kernels' type
+        self.kernel = get_kernel(kernels.source, kernels.dequant[fmt])
+        self.grid = kernels.grid(self.rows * self.k, kernels.weights_per_thread)
+        offset = (np.uint32(0),) if kernels.engine_abi else ()  # a_offset: the weights start at the buffer's start
+        self.args = (weights, out, kernels.count(self.rows), np.uint32(self.k), *offset)
 
     def __call__(self) -> None:
         self.kernel(self.grid, (THREADS,), self.args)
@@ -78,15 +118,13 @@ class DequantToF16:
 class F32ToF16:
     """y = fp16(x) elementwise, RNE (the engine's activation downcast)."""
 
-    def __init__(self, x, y):
+    def __init__(self, x, y, kernels: ConversionKernels = ENGINE):
         check_array(x, np.float32, None, "x")
         check_array(y, np.float16, x.shape, "y")
         self.n = x.size
-        if self.n >= 2**32:
-            raise InputError(f"{self.n} elements exceed the engine's 32-bit count")
-        self.kernel = get_kernel(SOURCE, "f32_to_f16")
-        self.grid = _blocks(self.n)
-        self.args = (x, y, np.uint32(self.n))
+        self.kernel = get_kernel(kernels.source, kernels.downcast)
+        self.grid = kernels.grid(self.n, kernels.activations_per_thread)
+        self.args = (x, y, kernels.count(self.n))
 
     def __call__(self) -> None:
         self.kernel(self.grid, (THREADS,), self.args)

@@ -18,7 +18,15 @@ import numpy as np
 
 from zincbench.errors import InputError
 from zincbench.measure.traffic import Traffic
-from zincbench.ops.dequant import DequantToF16, F32ToF16, check_array, dequant_traffic, row_weights
+from zincbench.ops.dequant import (
+    ENGINE,
+    ConversionKernels,
+    DequantToF16,
+    F32ToF16,
+    check_array,
+    dequant_traffic,
+    row_weights,
+)
 from zincbench.ops.matvec import experts_matvec_traffic
 from zincbench.ops.routing import GatherRows, RoutingWorkspace, ScatterRows, build_routing, routing_traffic
 from zincbench.quant import get_format
@@ -125,10 +133,11 @@ class DenseDequantCublas:
     """Y[T][M] = X[T][K] . W[M][K]^T the engine's way: dequant W to fp16, downcast X, cuBLAS fp16 GEMM.
 
     weights: uint8 [M][row bytes] (Q4_K or Q6_K); x: f32 [T][K]; y: f32 [T][M]. Three launches per call;
-    the fp16 scratch buffers are allocated here, once.
+    the fp16 scratch buffers are allocated here, once. ``kernels``: the conversions' kernel set (the engine's, or
+    ops.dequant.VECTORIZED: the same values at memory bandwidth).
     """
 
-    def __init__(self, fmt: str, weights, x, y):
+    def __init__(self, fmt: str, weights, x, y, kernels: ConversionKernels = ENGINE):
         import cupy
 
         check_array(weights, np.uint8, (None, None), "weights")
@@ -137,7 +146,11 @@ class DenseDequantCublas:
         self.fmt, self.m, self.k, self.t = fmt, m, k, x.shape[0]
         self.w16 = cupy.empty((m, k), dtype=cupy.float16)
         self.x16 = cupy.empty((self.t, k), dtype=cupy.float16)
-        self.steps = (DequantToF16(fmt, weights, self.w16), F32ToF16(x, self.x16), CublasGemm(self.w16, self.x16, y))
+        self.steps = (
+            DequantToF16(fmt, weights, self.w16, kernels),
+            F32ToF16(x, self.x16, kernels),
+            CublasGemm(self.w16, self.x16, y),
+        )
 
     def __call__(self) -> None:
         for step in self.steps:

@@ -94,14 +94,16 @@ def run_matvec(cupy, rng) -> None:
 
 
 def run_dequant(cupy, rng) -> None:
-    from zincbench.ops.dequant import DequantToF16, F32ToF16
+    from zincbench.ops.dequant import ENGINE, VECTORIZED, DequantToF16, F32ToF16
 
     shapes = [(3, 5, 256), (67, 512), (1, 256)]
-    for fmt in FORMATS:
-        for shape in shapes:
-            DequantToF16(fmt, quantized(cupy, rng, fmt, shape[:-1], shape[-1]), cupy.empty(shape, dtype=cupy.float16))()
-    for n in (1, 4 * 256 + 37):  # one element; a partial last block
-        F32ToF16(activations(cupy, rng, (n,)), cupy.empty(n, dtype=cupy.float16))()
+    for kernels in (ENGINE, VECTORIZED):
+        for fmt in FORMATS:
+            for shape in shapes:
+                w = quantized(cupy, rng, fmt, shape[:-1], shape[-1])
+                DequantToF16(fmt, w, cupy.empty(shape, dtype=cupy.float16), kernels)()
+        for n in (1, 4 * 256 + 37):  # one element; a partial last block (and vector)
+            F32ToF16(activations(cupy, rng, (n,)), cupy.empty(n, dtype=cupy.float16), kernels)()
 
 
 def run_routing(cupy, rng) -> None:
