@@ -24,6 +24,8 @@
 #                                               per-tile probes; ncu with stall reasons at the T1 probe shapes, at
 #                                               T2's chosen tiles); ncu_t2src (the N_e 64 GEMM's stall samples per
 #                                               SASS instruction); ncu_t1q6 (the widest Q6_K tiles at T 2048)
+#                                               convtests sandequant (the round trip's conversion kernels, both
+#                                               sets: GPU tests, sanitizer group)
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
@@ -147,6 +149,10 @@ for step in "${@:-env tests}"; do
                 --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
                 --section InstructionStats --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
                 -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t1q6wide --once ;;
+        convtests) TAIL=15 run pytest-gpu-conversions 200 python3 -m pytest -m gpu -rA -p no:cacheprovider \
+                tests/gpu/test_kernels_baseline.py -k "dequant or f32_to_f16" ;;
+        sandequant) TAIL=15 run sanitizer-dequant 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k dequant \
+                tests/gpu/test_sanitizer.py ;;
         routingtests) TAIL=30 run routing-tests 200 python3 -m pytest -m gpu -rA -p no:cacheprovider \
                 tests/gpu/test_kernels_baseline.py -k "routing or one_launch or gather" ;;
         sanrouting) TAIL=15 run sanitizer-routing 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k routing \
