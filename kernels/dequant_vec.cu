@@ -60,38 +60,15 @@ __device__ __forceinline__ void zb_dequant_nibbles16(const unsigned char* blk, u
     }
 }
 
-extern "C" __global__ void dequant_q4k_to_f16_x16(const unsigned char* a, unsigned short* w16, unsigned long long M,
-                                                  unsigned K) {
-    ZbGroup grp;
-    if (!zb_group(grp, M, K)) return;
-    unsigned short h[16];
-    zb_dequant_nibbles16<false>(a + (grp.row * (K >> 8) + grp.sb) * 144u, grp.k, h);
-    zb_store16_halves(w16 + grp.row * K + grp.sb * 256u + grp.k, h);
-}
-
-extern "C" __global__ void dequant_q5k_to_f16_x16(const unsigned char* a, unsigned short* w16, unsigned long long M,
-                                                  unsigned K) {
-    ZbGroup grp;
-    if (!zb_group(grp, M, K)) return;
-    unsigned short h[16];
-    zb_dequant_nibbles16<true>(a + (grp.row * (K >> 8) + grp.sb) * 176u, grp.k, h);
-    zb_store16_halves(w16 + grp.row * K + grp.sb * 256u + grp.k, h);
-}
-
 // Q6_K: value = d*sc*(q-32) (dequant.cu's expression). 210-byte blocks are 2-byte aligned: ql and qh come as 16-bit
 // words. The group is half k / 128, quarter (k / 32) % 4, bytes l0 .. l0 + 15 of the quarter's 32.
-extern "C" __global__ void dequant_q6k_to_f16_x16(const unsigned char* a, unsigned short* w16, unsigned long long M,
-                                                  unsigned K) {
-    ZbGroup grp;
-    if (!zb_group(grp, M, K)) return;
-    const unsigned char* blk = a + (grp.row * (K >> 8) + grp.sb) * 210u;
-    const unsigned half_id = grp.k >> 7, quarter = (grp.k >> 5) & 3u, l0 = grp.k & 31u;
+__device__ __forceinline__ void zb_dequant_q6k16(const unsigned char* blk, unsigned k, unsigned short (&h)[16]) {
+    const unsigned half_id = k >> 7, quarter = (k >> 5) & 3u, l0 = k & 31u;
     const unsigned short* ql = reinterpret_cast<const unsigned short*>(blk + half_id * 64u + (quarter & 1u) * 32u + l0);
     const unsigned short* qh = reinterpret_cast<const unsigned short*>(blk + 128u + half_id * 32u + l0);
     const float d = zb_half_bits_to_float(*reinterpret_cast<const unsigned short*>(blk + 208));
     const signed char* scales = reinterpret_cast<const signed char*>(blk + 192u + half_id * 8u);
     const float scale = d * (float)scales[(l0 >> 4) + 2u * quarter];
-    unsigned short h[16];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
         const unsigned low = ql[j], high = qh[j];
@@ -103,7 +80,32 @@ extern "C" __global__ void dequant_q6k_to_f16_x16(const unsigned char* a, unsign
             h[2 * j + b] = zb_float_to_half_rne(scale * ((float)q - 32.0f));
         }
     }
+}
+
+// A thread's group: its block (BLOCK_BYTES a superblock), DECODE's 16 values, one 32-byte store.
+template <unsigned BLOCK_BYTES, void (*DECODE)(const unsigned char*, unsigned, unsigned short (&)[16])>
+__device__ __forceinline__ void zb_dequant_x16(const unsigned char* a, unsigned short* w16, unsigned long long M,
+                                               unsigned K) {
+    ZbGroup grp;
+    if (!zb_group(grp, M, K)) return;
+    unsigned short h[16];
+    DECODE(a + (grp.row * (K >> 8) + grp.sb) * BLOCK_BYTES, grp.k, h);
     zb_store16_halves(w16 + grp.row * K + grp.sb * 256u + grp.k, h);
+}
+
+extern "C" __global__ void dequant_q4k_to_f16_x16(const unsigned char* a, unsigned short* w16, unsigned long long M,
+                                                  unsigned K) {
+    zb_dequant_x16<144u, zb_dequant_nibbles16<false>>(a, w16, M, K);
+}
+
+extern "C" __global__ void dequant_q5k_to_f16_x16(const unsigned char* a, unsigned short* w16, unsigned long long M,
+                                                  unsigned K) {
+    zb_dequant_x16<176u, zb_dequant_nibbles16<true>>(a, w16, M, K);
+}
+
+extern "C" __global__ void dequant_q6k_to_f16_x16(const unsigned char* a, unsigned short* w16, unsigned long long M,
+                                                  unsigned K) {
+    zb_dequant_x16<210u, zb_dequant_q6k16>(a, w16, M, K);
 }
 
 // y[i] = fp16(x[i]), round to nearest even; thread i converts elements 8i .. 8i + 7 (the last thread the tail).
