@@ -416,9 +416,10 @@ MOE_CASES = [
 ]
 
 
+@CONVERSIONS
 @pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
 @pytest.mark.parametrize("t, top_k, n_experts, m, k, x_per_slot", MOE_CASES)
-def test_moe_dequant_cublas_matches_fp16_reference(cupy, rng, fmt, t, top_k, n_experts, m, k, x_per_slot):
+def test_moe_dequant_cublas_matches_fp16_reference(cupy, rng, fmt, t, top_k, n_experts, m, k, x_per_slot, kernels):
     blocks, w = quantized_experts(rng, fmt, n_experts, m, k)
     ids = routing_table(rng, t, top_k, n_experts, top_k)
     x = activations(rng, (t, top_k, k) if x_per_slot else (t, k))
@@ -433,6 +434,7 @@ def test_moe_dequant_cublas_matches_fp16_reference(cupy, rng, fmt, t, top_k, n_e
         top_k=top_k,
         capacity=capacity,
         x_per_slot=x_per_slot,
+        kernels=kernels,
     )
     path()
     path.check()

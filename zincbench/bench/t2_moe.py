@@ -88,6 +88,12 @@ VARIANTS = {
         2e-3,
         "route, dequantize all experts once to fp16, gather, one batched cuBLAS GEMM, scatter",
     ),
+    "dequant_cublas_vec": VariantInfo(
+        "dequant_cublas_vec",
+        "candidate",
+        2e-3,
+        "dequant_cublas with a bandwidth-bound dequant (kernels/dequant_vec.cu: the same values, 16 weights a thread)",
+    ),
     "fused_grouped": VariantInfo(
         "fused_grouped",
         "candidate",
@@ -242,7 +248,8 @@ class T2Family(FamilyBase):
                 inp.y,
                 op.traffic(hit).with_flops(op.flops(), "each routed (token, slot) re-reads its expert's rows"),
             )
-        if variant == "dequant_cublas":
+        if variant in ("dequant_cublas", "dequant_cublas_vec"):
+            from zincbench.ops.dequant import ENGINE, VECTORIZED
             from zincbench.ops.moe_cublas import MoeDequantCublas
 
             capacity = int(-(-inp.counts.max() // 8) * 8)  # largest bucket of this routing, rounded to 8
@@ -256,6 +263,7 @@ class T2Family(FamilyBase):
                 capacity=capacity,
                 x_per_slot=cfg.x_per_slot,
                 routing_build=cfg.routing_build,
+                kernels=VECTORIZED if variant == "dequant_cublas_vec" else ENGINE,
             )
             return Prepared(
                 op,

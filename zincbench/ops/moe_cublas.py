@@ -178,7 +178,8 @@ class MoeDequantCublas:
     uniform routing C must cover the largest bucket, about N_e + 3*sqrt(N_e) for N_e = P/E tokens per
     expert, so roughly 2x the FLOPs at N_e = 8 and 1.4x at N_e = 64. The path's traffic is dominated
     anyway by dequantizing every expert (E*M*K*2 bytes of fp16 written and read back, 3.5x the Q4_K
-    bytes), which is the price of having no host round-trip and no per-expert launches.
+    bytes), which is the price of having no host round-trip and no per-expert launches. ``kernels``: the dequant's
+    kernel set (ops.dequant.ENGINE or VECTORIZED).
     """
 
     def __init__(
@@ -193,6 +194,7 @@ class MoeDequantCublas:
         capacity: int,
         x_per_slot: bool = False,
         routing_build: str = "single_block",
+        kernels: ConversionKernels = ENGINE,
     ):
         import cupy
 
@@ -211,7 +213,7 @@ class MoeDequantCublas:
         self.x16 = cupy.zeros((n_experts, capacity, k), dtype=cupy.float16)
         self.y_grouped = cupy.empty((n_experts, capacity, m), dtype=cupy.float32)
         self.expert_ids = expert_ids
-        self.dequant = DequantToF16(fmt, weights, self.w16)
+        self.dequant = DequantToF16(fmt, weights, self.w16, kernels)
         self.gather = GatherRows(x, self.routing, self.x16, capacity=capacity, x_per_slot=x_per_slot)
         self.gemm = CublasGemm(self.w16, self.x16, self.y_grouped)
         self.scatter = ScatterRows(self.y_grouped, self.routing, y, capacity=capacity)
