@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from zincbench.bench import declared
 from zincbench.config import experiment_path
 from zincbench.errors import InputError
-from zincbench.gpu.kernel_abi import COMMENTS, QUALIFIERS, STRUCT, AbiError, kernel_abi, source_abi
+from zincbench.gpu.kernel_abi import COMMENTS, KINDS, QUALIFIERS, STRUCT, AbiError, kernel_abi, source_abi
 from zincbench.gpu.runtime import KERNELS_DIR
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engine_abi"
@@ -141,6 +141,25 @@ def test_scalar_parameters_end_at_the_last_one():
     abi = kernel_abi('extern "C" __global__ void k(float* y, unsigned long long n, unsigned m) {}', "k")
     assert not abi.by_value and abi.push.names == ("n", "m")
     assert len(abi.parameters([1], {"n": 2, "m": 3}, "p")) == 8 + 8 + 4  # no struct tail padding
+
+
+@pytest.mark.parametrize("set_name", ["ENGINE", "VECTORIZED"])
+def test_conversion_launchers_pass_what_the_kernels_take(set_name):
+    """ops.dequant's scalar arguments, in order and width, against each conversion kernel's parameter list (CuPy
+    packs a NumPy scalar by its own dtype: a u32 where the kernel reads a u64 would shift every later field)."""
+    from zincbench.ops import dequant
+
+    kernels = getattr(dequant, set_name)
+    text = (KERNELS_DIR / kernels.source).read_text()
+    launches = [(entry, kernels.dequant_scalars(300, 512)) for entry in kernels.dequant.values()]
+    launches.append((kernels.downcast, kernels.downcast_scalars(4 * 256 + 37)))
+    for entry, scalars in launches:
+        abi = kernel_abi(text, entry)
+        assert len(abi.buffers) == 2, entry
+        assert [KINDS[kind] for _, kind, _ in abi.push.fields] == [np.asarray(v).dtype for v in scalars], entry
+    if kernels.engine_abi:
+        with pytest.raises(InputError, match="32-bit"):
+            kernels.dequant_scalars(2**16, 2**16)
 
 
 def test_typedef_structs_arrays_and_launch_bounds():

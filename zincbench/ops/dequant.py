@@ -47,6 +47,16 @@ class ConversionKernels:
     def grid(self, n: int, per_thread: int) -> tuple[int]:
         return ((n + per_thread * THREADS - 1) // (per_thread * THREADS),)
 
+    def dequant_scalars(self, rows: int, k: int) -> tuple:
+        """The dequant kernels' parameters after the two buffers (the engine's: M, K, a_offset = 0)."""
+        self.count(rows * k)  # the element count must fit the kernels' type
+        offset = (np.uint32(0),) if self.engine_abi else ()  # the weights start at the buffer's start
+        return (self.count(rows), np.uint32(k), *offset)
+
+    def downcast_scalars(self, n: int) -> tuple:
+        """The downcast kernel's parameters after its two buffers."""
+        return (self.count(n),)
+
 
 ENGINE = ConversionKernels(
     "dequant.cu",
@@ -102,11 +112,10 @@ class DequantToF16:
         self.rows = prod(weights.shape[:-1])
         self.k = row_weights(fmt, weights.shape[-1])
         check_array(out, np.float16, (*weights.shape[:-1], self.k), "out")
-        kernels.count(self.rows * self.k)  # the element count must fit the kernels' type
+        scalars = kernels.dequant_scalars(self.rows, self.k)
         self.kernel = get_kernel(kernels.source, kernels.dequant[fmt])
         self.grid = kernels.grid(self.rows * self.k, kernels.weights_per_thread)
-        offset = (np.uint32(0),) if kernels.engine_abi else ()  # a_offset: the weights start at the buffer's start
-        self.args = (weights, out, kernels.count(self.rows), np.uint32(self.k), *offset)
+        self.args = (weights, out, *scalars)
 
     def __call__(self) -> None:
         self.kernel(self.grid, (THREADS,), self.args)
@@ -124,7 +133,7 @@ class F32ToF16:
         self.n = x.size
         self.kernel = get_kernel(kernels.source, kernels.downcast)
         self.grid = kernels.grid(self.n, kernels.activations_per_thread)
-        self.args = (x, y, kernels.count(self.n))
+        self.args = (x, y, *kernels.downcast_scalars(self.n))
 
     def __call__(self) -> None:
         self.kernel(self.grid, (THREADS,), self.args)
