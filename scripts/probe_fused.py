@@ -75,6 +75,8 @@ T1_TILES = [
     "wgmma:1,16,4,1,3,2",
     "wgmma:1,8,8,1,4,2",
     "wgmma:1,8,4,1,4,3",
+    # three warpgroups (192x128): 2% faster than 128x256 at 21504x5376 T 1024, 22% slower at 4096x4096 T 2048
+    # (2026-12-02); not in the T1 YAML
     "wgmma+sk:1,16,12,1,3",
 ]
 # Q6_K: the portable 128x128 tile the gate chose, against the wgmma tiles its half-superblock stages (ZbQ6KHalf) fit
@@ -90,7 +92,7 @@ T1_Q6K_TILES = [
     # 128x192 at T 512 / 1024, 5-6% slower at T 2048 on 2026-12-02
     "wgmma:1,32,4,1,3",
     "wgmma+sk:1,32,4,1,3",
-    # three warpgroups, 128 tokens: X fetched from L2 once per 192 weight rows, 12 warps per SM; with Q6_K 30-44%
+    # three warpgroups, 128 tokens: X fetched from L2 once per 192 weight rows, 12 warps per SM; with Q6_K 14-44%
     # slower than 128x192 on 2026-12-02 (it spills 20-104 bytes at 168 registers)
     "wgmma:1,16,12,1,3",
     "wgmma+sk:1,16,12,1,3",
