@@ -526,32 +526,37 @@ __device__ __forceinline__ unsigned long long zb_wgmma_desc_sw128(unsigned addr)
     return zb_wgmma_desc(addr, 16u, 1024u) | 1ull << 62;
 }
 
-// Lane (g, c)'s A registers for the 8 steps of half h of superblock sb, rows r = 16 * warp + g and r + 8, from the
-// stage's weight area ws_w (misalign: the rows' byte offsets mod 16 in global memory, for Q6_K).
-template <class Q, int BM>
-__device__ __forceinline__ void zb_wgmma_decode(unsigned (&a)[8][4], const unsigned char* ws_w, int r, int c, int h,
-                                                int sb, const unsigned (&misalign)[2]) {
+// Lane (g, c)'s A registers for the STEPS k-steps of piece `piece` of half h of superblock sb (a half is 8 steps: one
+// piece of 8, or two of 4 with QUARTERS), rows r = 16 * warp + g and r + 8, from the stage's weight area ws_w
+// (misalign: the rows' byte offsets mod 16 in global memory, for Q6_K).
+template <class Q, int BM, int STEPS>
+__device__ __forceinline__ void zb_wgmma_decode(unsigned (&a)[STEPS][4], const unsigned char* ws_w, int r, int c, int h,
+                                                int piece, int sb, const unsigned (&misalign)[2]) {
     typename Q::Lane lanes[2];
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) lanes[rr] = Q::template load<BM>(ws_w, r + 8 * rr, c, h, sb, misalign[rr]);
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < STEPS / 2; ++i)
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
             unsigned lo[2], hi[2];
-            Q::decode(lanes[rr], i, lo, hi);
+            Q::decode(lanes[rr], piece * STEPS / 2 + i, lo, hi);
             a[2 * i][rr] = lo[0], a[2 * i][2 + rr] = lo[1];
             a[2 * i + 1][rr] = hi[0], a[2 * i + 1][2 + rr] = hi[1];
         }
 }
 
-// The 8 wgmmas of one half (X at shared address x_half), committed as one group, into the first N columns of acc.
-template <int N, int BN>
-__device__ __forceinline__ void zb_wgmma_half(float (&acc)[BN / 2], const unsigned (&a)[8][4], unsigned x_half) {
+// The STEPS wgmmas of one piece (steps step0 .. step0 + STEPS - 1 of the half whose X is at shared address x_half),
+// committed as one group, into the first N columns of acc.
+template <int N, int BN, int STEPS>
+__device__ __forceinline__ void zb_wgmma_piece(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4], unsigned x_half,
+                                               int step0) {
     zb_wgmma_fence();
 #pragma unroll
-    for (int step = 0; step < 8; ++step)
-        ZbWgmma<N>::mma(acc, a[step], zb_wgmma_desc_sw128(x_half + (step >> 2) * BN * 128u + (step & 3) * 32u));
+    for (int s = 0; s < STEPS; ++s) {
+        const int step = step0 + s;
+        ZbWgmma<N>::mma(acc, a[s], zb_wgmma_desc_sw128(x_half + (step >> 2) * BN * 128u + (step & 3) * 32u));
+    }
     zb_wgmma_commit();
 }
 
@@ -563,23 +568,23 @@ __host__ __device__ constexpr int zb_wgmma_width(int i) {
     return i < 8 ? widths[i] : 0;
 }
 
-template <int BN, int I = 0>
-__device__ __forceinline__ void zb_wgmma_issue_trimmed(float (&acc)[BN / 2], const unsigned (&a)[8][4], unsigned x_half,
-                                                       int n_tokens) {
+template <int BN, int STEPS, int I = 0>
+__device__ __forceinline__ void zb_wgmma_issue_trimmed(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4],
+                                                       unsigned x_half, int step0, int n_tokens) {
     constexpr int N = zb_wgmma_width(I);
     if constexpr (N == 0 || N >= BN) {
-        zb_wgmma_half<BN, BN>(acc, a, x_half);
+        zb_wgmma_piece<BN, BN, STEPS>(acc, a, x_half, step0);
     } else {
-        if (n_tokens <= N) zb_wgmma_half<N, BN>(acc, a, x_half);
-        else zb_wgmma_issue_trimmed<BN, I + 1>(acc, a, x_half, n_tokens);
+        if (n_tokens <= N) zb_wgmma_piece<N, BN, STEPS>(acc, a, x_half, step0);
+        else zb_wgmma_issue_trimmed<BN, STEPS, I + 1>(acc, a, x_half, step0, n_tokens);
     }
 }
 
-template <int BN, bool TRIM_N>
-__device__ __forceinline__ void zb_wgmma_issue_half(float (&acc)[BN / 2], const unsigned (&a)[8][4], unsigned x_half,
-                                                    int n_tokens) {
-    if constexpr (TRIM_N) zb_wgmma_issue_trimmed<BN>(acc, a, x_half, n_tokens);
-    else zb_wgmma_half<BN, BN>(acc, a, x_half);
+template <int BN, bool TRIM_N, int STEPS>
+__device__ __forceinline__ void zb_wgmma_issue_piece(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4],
+                                                     unsigned x_half, int step0, int n_tokens) {
+    if constexpr (TRIM_N) zb_wgmma_issue_trimmed<BN, STEPS>(acc, a, x_half, step0, n_tokens);
+    else zb_wgmma_piece<BN, BN, STEPS>(acc, a, x_half, step0);
 }
 
 // ---- Epilogues (template parameter EPI) ---------------------------------------------------------
@@ -913,7 +918,8 @@ struct ZbShared {
 
 // One unit of work of a block: the token tile's tables, the cp.async pipeline over [sb0, sb1) into registers, then
 // (a stream-K partial range) the meeting of partials, and the epilogue.
-template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool TRIM_N, bool GROUPED, int EPI, bool WGMMA>
+template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool TRIM_N, bool GROUPED, int EPI, bool WGMMA,
+          bool QUARTERS>
 __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh) {
     constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
@@ -983,23 +989,28 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             row_misalign[mt][rr] =
                 (unsigned)(reinterpret_cast<unsigned long long>(rows.at(wm * 16 * WM + mt * 16 + g + 8 * rr)) & 15ull);
     if constexpr (WGMMA) {
-        // Software-pipelined by half superblock: the wgmmas of half t run while the lanes decode half t + 1. A
-        // stage (HALVES halves) is resident before its first half is decoded (STAGES >= 3), and the copy into the
-        // buffer of stage s - 1 starts only after every warp has seen that stage's wgmmas retire (wait<1>, barrier).
+        // Software-pipelined by piece (a half superblock, or with QUARTERS a quarter: 8 or 4 k-steps): the wgmmas of
+        // piece t run while the lanes decode piece t + 1 into the other of two A buffers. QUARTERS halves those
+        // buffers (32 registers freed: what a 96-token tile at two blocks per SM needs) at the cost of loading each
+        // half's lane bytes and scales twice. A stage (HALVES halves) is resident before its first piece is decoded
+        // (STAGES >= 3), and the copy into the buffer of stage s - 1 starts only after every warp has seen that
+        // stage's wgmmas retire (wait<1>, barrier).
         static_assert(STAGES >= 3, "the wgmma pipeline decodes stage s + 1 while stage s's wgmmas run");
+        constexpr int PIECES = QUARTERS ? 2 : 1, STEPS = 8 / PIECES;  // pieces per half, k-steps per piece
         float(&acc_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc);
         const int r_w = wm * 16 + g;
-        unsigned a_even[8][4], a_odd[8][4];  // the A fragments of the even and the odd half of a superblock
+        unsigned a_frag[2][STEPS][4];  // piece t's A fragments in a_frag[t & 1]
         zb_cp_async_wait<STAGES - 2>();
         zb_fence_proxy_async();
         __syncthreads();
-        zb_wgmma_decode<Q, BM>(a_even, stages + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_misalign[0]);
-        const int n_halves = 2 * (unit.sb1 - unit.sb0);
-        int stage = 0, step = 0;  // the stage buffer and the unit's pipeline step of half t
-        auto advance = [&](int t, unsigned (&a_next)[8][4], int h_next) {  // after half t's wgmmas are issued
+        zb_wgmma_decode<Q, BM, STEPS>(a_frag[0], stages + Tile::X_BYTES, r_w, c, 0, 0, unit.sb0, row_misalign[0]);
+        const int n_pieces = 2 * PIECES * (unit.sb1 - unit.sb0);
+        int stage = 0, step = 0;  // the stage buffer and the unit's pipeline step of piece t
+        // After piece t's wgmmas are issued; j_next: piece t + 1's place in its superblock (a constant once unrolled).
+        auto advance = [&](int t, unsigned (&a_next)[STEPS][4], int j_next) {
             zb_wgmma_wait<1>();
-            if (t + 1 >= n_halves) return;
-            if ((t + 1) % HALVES == 0) {  // half t + 1 opens the next stage
+            if (t + 1 >= n_pieces) return;
+            if ((t + 1) % (PIECES * HALVES) == 0) {  // piece t + 1 opens the next stage
                 zb_cp_async_wait<STAGES - 3>();
                 zb_fence_proxy_async();
                 __syncthreads();
@@ -1010,15 +1021,18 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
                 stage = stage == STAGES - 1 ? 0 : stage + 1;
                 ++step;
             }
-            zb_wgmma_decode<Q, BM>(a_next, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c, h_next,
-                                   unit.sb0 + ((t + 1) >> 1), row_misalign[0]);
+            zb_wgmma_decode<Q, BM, STEPS>(a_next, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c,
+                                          j_next / PIECES, j_next % PIECES, unit.sb0 + (t + 1) / (2 * PIECES),
+                                          row_misalign[0]);
         };
         auto x_half = [&](int h) { return smem_base + stage * Tile::STAGE_BYTES + (h % HALVES) * Tile::X_HALF_BYTES; };
-        for (int t = 0; t < n_halves; t += 2) {  // halves alternate between a_even (h = 0) and a_odd (h = 1)
-            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_even, x_half(0), n_tokens);
-            advance(t, a_odd, 1);
-            zb_wgmma_issue_half<BN, TRIM_N>(acc_flat, a_odd, x_half(1), n_tokens);
-            advance(t + 1, a_even, 0);
+        for (int t = 0; t < n_pieces; t += 2 * PIECES) {  // one superblock: its pieces j alternate between the buffers
+#pragma unroll
+            for (int j = 0; j < 2 * PIECES; ++j) {
+                zb_wgmma_issue_piece<BN, TRIM_N, STEPS>(acc_flat, a_frag[j & 1], x_half(j / PIECES),
+                                                        (j % PIECES) * STEPS, n_tokens);
+                advance(t + j, a_frag[(j + 1) & 1], (j + 1) % (2 * PIECES));
+            }
         }
         zb_wgmma_wait<0>();
     } else {
@@ -1073,15 +1087,16 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
 // dequant and MMAs of 8-token columns that hold no token (with a BN at least the largest expert bucket,
 // the work unit is (expert, row block) with the whole bucket as N, every weight read and decoded once).
 // Without it every block computes all BN columns, padding included (the original schedule).
-// WGMMA: the math of a half is zb_wgmma_issue_half (sm_90a only; any format; WM = 1, WARPS_N = 1, whole
-// warpgroups along M) instead of mma.sync, and X (in the wgmma order) is stored as wgmma reads it.
+// WGMMA: the math of a half is zb_wgmma_issue_piece (sm_90a only; any format; WM = 1, WARPS_N = 1, whole
+// warpgroups along M) instead of mma.sync, and X (in the wgmma order) is stored as wgmma reads it. QUARTERS (wgmma
+// only): its A fragments are decoded and multiplied a quarter superblock at a time (32 registers fewer).
 // Grid: dense, one dimension: tile b < sk_dp_tiles (row block b % row blocks, token tile b / row blocks) per block,
 // then sk_ctas stream-K blocks (ZbStreamK; none when sk_ctas is 0). Grouped: (row block, tile entry).
 // STREAM_K compiles the stream-K blocks in (dense only): a whole tile and a stream-K block's units are separate
 // inlined copies of zb_gemm_unit, the whole tile's K range a compile-time fact in its copy; without STREAM_K the kernel
 // is the whole-tile copy alone (a second copy in the same kernel changes its register allocation: 8% on Q6_K).
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
-          int EPI, bool WGMMA = false, bool STREAM_K = false>
+          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
@@ -1106,6 +1121,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     static_assert(!WGMMA || (WM == 1 && WARPS_N == 1 && WARPS_M % 4 == 0),
                   "the wgmma path: one 16-row slice per warp, whole warpgroups along M");
     static_assert(!(STREAM_K && GROUPED), "stream-K schedules dense GEMMs");
+    static_assert(!QUARTERS || WGMMA, "QUARTERS pipelines the wgmma path's A fragments");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BN = Tile::BN;
     constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;
@@ -1128,7 +1144,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         const int tile = (int)blockIdx.x;
         const ZbWork unit = GROUPED ? ZbWork{(int)blockIdx.x, (int)blockIdx.y, 0, n_sb, -1}
                                     : ZbWork{tile % row_blocks, tile / row_blocks, 0, n_sb, -1};
-        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA>(args, unit, -1, sh);
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS>(args, unit, -1, sh);
         return;
     }
     // A stream-K block: its range's one or two tiles
@@ -1138,7 +1154,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         const int u = it / n_sb, tile = args.sk.dp_tiles + u;
         const ZbWork unit{tile % row_blocks, tile / row_blocks, it - u * n_sb, min(n_sb, end - u * n_sb), u};
         if (it > begin) __syncthreads();  // the previous unit's epilogue is done with s_orow and the stages
-        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA>(args, unit, j, sh);
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS>(args, unit, j, sh);
         it = u * n_sb + unit.sb1;
     }
 }
@@ -1183,5 +1199,8 @@ ZB_INSTANTIATE(ZbQ6KHalf, 1, 16, 8, 1, 4, 1, false, false, ZB_EPI_STORE, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 32, 4, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
+// QUARTERS: the 96-token grouped tile at two blocks per SM, and a stream-K Q6_K one
+ZB_INSTANTIATE(ZbQ4K, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true)
+ZB_INSTANTIATE(ZbQ6KHalf, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true)
 #endif
 #endif

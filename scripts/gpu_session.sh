@@ -18,6 +18,7 @@
 #                                               router's pieces timed apart, and under ncu)
 #                                               t4tests t4 (the T4 family's GPU tests and sanitizer group; its run)
 #                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1q6 probe_t1small probe_t1sk
+#                                               probe_quarter (the quarter-pipelined wgmma tiles against the chosen)
 #                                               ncu_fused ab_t2 (T2's chosen tiles timed ABBA against the kernels in
 #                                               $BASE_KERNELS, an older kernels/ folder carried in .carry)
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
@@ -158,13 +159,14 @@ for step in "${@:-env tests}"; do
         sanrouting) TAIL=15 run sanitizer-routing 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k routing \
                 tests/gpu/test_sanitizer.py ;;
         probe_t1q6) TAIL=40 run probe-t1q6 300 python3 scripts/probe_fused.py t1q6 ;;
+        probe_quarter) TAIL=60 run probe-quarter 300 python3 scripts/probe_fused.py quarter ;;
         probe_t1sk) TAIL=70 run probe-t1sk 300 python3 scripts/probe_fused.py t1sk ;;
         probe_t1small) TAIL=30 run probe-t1small 200 python3 scripts/probe_fused.py t1small ;;
         ncu_wgmma) TAIL=60 run ncu_wgmma 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
                 --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
                 -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t1 --once ;;
-        wgtests) TAIL=40 run wgtests 300 python3 -m pytest -m gpu -q -rs -p no:cacheprovider \
+        wgtests) TAIL=40 run wgtests 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=10 \
                 tests/gpu/test_fused_mma.py ;;
         fusedusers) TAIL=40 run pytest-gpu-fused-users ${TESTS_LIMIT:-300} python3 -m pytest -m gpu -rA -p no:cacheprovider \
                 --durations=10 tests/gpu/test_moe_layer_gpu.py tests/gpu/test_t4_gpu.py tests/gpu/test_kernels_baseline.py \

@@ -1,6 +1,6 @@
 """Kernel-development probe: time the pieces of the fused paths separately (cold L2), per tile shape.
 
-    python scripts/probe_fused.py [t2|t2chosen|t1|t1q6|t1q6wide|t1small|t1sk|all] [--once]
+    python scripts/probe_fused.py [t2|t2chosen|t1|t1q6|t1q6wide|t1small|t1sk|quarter|all] [--once]
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -66,6 +66,18 @@ T2_CHOSEN_TILES = {
     32: ["wgmma:1,8,8,1,4,2,1"],
     64: ["wgmma:1,8,8,1,4,2,1"],
 }
+# QUARTERS (A fragments a quarter superblock at a time, 32 registers fewer): the 96-token tile without spills at two
+# blocks per SM (one tile per N_e 64 bucket), and 256 rows x 96 tokens at one, against the chosen tiles
+T2_QUARTER_TILES = [
+    "1,2,4,1,3",
+    "wgmma:1,4,8,1,4,2,1",
+    "wgmma+quarter:1,4,8,1,4,2,1",
+    "wgmma:1,8,8,1,4,2,1",
+    "wgmma+quarter:1,8,8,1,4,2,1",
+    "wgmma:1,12,8,1,3,2,1",
+    "wgmma+quarter:1,12,8,1,3,2,1",
+    "wgmma+quarter:1,12,16,1,4,1,1",
+]
 T1_TILES = [
     "2,8,4,1,2,3",
     "wgmma:1,16,8,1,3",
@@ -165,6 +177,16 @@ T1_Q6K_SHAPES = tuple((5376, 21504, t, "q6_k") for t in (512, 1024, 2048))  # ge
 # The widest Q6_K tiles of two warpgroups and of one, at T 2048 (where the decode binds): the form to run under ncu
 T1_Q6K_WIDE_SHAPES = T1_Q6K_SHAPES[-1:]
 T1_Q6K_WIDE_TILES = ["wgmma+sk:1,24,8,1,3", "wgmma+sk:1,32,4,1,3", "wgmma+sk:1,16,12,1,3"]
+# The same register relief on the T1 tiles that run at 255 registers (Q6_K's widest, Q4_K's 128x256)
+T1_QUARTER_SHAPES = T1_Q6K_SHAPES + ((21504, 5376, 1024, "q4_k"),)
+T1_QUARTER_TILES = [
+    "wgmma+sk:1,24,8,1,3",
+    "wgmma+sk+quarter:1,24,8,1,3",
+    "wgmma+sk:1,32,4,1,3",
+    "wgmma+sk+quarter:1,32,4,1,3",
+    "wgmma+sk:1,32,8,1,3",
+    "wgmma+sk+quarter:1,32,8,1,3",
+]
 
 
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
@@ -231,6 +253,9 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng)
     if which == "t2chosen":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_CHOSEN_TILES)
+    if which == "quarter":
+        probe_t2(timer, cupy, rng, tiles_by_n_e={n_e: T2_QUARTER_TILES for n_e in (8, 16, 32, 64)})
+        probe_t1(timer, cupy, rng, T1_QUARTER_SHAPES, T1_QUARTER_TILES)
     if which in ("t1", "all"):
         probe_t1(timer, cupy, rng)
     if which == "t1q6":

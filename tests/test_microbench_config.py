@@ -189,6 +189,26 @@ def test_stream_k_tile_specs():
             MmaTile.parse(bad)
 
 
+def test_quarter_tile_specs():
+    """``quarter`` (wgmma only) is the kernel's QUARTERS, the template argument after STREAM_K: written with
+    STREAM_K's false before it when the tile is not stream-K."""
+    tile = MmaTile.parse("wgmma+quarter:1,12,8,1,3,2,1")
+    assert tile.quarter and tile.wgmma and not tile.stream_k and tile.label == "128x96/w8x1/s3/b2/n8/wgmma/qtr"
+    assert (
+        tile.expression(grouped=True, weights="q4_k")
+        == "gemm_kquant_mma<ZbQ4K,1,12,8,1,3,2,true,true,0,true,false,true>"
+    )
+    assert MmaTile.parse("quarter+sk+wgmma:1,24,8,1,3").expression(grouped=False, weights="q6_k").endswith(
+        ",0,true,true,true>"
+    )
+    assert tile.smem_bytes("q4_k") == MmaTile.parse("wgmma:1,12,8,1,3,2,1").smem_bytes("q4_k")
+    assert not MmaTile.parse("wgmma:1,12,8,1,3,2,1").quarter
+    with pytest.raises(ValueError, match="quarter pipelines the wgmma path's A fragments"):
+        MmaTile.parse("quarter:1,2,4,1,3")
+    with pytest.raises(ValueError, match="flags wgmma, sk, quarter"):
+        MmaTile.parse("wgmma+quarter+quarter:1,8,8,1,3")
+
+
 @pytest.mark.parametrize("family,experiment", [("t2", "t2_moe_expert"), ("layer", None)])
 def test_stream_k_tiles_are_refused_where_the_gemm_is_grouped(family, experiment, tmp_path):
     fam = load_family(family)

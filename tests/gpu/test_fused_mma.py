@@ -21,10 +21,19 @@ TOL = 2e-3
 # skip empty 8-token columns) and a 128-token tile (the last, dense only).
 # Every format also runs the Hopper (wgmma) path on sm_90: one and two warpgroups, 16- to 256-token tiles,
 # trimmed to the next wgmma width (skipped on other GPUs; Q6_K's there stages half superblocks, ZbQ6KHalf: up to 192
-# tokens with two warpgroups, 256 with one).
+# tokens with two warpgroups, 256 with one); the quarter tiles pipeline the wgmma A fragments a quarter superblock at a
+# time.
 WGMMA_TILES = ["wgmma:1,2,4,1,4", "wgmma:1,8,4,1,3,1,1", "wgmma:1,16,8,1,3,1,1", "wgmma:1,32,8,1,3"]
 TILES = {
-    "q4_k": ["1,2,4,1,3", "1,8,8,1,3,2", "2,8,4,1,2,3", "1,8,8,1,3,2,1", *WGMMA_TILES, "1,16,8,1,2"],
+    "q4_k": [
+        "1,2,4,1,3",
+        "1,8,8,1,3,2",
+        "2,8,4,1,2,3",
+        "1,8,8,1,3,2,1",
+        *WGMMA_TILES,
+        "wgmma+quarter:1,12,8,1,3,2,1",
+        "1,16,8,1,2",
+    ],
     "q6_k": [
         "1,2,4,1,2",
         "1,8,8,1,2,2",
@@ -35,9 +44,10 @@ TILES = {
         "wgmma:1,16,8,1,4,1,1",
         "wgmma:1,24,8,1,3",
         "wgmma:1,32,4,1,3",
+        "wgmma+quarter:1,24,8,1,3",
         "1,16,8,1,2",
     ],
-    "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "wgmma:1,4,8,1,3", "1,16,8,1,2"],
+    "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "wgmma:1,4,8,1,3", "wgmma+quarter:1,4,8,1,3", "1,16,8,1,2"],
 }
 CASES = [(weights, tile) for weights, tiles in TILES.items() for tile in tiles]
 
@@ -108,6 +118,8 @@ def test_dense_matches_reference(cupy, rng, weights, tile, m, k, t):
 SK_CASES = [
     *(("q4_k", t) for t in ("sk:1,2,4,1,3", "sk:2,8,4,1,2,3", "wgmma+sk:1,2,4,1,4", "wgmma+sk:1,32,8,1,3")),
     ("q4_k", "wgmma+sk:1,16,8,1,3,1,1"),
+    *(("q4_k", t) for t in ("wgmma+sk+quarter:1,32,8,1,3", "wgmma+sk+quarter:1,8,4,1,3")),
+    ("q6_k", "wgmma+sk+quarter:1,24,8,1,3"),
     *(("q6_k", t) for t in ("sk:2,8,4,1,2", "wgmma+sk:1,2,4,1,3", "wgmma+sk:1,24,8,1,3", "wgmma+sk:1,32,4,1,3")),
     *(("q5_k", t) for t in ("sk:2,8,4,1,2,3", "wgmma+sk:1,4,8,1,3")),
 ]
@@ -181,7 +193,11 @@ TRIM_BUCKETS = [1, 16, 17, 33, 48, 49, 64, 65, 0, 96, 97, 130]
     "weights,tile",
     [
         ("q4_k", "wgmma:1,8,8,1,4,2,1"),
+        ("q4_k", "wgmma+quarter:1,8,8,1,4,2,1"),
         ("q4_k", "wgmma:1,12,8,1,3,1,1"),
+        ("q4_k", "wgmma+quarter:1,12,8,1,3,2,1"),
+        ("q4_k", "wgmma+quarter:1,12,16,1,4,1,1"),
+        ("q6_k", "wgmma+quarter:1,8,8,1,3,1,1"),
         ("q4_k", "wgmma:1,16,8,1,3,1,1"),
         ("q6_k", "wgmma:1,16,8,1,4,1,1"),
         ("q4_k", "1,8,4,1,3,1,1"),
@@ -218,7 +234,8 @@ def test_trimmed_tiles_match_reference_at_every_width(cupy, rng, weights, tile):
 @pytest.mark.parametrize(
     "weights,tile",
     [(w, t) for w in ("q4_k", "q5_k", "q6_k") for t in ("1,2,4,1,3", "1,8,8,1,2", "1,8,4,1,2,1,1")]
-    + [("q4_k", "wgmma:1,8,4,1,3,1,1"), ("q4_k", "wgmma:1,4,8,1,3"), ("q6_k", "wgmma:1,8,8,1,3,1,1")],
+    + [("q4_k", "wgmma:1,8,4,1,3,1,1"), ("q4_k", "wgmma:1,4,8,1,3"), ("q6_k", "wgmma:1,8,8,1,3,1,1")]
+    + [("q4_k", "wgmma+quarter:1,8,4,1,3,1,1"), ("q5_k", "wgmma+quarter:1,4,8,1,3")],
 )
 @pytest.mark.parametrize("epilogue", ["swiglu_perm", "swiglu_grouped", "combine"])
 def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):

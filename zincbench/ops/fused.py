@@ -55,7 +55,7 @@ def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk")  # written "flag[+flag]:" before the numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter")  # written "flag[+flag...]:" before the numbers
 WGMMA_WIDTHS = (16, 32, 48, 64, 96, 128, 192, 256)  # the m64nNk16 shapes kernels/zb_wgmma.cuh spells out
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
 
@@ -72,7 +72,11 @@ class MmaTile:
     the mma.sync path.
 
     ``stream_k`` (``sk``; dense only): the tiles of the grid's last, partial wave are not one block each: their
-    superblocks are shared evenly by a wave of blocks, whose partial sums meet in a workspace (StreamKSchedule)."""
+    superblocks are shared evenly by a wave of blocks, whose partial sums meet in a workspace (StreamKSchedule).
+
+    ``quarter`` (wgmma only): the A fragments are decoded and multiplied a quarter superblock at a time, not a half
+    (the kernel's QUARTERS): 32 registers fewer, each half's weight bytes and scales read twice. It lets a 96-token
+    tile (a whole N_e 64 expert bucket) run two blocks per SM without spilling."""
 
     wm: int
     wn: int
@@ -83,6 +87,7 @@ class MmaTile:
     trim_n: bool = False
     wgmma: bool = False
     stream_k: bool = False
+    quarter: bool = False
 
     @property
     def bm(self) -> int:
@@ -107,13 +112,17 @@ class MmaTile:
         trim = "/n8" if self.trim_n else ""
         kind = "/wgmma" if self.wgmma else ""
         schedule = "/sk" if self.stream_k else ""
-        return f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
+        pieces = "/qtr" if self.quarter else ""
+        return (
+            f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
+            f"{pieces}"
+        )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
-        # the trailing template arguments WGMMA and STREAM_K default to false: written up to the last true one
-        flags = [self.wgmma, self.stream_k]
+        # the trailing template arguments WGMMA, STREAM_K and QUARTERS default to false: written up to the last true one
+        flags = [self.wgmma, self.stream_k, self.quarter]
         while flags and not flags[-1]:
             flags.pop()
         flags = "".join(f",{str(flag).lower()}" for flag in flags)
@@ -126,8 +135,8 @@ class MmaTile:
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
         """'[flags:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]' (the form used in experiment YAML;
-        trim_n 0 or 1; flags ``wgmma``, ``sk`` or both joined by '+')."""
-        form = "'[wgmma|sk|wgmma+sk:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
+        trim_n 0 or 1; flags ``wgmma``, ``sk``, ``quarter``, joined by '+')."""
+        form = "'[flag[+flag...]:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
         body = str(text).strip()
         flags, colon, numbers = body.rpartition(":")
         names = flags.split("+") if colon else []
@@ -140,8 +149,14 @@ class MmaTile:
         if len(parts) not in (5, 6, 7) or min(parts[:6]) < 1 or (len(parts) == 7 and parts[6] not in (0, 1)):
             raise ValueError(f"tile must be {form} (trim_n 0 or 1), got {text!r}")
         tile = cls(
-            *parts[:6], trim_n=len(parts) == 7 and bool(parts[6]), wgmma="wgmma" in names, stream_k="sk" in names
+            *parts[:6],
+            trim_n=len(parts) == 7 and bool(parts[6]),
+            wgmma="wgmma" in names,
+            stream_k="sk" in names,
+            quarter="quarter" in names,
         )
+        if tile.quarter and not tile.wgmma:
+            raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
         if tile.wgmma:
             tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
