@@ -526,15 +526,20 @@ __device__ __forceinline__ unsigned long long zb_wgmma_desc_sw128(unsigned addr)
     return zb_wgmma_desc(addr, 16u, 1024u) | 1ull << 62;
 }
 
-// Lane (g, c)'s A registers for the STEPS k-steps of piece `piece` of half h of superblock sb (a half is 8 steps: one
-// piece of 8, or two of 4 with QUARTERS), rows r = 16 * warp + g and r + 8, from the stage's weight area ws_w
+// Lane (g, c)'s slices of half h of superblock sb, rows r = 16 * warp + g and r + 8, from the stage's weight area ws_w
 // (misalign: the rows' byte offsets mod 16 in global memory, for Q6_K).
-template <class Q, int BM, int STEPS>
-__device__ __forceinline__ void zb_wgmma_decode(unsigned (&a)[STEPS][4], const unsigned char* ws_w, int r, int c, int h,
-                                                int piece, int sb, const unsigned (&misalign)[2]) {
-    typename Q::Lane lanes[2];
+template <class Q, int BM>
+__device__ __forceinline__ void zb_wgmma_load(typename Q::Lane (&lanes)[2], const unsigned char* ws_w, int r, int c,
+                                              int h, int sb, const unsigned (&misalign)[2]) {
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) lanes[rr] = Q::template load<BM>(ws_w, r + 8 * rr, c, h, sb, misalign[rr]);
+}
+
+// The A registers of the STEPS k-steps of piece `piece` of the loaded half (a half is 8 steps: one piece of 8, or two
+// of 4 with QUARTERS).
+template <class Q, int STEPS>
+__device__ __forceinline__ void zb_wgmma_decode(unsigned (&a)[STEPS][4], const typename Q::Lane (&lanes)[2],
+                                                int piece) {
 #pragma unroll
     for (int i = 0; i < STEPS / 2; ++i)
 #pragma unroll
@@ -991,19 +996,21 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
     if constexpr (WGMMA) {
         // Software-pipelined by piece (a half superblock, or with QUARTERS a quarter: 8 or 4 k-steps): the wgmmas of
         // piece t run while the lanes decode piece t + 1 into the other of two A buffers. QUARTERS halves those
-        // buffers (32 registers freed: what a 96-token tile at two blocks per SM needs) at the cost of loading each
-        // half's lane bytes and scales twice. A stage (HALVES halves) is resident before its first piece is decoded
-        // (STAGES >= 3), and the copy into the buffer of stage s - 1 starts only after every warp has seen that
-        // stage's wgmmas retire (wait<1>, barrier).
+        // buffers: 32 registers fewer, less the half's lane slices it keeps for its second quarter (what a 96-token
+        // tile at two blocks per SM needs), at the cost of a wgmma wait per quarter. A stage (HALVES halves) is
+        // resident before its first piece is decoded (STAGES >= 3), and the copy into the buffer of stage s - 1
+        // starts only after every warp has seen that stage's wgmmas retire (wait<1>, barrier).
         static_assert(STAGES >= 3, "the wgmma pipeline decodes stage s + 1 while stage s's wgmmas run");
         constexpr int PIECES = QUARTERS ? 2 : 1, STEPS = 8 / PIECES;  // pieces per half, k-steps per piece
         float(&acc_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc);
         const int r_w = wm * 16 + g;
         unsigned a_frag[2][STEPS][4];  // piece t's A fragments in a_frag[t & 1]
+        typename Q::Lane lanes[2];     // the current half's slices (its pieces decode from them)
         zb_cp_async_wait<STAGES - 2>();
         zb_fence_proxy_async();
         __syncthreads();
-        zb_wgmma_decode<Q, BM, STEPS>(a_frag[0], stages + Tile::X_BYTES, r_w, c, 0, 0, unit.sb0, row_misalign[0]);
+        zb_wgmma_load<Q, BM>(lanes, stages + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_misalign[0]);
+        zb_wgmma_decode<Q, STEPS>(a_frag[0], lanes, 0);
         const int n_pieces = 2 * PIECES * (unit.sb1 - unit.sb0);
         int stage = 0, step = 0;  // the stage buffer and the unit's pipeline step of piece t
         // After piece t's wgmmas are issued; j_next: piece t + 1's place in its superblock (a constant once unrolled).
@@ -1021,9 +1028,10 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
                 stage = stage == STAGES - 1 ? 0 : stage + 1;
                 ++step;
             }
-            zb_wgmma_decode<Q, BM, STEPS>(a_next, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c,
-                                          j_next / PIECES, j_next % PIECES, unit.sb0 + (t + 1) / (2 * PIECES),
-                                          row_misalign[0]);
+            if (j_next % PIECES == 0)  // piece t + 1 opens a half (stages hold whole halves: its stage is resident)
+                zb_wgmma_load<Q, BM>(lanes, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c, j_next / PIECES,
+                                     unit.sb0 + (t + 1) / (2 * PIECES), row_misalign[0]);
+            zb_wgmma_decode<Q, STEPS>(a_next, lanes, j_next % PIECES);
         };
         auto x_half = [&](int h) { return smem_base + stage * Tile::STAGE_BYTES + (h % HALVES) * Tile::X_HALF_BYTES; };
         for (int t = 0; t < n_pieces; t += 2 * PIECES) {  // one superblock: its pieces j alternate between the buffers
