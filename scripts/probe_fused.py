@@ -67,7 +67,8 @@ T2_CHOSEN_TILES = {
     64: ["wgmma:1,8,8,1,4,2,1"],
 }
 # QUARTERS (A fragments a quarter superblock at a time, 32 registers fewer): the 96-token tile without spills at two
-# blocks per SM (one tile per N_e 64 bucket), and 256 rows x 96 tokens at one, against the chosen tiles
+# blocks per SM (one tile per N_e 64 bucket), and 256 rows x 96 tokens at one, against the chosen tiles. On 2026-12-02
+# (b6c0148) the N_e 64 GEMM went 142.5 -> 124.5 / 120.0 us; at N_e <= 32 the chosen tiles stayed fastest.
 T2_QUARTER_TILES = [
     "1,2,4,1,3",
     "wgmma:1,4,8,1,4,2,1",
@@ -177,7 +178,8 @@ T1_Q6K_SHAPES = tuple((5376, 21504, t, "q6_k") for t in (512, 1024, 2048))  # ge
 # The widest Q6_K tiles of two warpgroups and of one, at T 2048 (where the decode binds): the form to run under ncu
 T1_Q6K_WIDE_SHAPES = T1_Q6K_SHAPES[-1:]
 T1_Q6K_WIDE_TILES = ["wgmma+sk:1,24,8,1,3", "wgmma+sk:1,32,4,1,3", "wgmma+sk:1,16,12,1,3"]
-# The same register relief on the T1 tiles that run at 255 registers (Q6_K's widest, Q4_K's 128x256)
+# The same register relief on the T1 tiles that run at 255 registers (Q6_K's widest, Q4_K's 128x256): Q6_K T 2048
+# 128x192 1363.8 -> 1261.9 us, Q4_K 128x256 445.1 -> 433.1 us; 64x256 (one warpgroup) gains only at T <= 1024
 T1_QUARTER_SHAPES = T1_Q6K_SHAPES + ((21504, 5376, 1024, "q4_k"),)
 T1_QUARTER_TILES = [
     "wgmma+sk:1,24,8,1,3",
