@@ -198,8 +198,10 @@ def test_quarter_tile_specs():
         tile.expression(grouped=True, weights="q4_k")
         == "gemm_kquant_mma<ZbQ4K,1,12,8,1,3,2,true,true,0,true,false,true>"
     )
-    assert MmaTile.parse("quarter+sk+wgmma:1,24,8,1,3").expression(grouped=False, weights="q6_k").endswith(
-        ",0,true,true,true>"
+    assert (
+        MmaTile.parse("quarter+sk+wgmma:1,24,8,1,3")
+        .expression(grouped=False, weights="q6_k")
+        .endswith(",0,true,true,true>")
     )
     assert tile.smem_bytes("q4_k") == MmaTile.parse("wgmma:1,12,8,1,3,2,1").smem_bytes("q4_k")
     assert not MmaTile.parse("wgmma:1,12,8,1,3,2,1").quarter

@@ -16,7 +16,7 @@ from zincbench import records
 from zincbench.profile.parse import parse_file
 from zincbench.report import build_report
 from zincbench.show import gate_summary, profile_tables
-from zincbench.show.microbench_table import microbench_markdown, print_microbench, rule_in_words
+from zincbench.show.microbench_table import NO_CELLS, gate_lines, microbench_markdown, print_microbench, rule_in_words
 from zincbench.show.report_tables import print_report
 
 H200 = Path(__file__).resolve().parents[1] / "results" / "h200"
@@ -80,6 +80,20 @@ def test_the_rule_reads_as_a_sentence():
         "fused_grouped must be faster than matvec (by ≥ 3%, 99% CI) in every cell with tokens_per_expert ≥ 16"
     )
     assert rule_in_words({**rule, "when": {}}).endswith("in every cell")
+
+
+def test_a_gate_that_judged_no_cell_says_so():
+    """`--case` may leave no cell the rule selects (T1's Q6_K shapes; the gate judges Q4_K): the decision is
+    INCONCLUSIVE (exit 3), and the lines under it say why instead of listing nothing."""
+    rule = {"candidate": "fused", "baseline": "round_trip", "require": "faster", "when": {"weights": "q4_k"}}
+    assert gate_lines({"decision": "INCONCLUSIVE", "rule": rule, "cells": []}) == [NO_CELLS]
+    cells = [
+        {"case": "a", "verdict": "faster"},
+        {"case": "b", "verdict": "slower"},
+        {"case": "c", "verdict": "FAIL", "why": "fused failed correctness"},
+    ]
+    assert gate_lines({"rule": rule, "cells": cells}) == ["b: slower", "c: FAIL (fused failed correctness)"]
+    assert gate_lines({}) == []  # an interrupted run's document: no verdict at all
 
 
 def test_report_of_every_recorded_run_at_80_columns():

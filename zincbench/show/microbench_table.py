@@ -224,6 +224,21 @@ def rule_in_words(rule: dict) -> str:
     )
 
 
+NO_CELLS = "no case of this run is one the gate judges: nothing was decided"
+
+
+def gate_lines(verdict: dict) -> list[str]:
+    """Why a decision is what it is, beyond the rule: the cells that did not meet it, or that there were none."""
+    rule = verdict.get("rule") or {}
+    if "cells" in verdict and not verdict["cells"]:
+        return [NO_CELLS]
+    return [
+        f"{cell['case']}: {cell['verdict']}" + (f" ({cell.get('why')})" if cell.get("why") else "")
+        for cell in verdict.get("cells", [])
+        if cell["verdict"] != rule.get("require")
+    ]
+
+
 def print_microbench(doc: dict, console: Console | None = None) -> None:
     console = console or Console()
     cfg = doc["config"]
@@ -262,13 +277,8 @@ def print_microbench(doc: dict, console: Console | None = None) -> None:
     rule = verdict.get("rule") or {}
     color = {"GO": "green", "NO-GO": "red"}.get(decision, "magenta")
     console.print(f"[bold {color}]{decision}[/]: {escape(rule_in_words(rule))}")
-    for cell in verdict.get("cells", []):
-        if cell["verdict"] != rule.get("require"):
-            console.print(
-                f"  {cell['case']}: {cell['verdict']}" + (f" ({cell.get('why')})" if cell.get("why") else ""),
-                markup=False,
-                highlight=False,
-            )
+    for line in gate_lines(verdict):
+        console.print(f"  {line}", markup=False, highlight=False)
     for note in source_notes(doc):
         console.print(note, markup=False, highlight=False)
     print_family_tables(doc, console)
@@ -281,5 +291,7 @@ def microbench_markdown(doc: dict) -> str:
     verdict = doc.get("verdict") or {}
     lines.append("")
     lines.append(f"**{verdict.get('decision', 'INCOMPLETE')}**: {rule_in_words(verdict.get('rule') or {})}")
+    if "cells" in verdict and not verdict["cells"]:
+        lines.append(f"({NO_CELLS})")
     lines += [""] + [f"- {note}" for note in source_notes(doc)] if source_notes(doc) else []
     return "\n\n".join(filter(None, ["\n".join(lines), family_markdown(doc)]))
