@@ -75,8 +75,9 @@ class MmaTile:
     superblocks are shared evenly by a wave of blocks, whose partial sums meet in a workspace (StreamKSchedule).
 
     ``quarter`` (wgmma only): the A fragments are decoded and multiplied a quarter superblock at a time, not a half
-    (the kernel's QUARTERS): 32 registers fewer, each half's weight bytes and scales read twice. It lets a 96-token
-    tile (a whole N_e 64 expert bucket) run two blocks per SM without spilling."""
+    (the kernel's QUARTERS): two 16-register buffers instead of two of 32, a half's lane slices kept for its second
+    quarter, one more wgmma wait per half. It lets a 96-token tile (a whole N_e 64 expert bucket) run two blocks per
+    SM without spilling."""
 
     wm: int
     wn: int

@@ -227,10 +227,15 @@ def rule_in_words(rule: dict) -> str:
 NO_CELLS = "no case of this run is one the gate judges: nothing was decided"
 
 
+def judged_nothing(verdict: dict) -> bool:
+    """The gate was decided over no cell (a document without a verdict was not decided at all)."""
+    return "cells" in verdict and not verdict["cells"]
+
+
 def gate_lines(verdict: dict) -> list[str]:
     """Why a decision is what it is, beyond the rule: the cells that did not meet it, or that there were none."""
     rule = verdict.get("rule") or {}
-    if "cells" in verdict and not verdict["cells"]:
+    if judged_nothing(verdict):
         return [NO_CELLS]
     return [
         f"{cell['case']}: {cell['verdict']}" + (f" ({cell.get('why')})" if cell.get("why") else "")
@@ -291,7 +296,7 @@ def microbench_markdown(doc: dict) -> str:
     verdict = doc.get("verdict") or {}
     lines.append("")
     lines.append(f"**{verdict.get('decision', 'INCOMPLETE')}**: {rule_in_words(verdict.get('rule') or {})}")
-    if "cells" in verdict and not verdict["cells"]:
+    if judged_nothing(verdict):
         lines.append(f"({NO_CELLS})")
     lines += [""] + [f"- {note}" for note in source_notes(doc)] if source_notes(doc) else []
     return "\n\n".join(filter(None, ["\n".join(lines), family_markdown(doc)]))
