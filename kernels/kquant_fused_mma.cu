@@ -565,30 +565,25 @@ __device__ __forceinline__ void zb_wgmma_piece(float (&acc)[BN / 2], const unsig
     zb_wgmma_commit();
 }
 
-// The i-th of the m64nNk16 widths zb_wgmma.cuh spells out (16, 32, 48, 64, 96, 128, 192, 256), or 0 past the last.
-// With TRIM_N a block multiplies only its first N columns, N the smallest of them that holds its tokens (BN at most);
-// block-uniform, so all of the block's wgmmas have one shape.
-__host__ __device__ constexpr int zb_wgmma_width(int i) {
-    constexpr int widths[] = {16, 32, 48, 64, 96, 128, 192, 256};
-    return i < 8 ? widths[i] : 0;
-}
-
-template <int BN, int STEPS, int I = 0>
+// With TRIM_N a block multiplies only its first 8 * n_cols columns, its tokens rounded up to 8 (zb_wgmma.cuh spells
+// out every m64nNk16 width, N a multiple of 8): the widths 8 * LO .. 8 * HI halved down to one, block-uniform, so all of
+// the block's wgmmas have one shape.
+template <int BN, int STEPS, int LO = 1, int HI = BN / 8>
 __device__ __forceinline__ void zb_wgmma_issue_trimmed(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4],
-                                                       unsigned x_half, int step0, int n_tokens) {
-    constexpr int N = zb_wgmma_width(I);
-    if constexpr (N == 0 || N >= BN) {
-        zb_wgmma_piece<BN, BN, STEPS>(acc, a, x_half, step0);
+                                                       unsigned x_half, int step0, int n_cols) {
+    if constexpr (LO == HI) {
+        zb_wgmma_piece<8 * LO, BN, STEPS>(acc, a, x_half, step0);
     } else {
-        if (n_tokens <= N) zb_wgmma_piece<N, BN, STEPS>(acc, a, x_half, step0);
-        else zb_wgmma_issue_trimmed<BN, STEPS, I + 1>(acc, a, x_half, step0, n_tokens);
+        constexpr int MID = (LO + HI) / 2;
+        if (n_cols <= MID) zb_wgmma_issue_trimmed<BN, STEPS, LO, MID>(acc, a, x_half, step0, n_cols);
+        else zb_wgmma_issue_trimmed<BN, STEPS, MID + 1, HI>(acc, a, x_half, step0, n_cols);
     }
 }
 
 template <int BN, bool TRIM_N, int STEPS>
 __device__ __forceinline__ void zb_wgmma_issue_piece(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4],
                                                      unsigned x_half, int step0, int n_tokens) {
-    if constexpr (TRIM_N) zb_wgmma_issue_trimmed<BN, STEPS>(acc, a, x_half, step0, n_tokens);
+    if constexpr (TRIM_N) zb_wgmma_issue_trimmed<BN, STEPS>(acc, a, x_half, step0, (n_tokens + 7) >> 3);
     else zb_wgmma_piece<BN, BN, STEPS>(acc, a, x_half, step0);
 }
 
@@ -1207,8 +1202,9 @@ ZB_INSTANTIATE(ZbQ6KHalf, 1, 16, 8, 1, 4, 1, false, false, ZB_EPI_STORE, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 32, 4, 1, 3, 1, false, false, ZB_EPI_STORE, true, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
-// QUARTERS: the 96-token grouped tile at two blocks per SM, and a stream-K Q6_K one
+// QUARTERS: the 96- and 80-token grouped tiles at two blocks per SM, and a stream-K Q6_K one
 ZB_INSTANTIATE(ZbQ4K, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true)
+ZB_INSTANTIATE(ZbQ4K, 1, 10, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true)
 #endif
 #endif

@@ -19,6 +19,8 @@
 #                                               t4tests t4 (the T4 family's GPU tests and sanitizer group; its run)
 #                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1q6 probe_t1small probe_t1sk
 #                                               probe_quarter (the quarter-pipelined wgmma tiles against the chosen)
+#                                               ab_widths probe_widths (trim to every multiple of 8: T2's trimmed tiles
+#                                               ABBA against $BASE_KERNELS; the tiles only those widths allow)
 #                                               ncu_fused ab_t2 (T2's chosen tiles timed ABBA against the kernels in
 #                                               $BASE_KERNELS, an older kernels/ folder carried in .carry)
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
@@ -53,6 +55,19 @@ NO_NSYS=$(ls .carry/*.deb >/dev/null 2>&1 || echo "--ignore=tests/test_profile_g
 NSYS_DIR=$(ls -d /opt/nvidia/nsight-compute/*/host/target-linux-x64 2>/dev/null | tail -n 1)
 [ -n "$NSYS_DIR" ] && export PATH=$PATH:$NSYS_DIR
 ZB="python3 -m zincbench"
+# ncu metrics beside the sections: stall reasons per issued instruction, and the Tensor pipes' busy cycles (a regex:
+# the pipe names differ by architecture; an ncu that matches none reruns without them)
+STALLS="regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+TENSOR="regex:sm__pipe_tensor_op_.*_cycles_active\.avg\.pct_of_peak_sustained_active"
+ncu_probe() {  # ncu_probe PROBE_MODE EXTRA_SECTION...: the fused probe's launches under ncu, Tensor pipes if it can
+    local mode=$1; shift
+    local args=(--clock-control none --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis
+                --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section InstructionStats "$@"
+                -k regex:gemm_kquant_mma)
+    ncu "${args[@]}" --metrics "$STALLS,$TENSOR" python3 scripts/probe_fused.py "$mode" --once \
+        || ncu "${args[@]}" --metrics "$STALLS" python3 scripts/probe_fused.py "$mode" --once
+}
+export -f ncu_probe && export STALLS TENSOR  # run() times commands with timeout: a function runs through bash -c
 ENGINE=${ENGINE_SRC:+--engine-src $ENGINE_SRC}
 
 run() {  # run NAME TIMEOUT CMD...: log to $LOGS/NAME.log, print its tail
@@ -135,21 +150,16 @@ for step in "${@:-env tests}"; do
         wgprobe) TAIL=20 run wgprobe 120 python3 scripts/probe_wgmma.py ;;
         probe_t2) TAIL=60 run probe-t2 300 python3 scripts/probe_fused.py t2 ;;
         ab_t2) TAIL=40 run ab-t2 ${AB_LIMIT:-300} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" t2chosen ;;
+        ab_widths) TAIL=40 run ab-widths ${AB_LIMIT:-400} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" widths ;;
+        probe_widths) TAIL=60 run probe-widths 300 python3 scripts/probe_fused.py widths80 ;;
         probe_t1) TAIL=60 run probe-t1 300 python3 scripts/probe_fused.py t1 ;;
-        ncu_t2) TAIL=60 run ncu_t2 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
-                --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-                --section InstructionStats --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-                -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t2chosen --once ;;
+        ncu_t2) TAIL=60 run ncu_t2 300 bash -c "ncu_probe t2chosen" ;;
         ncu_t2src) TAIL=20 run ncu-t2src 300 bash -c "ncu --clock-control none --section SourceCounters --section WarpStateStats \
                 -k regex:gemm_kquant_mma --launch-skip 3 --launch-count 1 -f -o $LOGS/ncu-t2-ne64 \
                 python3 scripts/probe_fused.py t2chosen --once && ncu --import $LOGS/ncu-t2-ne64.ncu-rep --page source \
                 --csv --print-source sass > $LOGS/ncu-t2-ne64-source.csv; gzip -f $LOGS/ncu-t2-ne64-source.csv; \
                 ls -la $LOGS/ncu-t2-ne64*" ;;  # the N_e 64 GEMM (the 4th t2chosen launch): stall samples per SASS line
-        ncu_t1q6) TAIL=60 run ncu-t1q6 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
-                --section SourceCounters \
-                --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-                --section InstructionStats --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-                -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t1q6wide --once ;;
+        ncu_t1q6) TAIL=60 run ncu-t1q6 300 bash -c "ncu_probe t1q6wide --section SourceCounters" ;;
         convtests) TAIL=15 run pytest-gpu-conversions 200 python3 -m pytest -m gpu -rA -p no:cacheprovider \
                 tests/gpu/test_kernels_baseline.py -k "dequant or f32_to_f16" ;;
         sandequant) TAIL=15 run sanitizer-dequant 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k dequant \

@@ -1,6 +1,6 @@
 """Kernel-development probe: time the pieces of the fused paths separately (cold L2), per tile shape.
 
-    python scripts/probe_fused.py [t2|t2chosen|t1|t1q6|t1q6wide|t1small|t1sk|quarter|all] [--once]
+    python scripts/probe_fused.py [t2|t2chosen|t1|t1q6|t1q6wide|t1small|t1sk|quarter|widths|widths80|all] [--once]
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -58,14 +58,31 @@ T2_TILES = [
     "wgmma:1,4,8,1,4,2,1",
     "wgmma:1,8,8,1,3,2,1",
 ]
-# The tile T2 chose at each N_e (2026-12-02, 7b68b4f): what ncu profiles and kernel-source A/Bs (scripts/ab_kernels.sh)
-# time
+# The tile T2 chose at each N_e at E256-M512 (2026-12-02, b6c0148): what ncu profiles and kernel-source A/Bs
+# (scripts/ab_kernels.sh) time
 T2_CHOSEN_TILES = {
     8: ["1,2,4,1,3"],
     16: ["wgmma:1,4,8,1,4,2,1"],
     32: ["wgmma:1,8,8,1,4,2,1"],
-    64: ["wgmma:1,8,8,1,4,2,1"],
+    64: ["wgmma+quarter:1,12,8,1,3,2,1"],
 }
+# Trimmed wgmma tiles that both kernel sources of the A/B across 8-token trim widths compile (mode `widths`, run by
+# scripts/ab_kernels.sh): the same tile, its tokens rounded up to 16, 32, 48, 64, 96 before and to a multiple of 8 after
+T2_TRIM_TILES = [
+    "wgmma:1,4,8,1,4,2,1",
+    "wgmma:1,8,8,1,4,2,1",
+    "wgmma+quarter:1,12,8,1,3,2,1",
+    "wgmma+quarter:1,12,16,1,4,1,1",
+]
+# Tiles only the 8-token widths allow (mode `widths80`): 80 tokens (an N_e 64 bucket, 64 +- 8, in one tile of fewer
+# accumulators), a trimmed 64x32 (the M704 N_e 16 choice, untrimmed, beside it), and the 96-token choice for reference
+T2_WIDTH_TILES = [
+    "wgmma+quarter:1,10,8,1,3,2,1",
+    "wgmma+quarter:1,10,16,1,4,1,1",
+    "wgmma+quarter:1,12,8,1,3,2,1",
+    "wgmma:1,4,4,1,4,4",
+    "wgmma:1,4,4,1,4,4,1",
+]
 # QUARTERS (A fragments a quarter superblock at a time, 32 registers fewer): the 96-token tile without spills at two
 # blocks per SM (one tile per N_e 64 bucket), and 256 rows x 96 tokens at one, against the chosen tiles. On 2026-12-02
 # (b6c0148) the N_e 64 GEMM went 142.5 -> 124.5 / 120.0 us; at N_e <= 32 the chosen tiles stayed fastest.
@@ -177,7 +194,12 @@ T1_SHAPES = ((4096, 4096, 512, "q4_k"), (4096, 4096, 2048, "q4_k"), (21504, 5376
 T1_Q6K_SHAPES = tuple((5376, 21504, t, "q6_k") for t in (512, 1024, 2048))  # gemma4-31b ffn_down
 # The widest Q6_K tiles of two warpgroups and of one, at T 2048 (where the decode binds): the form to run under ncu
 T1_Q6K_WIDE_SHAPES = T1_Q6K_SHAPES[-1:]
-T1_Q6K_WIDE_TILES = ["wgmma+sk:1,24,8,1,3", "wgmma+sk:1,32,4,1,3", "wgmma+sk:1,16,12,1,3"]
+T1_Q6K_WIDE_TILES = [
+    "wgmma+sk:1,24,8,1,3",
+    "wgmma+sk+quarter:1,24,8,1,3",
+    "wgmma+sk:1,32,4,1,3",
+    "wgmma+sk:1,16,12,1,3",
+]
 # The same register relief on the T1 tiles that run at 255 registers (Q6_K's widest, Q4_K's 128x256): Q6_K T 2048
 # 128x192 1363.8 -> 1261.9 us, Q4_K 128x256 445.1 -> 433.1 us; 64x256 (one warpgroup) gains only at T <= 1024
 T1_QUARTER_SHAPES = T1_Q6K_SHAPES + ((21504, 5376, 1024, "q4_k"),)
@@ -258,6 +280,10 @@ if __name__ == "__main__":
     if which == "quarter":
         probe_t2(timer, cupy, rng, tiles_by_n_e={n_e: T2_QUARTER_TILES for n_e in (8, 16, 32, 64)})
         probe_t1(timer, cupy, rng, T1_QUARTER_SHAPES, T1_QUARTER_TILES)
+    if which == "widths":
+        probe_t2(timer, cupy, rng, tiles_by_n_e={n_e: T2_TRIM_TILES for n_e in (8, 16, 32, 64)})
+    if which == "widths80":
+        probe_t2(timer, cupy, rng, tiles_by_n_e={n_e: T2_WIDTH_TILES for n_e in (8, 16, 32, 64)})
     if which in ("t1", "all"):
         probe_t1(timer, cupy, rng)
     if which == "t1q6":

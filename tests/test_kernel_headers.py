@@ -4,6 +4,8 @@ the CUBIN cache key, shipped with the kernels; the engine's faithful copies incl
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,9 +146,17 @@ def test_the_runtime_hands_a_kernel_its_headers(monkeypatch):
 
 
 def test_the_wgmma_widths_agree_everywhere():
-    """The m64nNk16 widths: the specializations zb_wgmma.cuh spells out, the list the fused kernel's trim walks
-    (zb_wgmma_width) and the one MmaTile checks tiles against."""
+    """The m64nNk16 widths: the specializations zb_wgmma.cuh spells out and the list MmaTile checks tiles against
+    are every multiple of 8 up to 256, which the fused kernel's trim (widths 8 * LO .. 8 * HI, halved) assumes."""
     spelled = sorted(int(n) for n in re.findall(r"struct ZbWgmma<(\d+)>", kernel_source("zb_wgmma.cuh")))
-    body = kernel_source("kquant_fused_mma.cu")
-    walked = re.search(r"constexpr int widths\[\] = \{([\d, ]+)\};", body).group(1)
-    assert spelled == list(WGMMA_WIDTHS) == [int(n) for n in walked.split(",")]
+    assert spelled == list(WGMMA_WIDTHS) == list(range(8, 257, 8))
+    assert "zb_wgmma_piece<8 * LO, BN, STEPS>" in kernel_source("kquant_fused_mma.cu")
+
+
+def test_the_wgmma_specializations_are_the_generators_output():
+    """zb_wgmma.cuh's ZbWgmma<N> block is what scripts/gen_wgmma_shapes.py writes: each spells out N/2 accumulator
+    operands, and a hand edit of one would go unnoticed until a GPU test of that width."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_wgmma_shapes.py"), "--check"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -152,8 +152,9 @@ def test_wgmma_tile_specs():
     assert tile.label == "128x128/w8x1/s3/n8/wgmma" and tile.x_order == "wgmma"
     assert tile.smem_bytes("q4_k") == 3 * (128 * 256 + 128 * 80) + 1024
     assert tile.smem_bytes("q6_k") == 3 * (128 * 256 + 128 * 160) + 1024
-    # a trimmed tile rounds its tokens up to the next wgmma width: any BN that is one trims
+    # every multiple of 8 up to 256 is a wgmma width: any such BN, trimmed (its tokens rounded up to 8) or not
     assert MmaTile.parse("wgmma:1,12,8,1,3,1,1").bn == 96 and MmaTile.parse("wgmma:1,2,4,1,3,1,1").trim_n
+    assert MmaTile.parse("wgmma+quarter:1,10,8,1,3,2,1").bn == 80 and MmaTile.parse("wgmma:1,9,4,1,3").bn == 72
     plain = MmaTile.parse("1,16,8,1,3,1,1")
     assert plain.x_order == "mma" and not plain.expression(grouped=True, weights="q4_k").endswith(",true>")
     assert plain.expression(grouped=True, weights="q6_k").startswith("gemm_kquant_mma<ZbQ6K,")
@@ -163,8 +164,8 @@ def test_wgmma_tile_specs():
         ("wgmma:1,8,6,1,3", "whole warpgroups"),  # 6 warps
         ("wgmma:1,8,4,2,3", "warps_n 1"),
         ("wgmma:1,8,4,1,2", "stages >= 3"),  # the pipeline decodes stage t + 1 while stage t runs
-        ("wgmma:1,10,4,1,3", "not 80"),  # no m64n80k16 in kernels/zb_wgmma.cuh
-        ("wgmma:1,14,4,1,3,1,1", "not 112"),  # trimmed or not, BN is a wgmma width
+        ("wgmma:1,33,4,1,3", "not 264"),  # m64nNk16 stops at N = 256
+        ("wgmma:1,40,4,1,3,1,1", "not 320"),  # trimmed or not, BN is a wgmma width
         ("wgmma:x,2,4,1,3", "integers"),
         ("mma:1,2,4,1,3", "flags wgmma, sk"),
     ):

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.gpu
 TOL = 2e-3
 # Tile shapes per weight format: the gates' choices plus WM = 2, a trimmed 64-token tile (trim_n: warps
 # skip empty 8-token columns) and a 128-token tile (the last, dense only).
-# Every format also runs the Hopper (wgmma) path on sm_90: one and two warpgroups, 16- to 256-token tiles,
-# trimmed to the next wgmma width (skipped on other GPUs; Q6_K's there stages half superblocks, ZbQ6KHalf: up to 192
+# Every format also runs the Hopper (wgmma) path on sm_90: one and two warpgroups, 16- to 256-token tiles (72 and 80
+# too), trimmed to a multiple of 8 (skipped on other GPUs; Q6_K's there stages half superblocks, ZbQ6KHalf: up to 192
 # tokens with two warpgroups, 256 with one); the quarter tiles pipeline the wgmma A fragments a quarter superblock at a
 # time.
 WGMMA_TILES = ["wgmma:1,2,4,1,4", "wgmma:1,8,4,1,3,1,1", "wgmma:1,16,8,1,3,1,1", "wgmma:1,32,8,1,3"]
@@ -32,6 +32,7 @@ TILES = {
         "1,8,8,1,3,2,1",
         *WGMMA_TILES,
         "wgmma+quarter:1,12,8,1,3,2,1",
+        "wgmma+quarter:1,10,8,1,3,2,1",
         "1,16,8,1,2",
     ],
     "q6_k": [
@@ -45,6 +46,7 @@ TILES = {
         "wgmma:1,24,8,1,3",
         "wgmma:1,32,4,1,3",
         "wgmma+quarter:1,24,8,1,3",
+        "wgmma:1,9,4,1,3",
         "1,16,8,1,2",
     ],
     "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "wgmma:1,4,8,1,3", "wgmma+quarter:1,4,8,1,3", "1,16,8,1,2"],
@@ -184,9 +186,38 @@ def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     assert ref.rel_frobenius(got, ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
 
 
-# Bucket sizes on both sides of every wgmma width (16 ... 128) and of the tiles' BN (an expert with a second, short
-# tile), one never-routed expert.
-TRIM_BUCKETS = [1, 16, 17, 33, 48, 49, 64, 65, 0, 96, 97, 130]
+# Bucket sizes that round up to every trimmed width (8, 16, ..., 128: each leaf of the kernel's halving), on both
+# sides of the tiles' BN (an expert with a second, short tile), one never-routed expert.
+TRIM_BUCKETS = [
+    1,
+    8,
+    9,
+    17,
+    24,
+    25,
+    33,
+    40,
+    41,
+    49,
+    56,
+    57,
+    64,
+    65,
+    72,
+    73,
+    80,
+    81,
+    0,
+    88,
+    89,
+    96,
+    97,
+    104,
+    105,
+    113,
+    121,
+    130,
+]
 
 
 @pytest.mark.parametrize(
@@ -196,6 +227,7 @@ TRIM_BUCKETS = [1, 16, 17, 33, 48, 49, 64, 65, 0, 96, 97, 130]
         ("q4_k", "wgmma+quarter:1,8,8,1,4,2,1"),
         ("q4_k", "wgmma:1,12,8,1,3,1,1"),
         ("q4_k", "wgmma+quarter:1,12,8,1,3,2,1"),
+        ("q4_k", "wgmma+quarter:1,10,8,1,3,2,1"),
         ("q4_k", "wgmma+quarter:1,12,16,1,4,1,1"),
         ("q6_k", "wgmma+quarter:1,8,8,1,3,1,1"),
         ("q4_k", "wgmma:1,16,8,1,3,1,1"),
@@ -204,7 +236,7 @@ TRIM_BUCKETS = [1, 16, 17, 33, 48, 49, 64, 65, 0, 96, 97, 130]
     ],
 )
 def test_trimmed_tiles_match_reference_at_every_width(cupy, rng, weights, tile):
-    """A trimmed tile multiplies its tokens rounded up to the next wgmma width (8 on the mma.sync path): one
+    """A trimmed tile multiplies its tokens rounded up to 8 (one wgmma of that width, or 8-token mma.sync columns): one
     token (top_k 1) per item, buckets of TRIM_BUCKETS sizes, so every width's branch runs, and a tile past the
     bucket's end never writes."""
     from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations

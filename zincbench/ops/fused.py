@@ -56,7 +56,8 @@ def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
 
 
 TILE_FLAGS = ("wgmma", "sk", "quarter")  # written "flag[+flag...]:" before the numbers
-WGMMA_WIDTHS = (16, 32, 48, 64, 96, 128, 192, 256)  # the m64nNk16 shapes kernels/zb_wgmma.cuh spells out
+# Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
+WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
 
 
@@ -67,8 +68,8 @@ class MmaTile:
     block computes only its real tokens rounded up to 8, not all BN columns (the kernel's TRIM_N).
 
     ``wgmma``: the Hopper instantiation (sm_90a warpgroup MMA; written ``wgmma:`` before the numbers): whole
-    warpgroups along M (wm 1, warps_m a multiple of 4, warps_n 1), BN a wgmma width, X in the wgmma order
-    (``x_order``); with trim_n the block multiplies its tokens rounded up to the next wgmma width. Other GPUs get
+    warpgroups along M (wm 1, warps_m a multiple of 4, warps_n 1), BN at most 256 (a wgmma width), X in the wgmma
+    order (``x_order``); with trim_n the block's wgmmas are as wide as its tokens rounded up to 8. Other GPUs get
     the mma.sync path.
 
     ``stream_k`` (``sk``; dense only): the tiles of the grid's last, partial wave are not one block each: their
@@ -184,8 +185,8 @@ class MmaTile:
             raise ValueError(f"tile {text!r}: the wgmma path decodes stage t + 1 while stage t runs: stages >= 3")
         if self.bn not in WGMMA_WIDTHS:
             raise ValueError(
-                f"tile {text!r}: the wgmma path takes token tiles of {', '.join(map(str, WGMMA_WIDTHS))} (8 * wn), "
-                f"not {self.bn}"
+                f"tile {text!r}: the wgmma path takes token tiles of at most {max(WGMMA_WIDTHS)} (8 * wn, one wgmma "
+                f"width), not {self.bn}"
             )
 
 
