@@ -20,7 +20,8 @@
 #                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1q6 probe_t1small probe_t1sk
 #                                               probe_quarter (the quarter-pipelined wgmma tiles against the chosen)
 #                                               ab_widths probe_widths (trim to every multiple of 8: T2's trimmed tiles
-#                                               ABBA against $BASE_KERNELS; the tiles only those widths allow)
+#                                               ABBA against $BASE_KERNELS; the tiles only those widths allow);
+#                                               probe_t1wide (T1 tiles of 12 and 16 warps per SM, quarter-pipelined)
 #                                               ncu_fused ab_t2 (T2's chosen tiles timed ABBA against the kernels in
 #                                               $BASE_KERNELS, an older kernels/ folder carried in .carry)
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
@@ -152,6 +153,7 @@ for step in "${@:-env tests}"; do
         ab_t2) TAIL=40 run ab-t2 ${AB_LIMIT:-300} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" t2chosen ;;
         ab_widths) TAIL=40 run ab-widths ${AB_LIMIT:-400} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" widths ;;
         probe_widths) TAIL=60 run probe-widths 300 python3 scripts/probe_fused.py widths80 ;;
+        probe_t1wide) TAIL=40 run probe-t1wide 300 python3 scripts/probe_fused.py t1wide ;;
         probe_t1) TAIL=60 run probe-t1 300 python3 scripts/probe_fused.py t1 ;;
         ncu_t2) TAIL=60 run ncu_t2 300 bash -c "ncu_probe t2chosen" ;;
         ncu_t2src) TAIL=20 run ncu-t2src 300 bash -c "ncu --clock-control none --section SourceCounters --section WarpStateStats \

@@ -1,6 +1,8 @@
 """Kernel-development probe: time the pieces of the fused paths separately (cold L2), per tile shape.
 
-    python scripts/probe_fused.py [t2|t2chosen|t1|t1q6|t1q6wide|t1small|t1sk|quarter|widths|widths80|all] [--once]
+    python scripts/probe_fused.py [MODE] [--once]
+
+MODE: t2, t2chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -212,6 +214,16 @@ T1_QUARTER_TILES = [
     "wgmma+sk+quarter:1,32,8,1,3",
 ]
 
+# More warps per SM through the quarter pipeline's register relief (ptxas, 809ff52): Q6_K 192x128 (three warpgroups)
+# fits 168 registers without spilling (it spilled 20-104 bytes half-pipelined), so 12 warps per SM instead of 128x192's
+# 8; Q4_K 256x128 (four warpgroups) fits 128 registers, 16 warps per SM. Q6_K 256x128 spills 304 bytes at 128.
+T1_WIDE_SHAPES = T1_Q6K_SHAPES + ((21504, 5376, 1024, "q4_k"), (4096, 4096, 2048, "q4_k"))
+T1_WIDE_TILES = [
+    "wgmma+sk+quarter:1,24,8,1,3",
+    "wgmma+sk+quarter:1,16,12,1,3",
+    "wgmma+sk+quarter:1,32,8,1,3",
+    "wgmma+sk+quarter:1,16,16,1,3",
+]
 
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
@@ -286,6 +298,8 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng, tiles_by_n_e={n_e: T2_WIDTH_TILES for n_e in (8, 16, 32, 64)})
     if which in ("t1", "all"):
         probe_t1(timer, cupy, rng)
+    if which == "t1wide":
+        probe_t1(timer, cupy, rng, T1_WIDE_SHAPES, T1_WIDE_TILES)
     if which == "t1q6":
         probe_t1(timer, cupy, rng, T1_Q6K_SHAPES)
     if which == "t1q6wide":
