@@ -167,11 +167,13 @@ struct ZbRows {
 // A policy Q says, for one weight format:
 //   BLOCK_BYTES         superblock size in the GGUF row;
 //   HALVES              half superblocks (128 weights) per pipeline stage (1 or 2);
-//   ROW_STAGE_BYTES     shared memory per weight row per stage;
+//   ROW_STAGE_BYTES     shared memory per weight row per stage (at most);
 //   Loader<BM, THREADS> per-thread cp.async assignments of a stage's BM weight rows (ZbRows; fixed for the
 //                       K loop);
 //   Lane                one lane's registers for one weight row of one half superblock;
-//   load<BM>(ws, r, c, h, sb, row_misalign)  fill a Lane from the stage's weight area ws (row r, MMA
+//   row_place(rows, r)  a constant of local row r for the K loop that load takes (Q6_K: where the row sits in the
+//                       stage, and the misalignment of its start in global memory);
+//   load<BM>(ws, r, c, h, sb, place)  fill a Lane from the stage's weight area ws (row r, its row_place, MMA
 //                       lane column c = lane & 3, half h of superblock sb; h is a constant after unrolling);
 //   decode(lane, i, lo, hi) the A registers of k step i (0..3): lo[0] = k pair (2c, 2c+1), lo[1] =
 //                       (2c+8, 2c+9) of the first MMA, hi[] those of the second.
@@ -278,6 +280,8 @@ struct ZbNibbleFormat {
         unsigned dsc_lo, ndm_lo, dsc_hi, ndm_hi;  // low nibbles: sub-block 2j, high nibbles: 2j + 1
     };
 
+    __device__ __forceinline__ static unsigned row_place(const ZbRows&, int) { return 0u; }  // rows are 16-byte aligned
+
     template <int BM>
     __device__ __forceinline__ static Lane load(const unsigned char* ws, int r, int c, int h, int, unsigned) {
         Lane l;
@@ -335,12 +339,27 @@ struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
 // read). In half h, lane c reads the low nibbles (c < 2) or high nibbles (c >= 2) of ql[64h + 16(c&1) + ...] and
 // ql[64h + 32 + ...] and two bits of qh[32h + 16(c&1) + ...]; its two 16-weight sub-blocks are 8h + 4(c>>1) + (c&1)
 // and that + 2.
+// Rows sit row_stride(row_bytes) bytes apart in the stage: each of those lane reads is five 32-bit loads, and the 8 rows
+// x 2 columns (16(c&1)) of a warp's load hit 16 different banks only if the rows' starts spread over the banks. Where
+// consecutive rows start 2 mod 4 bytes apart in global memory (row_bytes & 2) the copied chunks' stride does that;
+// elsewhere one chunk more (an odd number of 16-byte units) does, except where every row has the same misalignment
+// (row_bytes a multiple of 16: two ways, whatever the stride). gemma4-31b's ffn_down (K 21504) went from two to one.
 template <bool HALF_STAGE>
 struct ZbQ6KFormat {
     static constexpr int BLOCK_BYTES = 210;
     static constexpr int HALVES = HALF_STAGE ? 1 : 2;
     static constexpr int CHUNKS_PER_ROW = HALF_STAGE ? 10 : 14;  // o + 210 <= 224; o + 64 <= 80, o + 32 <= 48, o + 18 <= 32
-    static constexpr int ROW_STAGE_BYTES = 16 * CHUNKS_PER_ROW;
+    static constexpr int ROW_STAGE_BYTES = 16 * (CHUNKS_PER_ROW + 1);  // the copied chunks and one spare
+
+    __device__ __forceinline__ static int row_stride(int row_bytes) {
+        return (row_bytes & 2) ? ROW_STAGE_BYTES - 16 : ROW_STAGE_BYTES;
+    }
+
+    // (row r's stage offset) << 4 | (its start's misalignment: block sb of the row is at (that + 210 sb) & 15)
+    __device__ __forceinline__ static unsigned row_place(const ZbRows& rows, int r) {
+        const unsigned misalign = (unsigned)(reinterpret_cast<unsigned long long>(rows.at(r)) & 15ull);
+        return (unsigned)(r * row_stride(rows.row_bytes)) << 4 | misalign;
+    }
     // Where half h's ql (at h * QL_HALF_STEP), qh and scales sit in a row's stage area, before the block's
     // misalignment o; d is 16 bytes past the scales.
     static constexpr int QH_AT = HALF_STAGE ? 80 : 128, SC_AT = HALF_STAGE ? 128 : 192;
@@ -372,7 +391,7 @@ struct ZbQ6KFormat {
                 const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
                 const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
                 src[it] = rows.at(r) + chunk_offset(q);
-                dst[it] = r * ROW_STAGE_BYTES + 16 * q;
+                dst[it] = r * row_stride(rows.row_bytes) + 16 * q;
                 half_steps |= chunk_half_step(q) / 32u << (2 * it);
                 if (q == CHUNKS_PER_ROW - 1) tails |= 1u << it;
                 if (q == CHUNKS_PER_ROW - 1 && rows.last_row(r)) end_tails |= 1u << it;
@@ -405,10 +424,9 @@ struct ZbQ6KFormat {
     };
 
     template <int BM>
-    __device__ __forceinline__ static Lane load(const unsigned char* ws, int r, int c, int h, int sb,
-                                                unsigned row_misalign) {
-        const unsigned o = (row_misalign + (unsigned)sb * BLOCK_BYTES) & 15u;
-        const unsigned char* blk = ws + r * ROW_STAGE_BYTES + o;
+    __device__ __forceinline__ static Lane load(const unsigned char* ws, int, int c, int h, int sb, unsigned place) {
+        const unsigned o = ((place & 15u) + (unsigned)sb * BLOCK_BYTES) & 15u;
+        const unsigned char* blk = ws + (place >> 4) + o;
         const int l0 = 16 * (c & 1);
         Lane l;
         l.ql_lo = zb_lds128_unaligned(blk + QL_HALF_STEP * h + l0);
@@ -526,13 +544,13 @@ __device__ __forceinline__ unsigned long long zb_wgmma_desc_sw128(unsigned addr)
     return zb_wgmma_desc(addr, 16u, 1024u) | 1ull << 62;
 }
 
-// Lane (g, c)'s slices of half h of superblock sb, rows r = 16 * warp + g and r + 8, from the stage's weight area ws_w
-// (misalign: the rows' byte offsets mod 16 in global memory, for Q6_K).
+// Lane (g, c)'s slices of half h of superblock sb, rows r = 16 * warp + g and r + 8 (places: their Q::row_place), from
+// the stage's weight area ws_w.
 template <class Q, int BM>
 __device__ __forceinline__ void zb_wgmma_load(typename Q::Lane (&lanes)[2], const unsigned char* ws_w, int r, int c,
-                                              int h, int sb, const unsigned (&misalign)[2]) {
+                                              int h, int sb, const unsigned (&places)[2]) {
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) lanes[rr] = Q::template load<BM>(ws_w, r + 8 * rr, c, h, sb, misalign[rr]);
+    for (int rr = 0; rr < 2; ++rr) lanes[rr] = Q::template load<BM>(ws_w, r + 8 * rr, c, h, sb, places[rr]);
 }
 
 // The A registers of the STEPS k-steps of piece `piece` of the loaded half (a half is 8 steps: one piece of 8, or two
@@ -975,19 +993,16 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         zb_cp_async_commit();
     }
 
-    // Lane-constant offsets: this lane's token row in the X tile; its weight rows in the stage and the
-    // byte misalignment of their starts in global memory (Q6_K blocks are not 16-byte aligned).
+    // Lane-constant offsets: this lane's token row in the X tile; its weight rows' places (Q::row_place).
     const int r_x = wn * 8 * WN + g;
     const int n_tiles = TRIM_N ? min(max((n_tokens - wn * 8 * WN + 7) / 8, 0), WN) : WN;  // this warp's columns
     const unsigned x_even = r_x * 256 + c * 16 + (g & 1) * 64;
     const unsigned x_odd = r_x * 256 + c * 16 + 64 - (g & 1) * 64;
-    unsigned row_misalign[WM][2];
+    unsigned row_place[WM][2];
 #pragma unroll
     for (int mt = 0; mt < WM; ++mt)
 #pragma unroll
-        for (int rr = 0; rr < 2; ++rr)
-            row_misalign[mt][rr] =
-                (unsigned)(reinterpret_cast<unsigned long long>(rows.at(wm * 16 * WM + mt * 16 + g + 8 * rr)) & 15ull);
+        for (int rr = 0; rr < 2; ++rr) row_place[mt][rr] = Q::row_place(rows, wm * 16 * WM + mt * 16 + g + 8 * rr);
     if constexpr (WGMMA) {
         // Software-pipelined by piece (a half superblock, or with QUARTERS a quarter: 8 or 4 k-steps): the wgmmas of
         // piece t run while the lanes decode piece t + 1 into the other of two A buffers. QUARTERS halves those
@@ -1004,7 +1019,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         zb_cp_async_wait<STAGES - 2>();
         zb_fence_proxy_async();
         __syncthreads();
-        zb_wgmma_load<Q, BM>(lanes, stages + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_misalign[0]);
+        zb_wgmma_load<Q, BM>(lanes, stages + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_place[0]);
         zb_wgmma_decode<Q, STEPS>(a_frag[0], lanes, 0);
         const int n_pieces = 2 * PIECES * (unit.sb1 - unit.sb0);
         int stage = 0, step = 0;  // the stage buffer and the unit's pipeline step of piece t
@@ -1025,7 +1040,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             }
             if (j_next % PIECES == 0)  // piece t + 1 opens a half (stages hold whole halves: its stage is resident)
                 zb_wgmma_load<Q, BM>(lanes, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c, j_next / PIECES,
-                                     unit.sb0 + (t + 1) / (2 * PIECES), row_misalign[0]);
+                                     unit.sb0 + (t + 1) / (2 * PIECES), row_place[0]);
             zb_wgmma_decode<Q, STEPS>(a_next, lanes, j_next % PIECES);
         };
         auto x_half = [&](int h) { return smem_base + stage * Tile::STAGE_BYTES + (h % HALVES) * Tile::X_HALF_BYTES; };
@@ -1061,7 +1076,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
 #pragma unroll
                         for (int rr = 0; rr < 2; ++rr)
                             lanes[mt][rr] = Q::template load<BM>(ws + Tile::X_BYTES, wm * 16 * WM + mt * 16 + g + 8 * rr,
-                                                                 c, h, sb, row_misalign[mt][rr]);
+                                                                 c, h, sb, row_place[mt][rr]);
                     const unsigned char* xh = ws + (h % HALVES) * Tile::X_HALF_BYTES;
                     zb_mma_half<Q, WM, WN>(acc, lanes, xh + x_even, xh + x_odd, n_tiles);
                 }

@@ -21,7 +21,9 @@
 #                                               probe_quarter (the quarter-pipelined wgmma tiles against the chosen)
 #                                               ab_widths probe_widths (trim to every multiple of 8: T2's trimmed tiles
 #                                               ABBA against $BASE_KERNELS; the tiles only those widths allow);
-#                                               probe_t1wide (T1 tiles of 12 and 16 warps per SM, quarter-pipelined)
+#                                               probe_t1wide (T1 tiles of 12 and 16 warps per SM, quarter-pipelined);
+#                                               ab_q6stride q6tests (the Q6_K stage's row stride ABBA against
+#                                               $BASE_KERNELS; the fused kernel's Q6_K GPU tests)
 #                                               ncu_fused ab_t2 (T2's chosen tiles timed ABBA against the kernels in
 #                                               $BASE_KERNELS, an older kernels/ folder carried in .carry)
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
@@ -154,6 +156,9 @@ for step in "${@:-env tests}"; do
         ab_widths) TAIL=40 run ab-widths ${AB_LIMIT:-400} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" widths ;;
         probe_widths) TAIL=60 run probe-widths 300 python3 scripts/probe_fused.py widths80 ;;
         probe_t1wide) TAIL=40 run probe-t1wide 300 python3 scripts/probe_fused.py t1wide ;;
+        ab_q6stride) TAIL=30 run ab-q6stride ${AB_LIMIT:-300} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" q6stride ;;
+        q6tests) TAIL=30 run pytest-fused-mma-q6k 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
+                tests/gpu/test_fused_mma.py -k q6_k ;;
         probe_t1) TAIL=60 run probe-t1 300 python3 scripts/probe_fused.py t1 ;;
         ncu_t2) TAIL=60 run ncu_t2 300 bash -c "ncu_probe t2chosen" ;;
         ncu_t2src) TAIL=20 run ncu-t2src 300 bash -c "ncu --clock-control none --section SourceCounters --section WarpStateStats \

@@ -2,7 +2,7 @@
 
     python scripts/probe_fused.py [MODE] [--once]
 
-MODE: t2, t2chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide or all (the default).
+MODE: t2, t2chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -217,6 +217,9 @@ T1_QUARTER_TILES = [
 # More warps per SM through the quarter pipeline's register relief (ptxas, 809ff52): Q6_K 192x128 (three warpgroups)
 # fits 168 registers without spilling (it spilled 20-104 bytes half-pipelined), so 12 warps per SM instead of 128x192's
 # 8; Q4_K 256x128 (four warpgroups) fits 128 registers, 16 warps per SM. Q6_K 256x128 spills 304 bytes at 128.
+# The Q6_K stage's row stride (ZbQ6KFormat::row_stride), A/B across kernel sources (mode `q6stride`, run by
+# scripts/ab_kernels.sh): the T1 choice, a 128-token wgmma tile and the portable 128x128
+T1_Q6K_STRIDE_TILES = ["wgmma+sk+quarter:1,24,8,1,3", "wgmma:1,16,8,1,4", "1,16,8,1,2"]
 T1_WIDE_SHAPES = T1_Q6K_SHAPES + ((21504, 5376, 1024, "q4_k"), (4096, 4096, 2048, "q4_k"))
 T1_WIDE_TILES = [
     "wgmma+sk+quarter:1,24,8,1,3",
@@ -298,6 +301,8 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng, tiles_by_n_e={n_e: T2_WIDTH_TILES for n_e in (8, 16, 32, 64)})
     if which in ("t1", "all"):
         probe_t1(timer, cupy, rng)
+    if which == "q6stride":
+        probe_t1(timer, cupy, rng, T1_Q6K_SHAPES, T1_Q6K_STRIDE_TILES)
     if which == "t1wide":
         probe_t1(timer, cupy, rng, T1_WIDE_SHAPES, T1_WIDE_TILES)
     if which == "t1q6":

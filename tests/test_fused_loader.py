@@ -1,5 +1,6 @@
 """The fused kernel's Q6_K loaders (kernels/kquant_fused_mma.cu, ZbQ6KFormat::Loader) modelled on the CPU: every global
-load window of every thread lies inside the weights, and the copies still deliver every byte of every block.
+load window of every thread lies inside the weights, the copies still deliver every byte of every block, and the
+lanes' shared-memory reads of the stage are free of bank conflicts wherever the rows' misalignments allow it.
 
 compute-sanitizer found the bug this guards against on the GPU (issue 23): the tail chunk of a row's last
 superblock was a 16-byte cp.async from an aligned address with src-size o + 2, whose window passes the end of
@@ -9,6 +10,7 @@ arithmetic (its constants are read from the source) and runs the sanitizer drive
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 
 import pytest
 
@@ -97,8 +99,8 @@ def _edge_cases():
 
 def test_the_model_reads_the_kernel_constants():
     assert (BLOCK_BYTES, WHOLE_CHUNKS, HALF_CHUNKS) == (210, 14, 10)
-    assert POLICIES["q6_k"].row_stage_bytes == 16 * WHOLE_CHUNKS
-    assert WGMMA_POLICIES["q6_k"].row_stage_bytes == 16 * HALF_CHUNKS
+    assert POLICIES["q6_k"].row_stage_bytes == 16 * (WHOLE_CHUNKS + 1)  # the copied chunks and a spare one
+    assert WGMMA_POLICIES["q6_k"].row_stage_bytes == 16 * (HALF_CHUNKS + 1)
     assert 14 + BLOCK_BYTES <= 16 * WHOLE_CHUNKS  # the chunks cover a block at any even misalignment
 
 
@@ -138,3 +140,53 @@ def test_the_model_finds_the_sanitizer_report():
     assert any(s + n > end for s, n, _ in loads)
     fixed, _ = q6k_loads(tile, 197, 256, 1)
     assert all(s + n <= end for s, n, _ in fixed)
+
+
+def row_stride(half_stage: bool, row_bytes: int) -> int:
+    """ZbQ6KFormat::row_stride: the copied chunks where consecutive rows start 2 mod 4 bytes apart, else one more."""
+    chunks = HALF_CHUNKS if half_stage else WHOLE_CHUNKS
+    return 16 * chunks if row_bytes & 2 else 16 * (chunks + 1)
+
+
+def lane_load_wavefronts(half_stage: bool, n_sb: int, stride: int) -> list[int]:
+    """Shared-memory wavefronts of each 32-bit load a warp issues in ZbQ6KFormat::load (its three 16-byte reads, five
+    aligned words each, at ql, ql + 32 and qh of half h, in both of a lane's rows r and r + 8), over a superblock's
+    halves and the misalignments the rows' starts take: lanes (g, c) read row g (+ 8) at column 16 (c & 1)."""
+    row_bytes = n_sb * BLOCK_BYTES
+    ql_step, qh_at, qh_step = (0, 80, 0) if half_stage else (64, 128, 32)
+    counts = []
+    for sb in range(min(n_sb, 8)):  # 210 sb mod 16 repeats every 8 superblocks
+        for h in (0, 1):
+            for region in (ql_step * h, ql_step * h + 32, qh_at + qh_step * h):
+                for rr in (0, 8):
+                    for word in range(5):
+                        banks = defaultdict(set)
+                        for g in range(8):
+                            r = g + rr
+                            o = (r * row_bytes + sb * BLOCK_BYTES) & 15
+                            for column in (0, 16):
+                                address = ((r * stride + o + region + column) & ~3) + 4 * word
+                                banks[address // 4 % 32].add(address)
+                        counts.append(max(len(a) for a in banks.values()))
+    return counts
+
+
+@pytest.mark.parametrize("half_stage", [True, False], ids=["ZbQ6KHalf", "ZbQ6K"])
+@pytest.mark.parametrize("n_sb", range(1, 17))
+def test_the_lanes_stage_reads_hit_16_banks_where_the_misalignments_allow(half_stage, n_sb):
+    """One wavefront per load with the kernel's stride, unless every row has the same misalignment (row bytes a
+    multiple of 16: then no stride of whole chunks avoids two ways). The copied chunks alone as the stride cost two
+    ways where consecutive rows start 0 mod 4 bytes apart (gemma4-31b's ffn_down, K 21504: 84 superblocks)."""
+    row_bytes = n_sb * BLOCK_BYTES
+    got = lane_load_wavefronts(half_stage, n_sb, row_stride(half_stage, row_bytes))
+    assert max(got) == (2 if row_bytes % 16 == 0 else 1)
+    chunks = HALF_CHUNKS if half_stage else WHOLE_CHUNKS
+    if row_bytes % 4 == 0 and row_bytes % 16:
+        assert max(lane_load_wavefronts(half_stage, n_sb, 16 * chunks)) == 2
+
+
+def test_the_model_reads_the_kernel_stride_rule():
+    body = kernel_source("kquant_fused_mma.cu")
+    assert "return (row_bytes & 2) ? ROW_STAGE_BYTES - 16 : ROW_STAGE_BYTES;" in body
+    assert "static constexpr int ROW_STAGE_BYTES = 16 * (CHUNKS_PER_ROW + 1);" in body
+    assert row_stride(True, 84 * BLOCK_BYTES) == WGMMA_POLICIES["q6_k"].row_stage_bytes

@@ -129,9 +129,9 @@ def test_tile_specs():
     # the epilogue is the last template argument (ZB_EPI_*; the compile test pins the values)
     assert tile.expression(grouped=True, weights="q6_k", epilogue=EPILOGUE_COMBINE).endswith(",false,true,3>")
     assert not MmaTile.parse("1,8,4,1,3,1,0").trim_n
-    # per stage: X [halves][64 tokens][256 B] + weights [128 rows][80 B (Q4_K half) or 224 B (Q6_K superblock)]
+    # per stage: X [halves][64 tokens][256 B] + weights [128 rows][80 B (Q4_K half) or 240 B (Q6_K superblock)]
     assert tile.smem_bytes("q4_k") == 3 * (64 * 256 + 128 * 80)
-    assert tile.smem_bytes("q6_k") == 3 * (2 * 64 * 256 + 128 * 224)
+    assert tile.smem_bytes("q6_k") == 3 * (2 * 64 * 256 + 128 * 240)
     assert tile.smem_bytes("q5_k") == 3 * (64 * 256 + 128 * 112)
     with pytest.raises(InputError, match="q8_0"):
         tile.expression(grouped=True, weights="q8_0")
@@ -147,18 +147,18 @@ def test_wgmma_tile_specs():
     the shapes its wgmma widths and pipeline allow."""
     tile = MmaTile.parse("wgmma:1,16,8,1,3,1,1")
     assert tile.wgmma and tile.trim_n and (tile.bm, tile.bn, tile.threads) == (128, 128, 256)
-    # its Q6_K stages are half superblocks (ZbQ6KHalf: 160 bytes a row), the portable path's whole ones (224)
+    # its Q6_K stages are half superblocks (ZbQ6KHalf: 176 bytes a row), the portable path's whole ones (240)
     assert tile.expression(grouped=True, weights="q6_k") == "gemm_kquant_mma<ZbQ6KHalf,1,16,8,1,3,1,true,true,0,true>"
     assert tile.label == "128x128/w8x1/s3/n8/wgmma" and tile.x_order == "wgmma"
     assert tile.smem_bytes("q4_k") == 3 * (128 * 256 + 128 * 80) + 1024
-    assert tile.smem_bytes("q6_k") == 3 * (128 * 256 + 128 * 160) + 1024
+    assert tile.smem_bytes("q6_k") == 3 * (128 * 256 + 128 * 176) + 1024
     # every multiple of 8 up to 256 is a wgmma width: any such BN, trimmed (its tokens rounded up to 8) or not
     assert MmaTile.parse("wgmma:1,12,8,1,3,1,1").bn == 96 and MmaTile.parse("wgmma:1,2,4,1,3,1,1").trim_n
     assert MmaTile.parse("wgmma+quarter:1,10,8,1,3,2,1").bn == 80 and MmaTile.parse("wgmma:1,9,4,1,3").bn == 72
     plain = MmaTile.parse("1,16,8,1,3,1,1")
     assert plain.x_order == "mma" and not plain.expression(grouped=True, weights="q4_k").endswith(",true>")
     assert plain.expression(grouped=True, weights="q6_k").startswith("gemm_kquant_mma<ZbQ6K,")
-    assert plain.smem_bytes("q6_k") == 3 * (2 * 128 * 256 + 128 * 224)
+    assert plain.smem_bytes("q6_k") == 3 * (2 * 128 * 256 + 128 * 240)
     for bad, message in (
         ("wgmma:2,8,4,1,3", "wm 1, warps_n 1 and whole warpgroups"),  # two 16-row slices per warp
         ("wgmma:1,8,6,1,3", "whole warpgroups"),  # 6 warps

@@ -4,7 +4,8 @@ Tolerance: both operands are rounded to fp16 (the weights through fp16 scales: d
 fma, for Q4_K and Q5_K; d*sc times q - 32 for Q6_K), accumulation is f32: 2e-3 relative Frobenius error vs the
 exact float64 product is a loose bound for correct code and orders of magnitude below what an indexing
 bug produces. Weights are fresh random valid blocks (signed Q6_K scales, subnormal d included). K = 768
-makes Q6_K rows 630 bytes long, so blocks start at every even misalignment (the kernel's unaligned path).
+makes Q6_K rows 630 bytes long, so blocks start at every even misalignment (the kernel's unaligned path); K = 512
+(420-byte rows, 0 mod 4) takes the stage's padded row stride (ZbQ6KFormat::row_stride).
 """
 
 from __future__ import annotations

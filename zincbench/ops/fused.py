@@ -41,11 +41,12 @@ class WeightPolicy:
 POLICIES = {
     "q4_k": WeightPolicy("ZbQ4K", 1, 80),  # half superblock: 64 nibble bytes + 16-byte header per row
     "q5_k": WeightPolicy("ZbQ5K", 1, 112),  # the same + the block's 32 qh bytes
-    "q6_k": WeightPolicy("ZbQ6K", 2, 224),  # whole superblock: 14 aligned chunks cover 210 bytes at any offset
+    # whole superblock: 14 aligned chunks cover 210 bytes at any offset, and a spare one (ZbQ6KFormat::row_stride)
+    "q6_k": WeightPolicy("ZbQ6K", 2, 240),
 }
 # The wgmma path's own: half-superblock Q6_K stages (10 chunks: the half's ql, qh, and the scales), so that its
 # 128- and 192-token tiles fit the three stages it needs.
-WGMMA_POLICIES = {**POLICIES, "q6_k": WeightPolicy("ZbQ6KHalf", 1, 160)}
+WGMMA_POLICIES = {**POLICIES, "q6_k": WeightPolicy("ZbQ6KHalf", 1, 176)}
 
 
 def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
