@@ -45,7 +45,7 @@ TILES = {
         "wgmma:1,8,8,1,3,1,1",
         "wgmma:1,16,8,1,4,1,1",
         "wgmma:1,24,8,1,3",
-        "wgmma:1,32,4,1,3",
+        "wgmma:1,24,4,1,3",
         "wgmma+quarter:1,24,8,1,3",
         "wgmma:1,9,4,1,3",
         "1,16,8,1,2",
@@ -123,7 +123,7 @@ SK_CASES = [
     ("q4_k", "wgmma+sk:1,16,8,1,3,1,1"),
     *(("q4_k", t) for t in ("wgmma+sk+quarter:1,32,8,1,3", "wgmma+sk+quarter:1,8,4,1,3")),
     ("q6_k", "wgmma+sk+quarter:1,24,8,1,3"),
-    *(("q6_k", t) for t in ("sk:2,8,4,1,2", "wgmma+sk:1,2,4,1,3", "wgmma+sk:1,24,8,1,3", "wgmma+sk:1,32,4,1,3")),
+    *(("q6_k", t) for t in ("sk:2,8,4,1,2", "wgmma+sk:1,2,4,1,3", "wgmma+sk:1,24,8,1,3", "wgmma+sk:1,24,4,1,3")),
     *(("q5_k", t) for t in ("sk:2,8,4,1,2,3", "wgmma+sk:1,4,8,1,3")),
 ]
 
