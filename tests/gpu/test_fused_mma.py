@@ -22,8 +22,8 @@ TOL = 2e-3
 # skip empty 8-token columns) and a 128-token tile (the last, dense only).
 # Every format also runs the Hopper (wgmma) path on sm_90: one and two warpgroups, 16- to 256-token tiles (72 and 80
 # too), trimmed to a multiple of 8 (skipped on other GPUs; Q6_K's there stages half superblocks, ZbQ6KHalf: up to 192
-# tokens with two warpgroups, 256 with one); the quarter tiles pipeline the wgmma A fragments a quarter superblock at a
-# time.
+# tokens with one or two warpgroups, 64x256 no longer fitting beside its padded rows); the quarter tiles pipeline the
+# wgmma A fragments a quarter superblock at a time.
 WGMMA_TILES = ["wgmma:1,2,4,1,4", "wgmma:1,8,4,1,3,1,1", "wgmma:1,16,8,1,3,1,1", "wgmma:1,32,8,1,3"]
 TILES = {
     "q4_k": [
