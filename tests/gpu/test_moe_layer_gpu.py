@@ -113,8 +113,10 @@ def test_each_stage_runs_alone_and_the_stages_make_the_block(cupy, rng, tmp_path
         cupy.cuda.Device().synchronize()
         if name == "engine":
             np.testing.assert_array_equal(prepared.output.get(), whole)
-        else:  # the fused down's atomicAdd order varies from run to run
-            np.testing.assert_allclose(prepared.output.get(), whole, rtol=1e-5, atol=1e-5)
+        else:  # the fused down adds its top_k slots by atomicAdd, in an order that varies from run to run: a sum's
+            # rounding then moves at the scale of its largest terms, not of the (possibly cancelled) result
+            scale = float(np.abs(whole).max())
+            np.testing.assert_allclose(prepared.output.get(), whole, rtol=0, atol=8 * np.finfo(np.float32).eps * scale)
 
 
 def test_a_broken_router_fails_the_check(cupy, rng, tmp_path):
