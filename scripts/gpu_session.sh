@@ -17,13 +17,10 @@
 #                                               cuBLAS output and the layer group stage by stage; the layer
 #                                               router's pieces timed apart, and under ncu)
 #                                               t4tests t4 (the T4 family's GPU tests and sanitizer group; its run)
-#                                               wgprobe wgtests probe probe_t1 probe_t2 probe_t1q6 probe_t1small probe_t1sk
-#                                               probe_quarter (the quarter-pipelined wgmma tiles against the chosen)
-#                                               ab_widths probe_widths (trim to every multiple of 8: T2's trimmed tiles
-#                                               ABBA against $BASE_KERNELS; the tiles only those widths allow);
-#                                               probe_t1wide (T1 tiles of 12 and 16 warps per SM, quarter-pipelined);
-#                                               ab_q6stride q6tests (the Q6_K stage's row stride ABBA against
-#                                               $BASE_KERNELS; the fused kernel's Q6_K GPU tests)
+#                                               wgprobe wgtests probe, probe_MODE (scripts/probe_fused.py MODE:
+#                                               probe_t1, probe_t2, probe_quarter, probe_widths80, probe_t1wide, ...)
+#                                               ab_MODE (that probe mode ABBA against $BASE_KERNELS: ab_widths,
+#                                               ab_q6stride, ...); q6tests (the fused kernel's Q6_K GPU tests)
 #                                               ncu_fused ab_t2 (T2's chosen tiles timed ABBA against the kernels in
 #                                               $BASE_KERNELS, an older kernels/ folder carried in .carry)
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
@@ -151,15 +148,12 @@ for step in "${@:-env tests}"; do
         gate) TAIL=40 run gate 420 $ZB gate experiments/gates.yaml --junit "$LOGS/gate.xml" --markdown "$LOGS/gate.md" ;;
         probe) TAIL=80 run probe 400 python3 scripts/probe_fused.py ;;
         wgprobe) TAIL=20 run wgprobe 120 python3 scripts/probe_wgmma.py ;;
-        probe_t2) TAIL=60 run probe-t2 300 python3 scripts/probe_fused.py t2 ;;
         ab_t2) TAIL=40 run ab-t2 ${AB_LIMIT:-300} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" t2chosen ;;
-        ab_widths) TAIL=40 run ab-widths ${AB_LIMIT:-400} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" widths ;;
-        probe_widths) TAIL=60 run probe-widths 300 python3 scripts/probe_fused.py widths80 ;;
-        probe_t1wide) TAIL=40 run probe-t1wide 300 python3 scripts/probe_fused.py t1wide ;;
-        ab_q6stride) TAIL=30 run ab-q6stride ${AB_LIMIT:-300} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" q6stride ;;
+        ab_*) TAIL=40 run "ab-${step#ab_}" ${AB_LIMIT:-300} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" \
+                "${step#ab_}" ;;  # ab_MODE: probe_fused.py MODE, ABBA against $BASE_KERNELS
+        probe_*) TAIL=60 run "probe-${step#probe_}" 300 python3 scripts/probe_fused.py "${step#probe_}" ;;  # probe_MODE
         q6tests) TAIL=30 run pytest-fused-mma-q6k 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py -k q6_k ;;
-        probe_t1) TAIL=60 run probe-t1 300 python3 scripts/probe_fused.py t1 ;;
         ncu_t2) TAIL=60 run ncu_t2 300 bash -c "ncu_probe t2chosen" ;;
         ncu_t2src) TAIL=20 run ncu-t2src 300 bash -c "ncu --clock-control none --section SourceCounters --section WarpStateStats \
                 -k regex:gemm_kquant_mma --launch-skip 3 --launch-count 1 -f -o $LOGS/ncu-t2-ne64 \
@@ -175,10 +169,6 @@ for step in "${@:-env tests}"; do
                 tests/gpu/test_kernels_baseline.py -k "routing or one_launch or gather" ;;
         sanrouting) TAIL=15 run sanitizer-routing 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k routing \
                 tests/gpu/test_sanitizer.py ;;
-        probe_t1q6) TAIL=40 run probe-t1q6 300 python3 scripts/probe_fused.py t1q6 ;;
-        probe_quarter) TAIL=60 run probe-quarter 300 python3 scripts/probe_fused.py quarter ;;
-        probe_t1sk) TAIL=70 run probe-t1sk 300 python3 scripts/probe_fused.py t1sk ;;
-        probe_t1small) TAIL=30 run probe-t1small 200 python3 scripts/probe_fused.py t1small ;;
         ncu_wgmma) TAIL=60 run ncu_wgmma 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
                 --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
                 --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \

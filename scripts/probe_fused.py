@@ -214,12 +214,13 @@ T1_QUARTER_TILES = [
     "wgmma+sk+quarter:1,32,8,1,3",
 ]
 
-# More warps per SM through the quarter pipeline's register relief (ptxas, 809ff52): Q6_K 192x128 (three warpgroups)
-# fits 168 registers without spilling (it spilled 20-104 bytes half-pipelined), so 12 warps per SM instead of 128x192's
-# 8; Q4_K 256x128 (four warpgroups) fits 128 registers, 16 warps per SM. Q6_K 256x128 spills 304 bytes at 128.
 # The Q6_K stage's row stride (ZbQ6KFormat::row_stride), A/B across kernel sources (mode `q6stride`, run by
 # scripts/ab_kernels.sh): the T1 choice, a 128-token wgmma tile and the portable 128x128
 T1_Q6K_STRIDE_TILES = ["wgmma+sk+quarter:1,24,8,1,3", "wgmma:1,16,8,1,4", "1,16,8,1,2"]
+# More warps per SM through the quarter pipeline's register relief (ptxas, 809ff52): Q6_K 192x128 (three warpgroups)
+# fits 168 registers without spilling (it spilled 20-104 bytes half-pipelined), so 12 warps per SM instead of 128x192's
+# 8; Q4_K 256x128 (four warpgroups) fits 128 registers, 16 warps per SM. Q6_K 256x128 spills 304 bytes at 128.
+# On 2026-12-02 every one lost to the widest token tile (results/h200/trim-widths-q6k-stride-20261202/).
 T1_WIDE_SHAPES = T1_Q6K_SHAPES + ((21504, 5376, 1024, "q4_k"), (4096, 4096, 2048, "q4_k"))
 T1_WIDE_TILES = [
     "wgmma+sk+quarter:1,24,8,1,3",
