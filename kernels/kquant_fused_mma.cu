@@ -165,7 +165,7 @@ struct ZbRows {
 
 // ---- Weight-format policies --------------------------------------------------------------------
 // A policy Q says, for one weight format:
-//   BLOCK_BYTES         superblock size in the GGUF row;
+//   BLOCK_BYTES         superblock size in the row (the GGUF block's, or a repacked one's);
 //   HALVES              half superblocks (128 weights) per pipeline stage (1 or 2);
 //   ROW_STAGE_BYTES     shared memory per weight row per stage (at most);
 //   Loader<BM, THREADS> per-thread cp.async assignments of a stage's BM weight rows (ZbRows; fixed for the
@@ -325,6 +325,46 @@ struct ZbNibbleFormat {
 struct ZbQ4K : ZbNibbleFormat<144, 16, false> {};
 struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
 
+// Q6_K's lanes and their decode, shared by the GGUF-layout policies (ZbQ6KFormat) and the repacked one (ZbQ6KR): in
+// half h, lane c holds the low nibbles (c < 2) or high nibbles (c >= 2) of ql[64h + 16(c&1) + ...] and
+// ql[64h + 32 + ...], two bits of each weight from qh[32h + 16(c&1) + ...], and the fp16 scales d * sc of its two
+// 16-weight sub-blocks 8h + 4(c>>1) + (c&1) and that + 2.
+struct ZbQ6KDecode {
+    struct Lane {
+        uint4 ql_lo, ql_hi, qh;  // quarters 2n (ql_lo) and 2n + 1 (ql_hi) of the half, n = c >> 1
+        unsigned dsc_lo, dsc_hi;
+        unsigned nib_mask, high_mask, bias, offset;  // lane constants: nibble n, qh bits under it
+    };
+
+    // Low nibble: 1024 + q with q's 6 bits at 0-5. High nibble: 64 + q (ulp 1/16) with q at bits 4-9.
+    // Subtracting bias + 32 leaves q - 32 exactly.
+    __device__ __forceinline__ static void set_lane_constants(Lane& l, int c) {
+        const bool high = c >> 1;
+        l.nib_mask = high ? 0x00F000F0u : 0x000F000Fu;
+        l.high_mask = high ? 0x03000300u : 0x00300030u;
+        l.bias = high ? ZB_BIAS_HIGH : ZB_BIAS_LOW;
+        l.offset = high ? 0x56005600u : 0x64206420u;  // 96 = 64 + 32, 1056 = 1024 + 32
+    }
+
+    // qh bits 2k, 2k+1 of byte 0 (quarter k = 2n or 2n + 1) land on bits 4-5 (n = 0) or 8-9 (n = 1)
+    // by the same shift for both n: << 4 for quarter 2n, << 2 for 2n + 1; byte 1's by >> 4 and >> 6.
+    __device__ __forceinline__ static unsigned pair(unsigned ql, unsigned qh, unsigned dsc, const Lane& l) {
+        unsigned q, r;
+        const unsigned biased = zb_merge_bits(ql, l.nib_mask, qh, l.high_mask, l.bias);
+        asm("sub.f16x2 %0, %1, %2;" : "=r"(q) : "r"(biased), "r"(l.offset));
+        asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(q), "r"(dsc));
+        return r;
+    }
+
+    __device__ __forceinline__ static void decode(const Lane& l, int i, unsigned (&lo)[2], unsigned (&hi)[2]) {
+        const unsigned a = zb_word(l.ql_lo, i), b = zb_word(l.ql_hi, i), h = zb_word(l.qh, i);
+        lo[0] = pair(a, h << 4, l.dsc_lo, l);
+        lo[1] = pair(a >> 8, h >> 4, l.dsc_lo, l);
+        hi[0] = pair(b, h << 2, l.dsc_hi, l);
+        hi[1] = pair(b >> 8, h >> 6, l.dsc_hi, l);
+    }
+};
+
 // Q6_K (210-byte blocks: ql[128], qh[64], scales[16], d; only 2-byte aligned in a row, so no 16-byte copy can start
 // at a block). A stage holds, per row, aligned 16-byte chunks that cover the stage's bytes of the block at any even
 // misalignment o (the block's bytes start at byte o of each region):
@@ -345,7 +385,7 @@ struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
 // elsewhere one chunk more (an odd number of 16-byte units) does, except where every row has the same misalignment
 // (row_bytes a multiple of 16: two ways, whatever the stride). gemma4-31b's ffn_down (K 21504) went from two to one.
 template <bool HALF_STAGE>
-struct ZbQ6KFormat {
+struct ZbQ6KFormat : ZbQ6KDecode {
     static constexpr int BLOCK_BYTES = 210;
     static constexpr int HALVES = HALF_STAGE ? 1 : 2;
     static constexpr int CHUNKS_PER_ROW = HALF_STAGE ? 10 : 14;  // o + 210 <= 224; o + 64 <= 80, o + 32 <= 48, o + 18 <= 32
@@ -417,12 +457,6 @@ struct ZbQ6KFormat {
         }
     };
 
-    struct Lane {
-        uint4 ql_lo, ql_hi, qh;  // quarters 2n (ql_lo) and 2n + 1 (ql_hi) of the half, n = c >> 1
-        unsigned dsc_lo, dsc_hi;
-        unsigned nib_mask, high_mask, bias, offset;  // lane constants: nibble n, qh bits under it
-    };
-
     template <int BM>
     __device__ __forceinline__ static Lane load(const unsigned char* ws, int, int c, int h, int sb, unsigned place) {
         const unsigned o = ((place & 15u) + (unsigned)sb * BLOCK_BYTES) & 15u;
@@ -436,37 +470,80 @@ struct ZbQ6KFormat {
         const signed char* sc = reinterpret_cast<const signed char*>(blk + SC_AT + 8 * h + 4 * (c >> 1) + (c & 1));
         l.dsc_lo = zb_half2_splat(d * (float)sc[0]);
         l.dsc_hi = zb_half2_splat(d * (float)sc[2]);
-        // Low nibble: 1024 + q with q's 6 bits at 0-5. High nibble: 64 + q (ulp 1/16) with q at bits 4-9.
-        // Subtracting bias + 32 leaves q - 32 exactly.
-        const bool high = c >> 1;
-        l.nib_mask = high ? 0x00F000F0u : 0x000F000Fu;
-        l.high_mask = high ? 0x03000300u : 0x00300030u;
-        l.bias = high ? ZB_BIAS_HIGH : ZB_BIAS_LOW;
-        l.offset = high ? 0x56005600u : 0x64206420u;  // 96 = 64 + 32, 1056 = 1024 + 32
+        set_lane_constants(l, c);
         return l;
     }
 
-    // qh bits 2k, 2k+1 of byte 0 (quarter k = 2n or 2n + 1) land on bits 4-5 (n = 0) or 8-9 (n = 1)
-    // by the same shift for both n: << 4 for quarter 2n, << 2 for 2n + 1; byte 1's by >> 4 and >> 6.
-    __device__ __forceinline__ static unsigned pair(unsigned ql, unsigned qh, unsigned dsc, const Lane& l) {
-        unsigned q, r;
-        const unsigned biased = zb_merge_bits(ql, l.nib_mask, qh, l.high_mask, l.bias);
-        asm("sub.f16x2 %0, %1, %2;" : "=r"(q) : "r"(biased), "r"(l.offset));
-        asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(q), "r"(dsc));
-        return r;
-    }
-
-    __device__ __forceinline__ static void decode(const Lane& l, int i, unsigned (&lo)[2], unsigned (&hi)[2]) {
-        const unsigned a = zb_word(l.ql_lo, i), b = zb_word(l.ql_hi, i), h = zb_word(l.qh, i);
-        lo[0] = pair(a, h << 4, l.dsc_lo, l);
-        lo[1] = pair(a >> 8, h >> 4, l.dsc_lo, l);
-        hi[0] = pair(b, h << 2, l.dsc_hi, l);
-        hi[1] = pair(b >> 8, h >> 6, l.dsc_hi, l);
-    }
 };
 
 struct ZbQ6K : ZbQ6KFormat<false> {};
 struct ZbQ6KHalf : ZbQ6KFormat<true> {};
+
+// Q6_K repacked at load (zincbench.quant.q6k_r): 224-byte blocks, so every block is 16-byte aligned: ql[128] and
+// qh[64] as in the GGUF block, then the 16 sub-block scales as the fp16 products d * sc that ZbQ6KFormat::load
+// computes (the same values: d * sc is exact in f32 and rounds once either way), in lane order: word c of half h (at
+// 192 + 16h + 4c) holds those of sub-blocks 8h + 4(c>>1) + (c&1) (low half) and that + 2. A stage is a half
+// superblock, 7 chunks per row: ql[64h ..] (4), qh[32h ..] (2) and the half's scales (1), all whole and aligned;
+// a lane's slices are three 16-byte loads and its scales one word. Rows are 112 bytes apart, an odd number of
+// 16-byte units: the 8 rows x 2 columns of a warp's 16-byte loads hit each bank twice, the fewest wavefronts.
+struct ZbQ6KR : ZbQ6KDecode {
+    static constexpr int BLOCK_BYTES = 224;
+    static constexpr int HALVES = 1;
+    static constexpr int CHUNKS_PER_ROW = 7;
+    static constexpr int ROW_STAGE_BYTES = 16 * CHUNKS_PER_ROW;
+
+    // Chunk q of half 0: its offset in the block; half 1 moves it by chunk_half_step(q) (ql 64, qh 32, scales 16).
+    __device__ __forceinline__ static int chunk_offset(int q) {
+        return q < 4 ? 16 * q : q < 6 ? 128 + 16 * (q - 4) : 192;
+    }
+    __device__ __forceinline__ static unsigned chunk_half_step(int q) { return q < 4 ? 64u : q < 6 ? 32u : 16u; }
+
+    template <int BM, int THREADS>
+    struct Loader {
+        static constexpr int CHUNKS = BM * CHUNKS_PER_ROW, ITERS = (CHUNKS + THREADS - 1) / THREADS;
+        static_assert(ITERS <= 10, "three bits per chunk in half_steps");
+        const unsigned char* src[ITERS];  // the row + chunk_offset(q), in superblock 0
+        unsigned dst[ITERS];
+        unsigned half_steps;  // bits 3it .. 3it + 2: chunk it's chunk_half_step / 16 (4, 2 or 1)
+
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : half_steps(0u) {
+#pragma unroll
+            for (int it = 0; it < ITERS; ++it) {
+                const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
+                const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
+                src[it] = rows.at(r) + chunk_offset(q);
+                dst[it] = r * ROW_STAGE_BYTES + 16 * q;
+                half_steps |= chunk_half_step(q) / 16u << (3 * it);
+            }
+        }
+
+        // Stage `step` = half step & 1 of superblock step >> 1, into the stage's weight area at shared address ws.
+        __device__ __forceinline__ void issue(unsigned ws, int step) const {
+            const int sb = step >> 1;
+            const unsigned h = (unsigned)step & 1u;
+#pragma unroll
+            for (int it = 0; it < ITERS; ++it)
+                zb_cp_async16(ws + dst[it], src[it] + sb * BLOCK_BYTES + h * 16u * (half_steps >> (3 * it) & 7u), 16u);
+        }
+    };
+
+    __device__ __forceinline__ static unsigned row_place(const ZbRows&, int) { return 0u; }  // rows are 16-byte aligned
+
+    template <int BM>
+    __device__ __forceinline__ static Lane load(const unsigned char* ws, int r, int c, int, int, unsigned) {
+        const unsigned char* row = ws + r * ROW_STAGE_BYTES;
+        const int l0 = 16 * (c & 1);
+        Lane l;
+        l.ql_lo = zb_lds128(row + l0);
+        l.ql_hi = zb_lds128(row + 32 + l0);
+        l.qh = zb_lds128(row + 64 + l0);
+        const unsigned dsc = *reinterpret_cast<const unsigned*>(row + 96 + 4 * c);
+        l.dsc_lo = zb_half2_lo(dsc);
+        l.dsc_hi = zb_half2_hi(dsc);
+        set_lane_constants(l, c);
+        return l;
+    }
+};
 
 extern "C" __global__ void x_f32_to_f16_kquant_perm(const float* __restrict__ x, uint4* __restrict__ xp, int rows,
                                                     int K) {
@@ -1197,6 +1274,8 @@ ZB_INSTANTIATE(ZbQ6K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ6K, 1, 8, 4, 1, 2, 1, true, true, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ6K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
 ZB_INSTANTIATE(ZbQ5K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ6KR, 2, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
 ZB_INSTANTIATE(ZbQ5K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ5K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
 ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE, false, true)
@@ -1221,5 +1300,7 @@ ZB_INSTANTIATE(ZbQ6KHalf, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
 ZB_INSTANTIATE(ZbQ4K, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true)
 ZB_INSTANTIATE(ZbQ4K, 1, 10, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true)
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true)
+ZB_INSTANTIATE(ZbQ6KR, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true)
+ZB_INSTANTIATE(ZbQ6KR, 1, 16, 8, 1, 4, 1, false, false, ZB_EPI_STORE, true)
 #endif
 #endif

@@ -20,7 +20,9 @@
 #                                               wgprobe wgtests probe, probe_MODE (scripts/probe_fused.py MODE:
 #                                               probe_t1, probe_t2, probe_quarter, probe_widths80, probe_t1wide, ...)
 #                                               ab_MODE (that probe mode ABBA against $BASE_KERNELS: ab_widths,
-#                                               ab_q6stride, ...); q6tests (the fused kernel's Q6_K GPU tests)
+#                                               ab_q6stride, ...); q6tests q6rtests (the fused kernel's Q6_K GPU
+#                                               tests; those of repacked Q6_K), ncu_MODE (ncu of probe MODE's
+#                                               launches: ncu_q6rwide, ...)
 #                                               ncu_fused ab_t2 (T2's chosen tiles timed ABBA against the kernels in
 #                                               $BASE_KERNELS, an older kernels/ folder carried in .carry)
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
@@ -154,6 +156,8 @@ for step in "${@:-env tests}"; do
         probe_*) TAIL=60 run "probe-${step#probe_}" 300 python3 scripts/probe_fused.py "${step#probe_}" ;;  # probe_MODE
         q6tests) TAIL=30 run pytest-fused-mma-q6k 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py -k q6_k ;;
+        q6rtests) TAIL=30 run pytest-fused-mma-q6k-r 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
+                tests/gpu/test_fused_mma.py -k "q6_k_r or repacked" ;;
         ncu_t2) TAIL=60 run ncu_t2 300 bash -c "ncu_probe t2chosen" ;;
         ncu_t2src) TAIL=20 run ncu-t2src 300 bash -c "ncu --clock-control none --section SourceCounters --section WarpStateStats \
                 -k regex:gemm_kquant_mma --launch-skip 3 --launch-count 1 -f -o $LOGS/ncu-t2-ne64 \
@@ -190,6 +194,7 @@ for step in "${@:-env tests}"; do
                 --section Occupancy python3 scripts/probe_router.py --once ;;
         sass_t2) run sass_t2 120 bash -c 'nvcc -std=c++17 -arch=sm_90a -cubin -I kernels -o /tmp/t2.cubin scripts/sass_t2.cu \
                 && cuobjdump -sass /tmp/t2.cubin > '"$LOGS"'/t2.sass && grep -c "" '"$LOGS"'/t2.sass' ;;
+        ncu_*) TAIL=60 run "ncu-${step#ncu_}" 300 bash -c "ncu_probe ${step#ncu_}" ;;  # ncu_MODE: probe_fused.py MODE
         sass) run sass 120 bash -c 'nvcc -std=c++17 -arch=sm_90 -cubin -DZINCBENCH_COMPILE_CHECK -o /tmp/f.cubin \
                 kernels/kquant_fused_mma.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;
         *) echo "unknown step $step" ;;

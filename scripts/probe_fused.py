@@ -2,7 +2,8 @@
 
     python scripts/probe_fused.py [MODE] [--once]
 
-MODE: t2, t2chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride or all (the default).
+MODE: t2, t2chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride, q6r, q6rwide or all
+(the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -229,6 +230,22 @@ T1_WIDE_TILES = [
     "wgmma+sk+quarter:1,16,16,1,3",
 ]
 
+# Q6_K repacked at load (q6_k_r: 224-byte aligned blocks, fp16 scales; ZbQ6KR) beside the GGUF layout, the same
+# shapes and tiles in one run (mode `q6r`): the T1 choice, the half-pipelined 128x192, 128x128 at three and four
+# stages, the widest tile of one warpgroup and the portable 128x128 (what sm_89 / sm_120 users get)
+T1_Q6K_REPACK_SHAPES = tuple((m, k, t, w) for m, k, t, _ in T1_Q6K_SHAPES for w in ("q6_k", "q6_k_r"))
+T1_Q6K_REPACK_TILES = [
+    "wgmma+sk+quarter:1,24,8,1,3",
+    "wgmma+sk:1,24,8,1,3",
+    "wgmma:1,16,8,1,3",
+    "wgmma+sk:1,16,8,1,4",
+    "wgmma+sk+quarter:1,32,4,1,3",
+    "1,16,8,1,2",
+]
+# Under ncu (mode `q6rwide`): the T1 choice on both layouts at T 2048
+T1_Q6K_REPACK_WIDE_SHAPES = T1_Q6K_REPACK_SHAPES[-2:]
+T1_Q6K_REPACK_WIDE_TILES = T1_Q6K_REPACK_TILES[:1]
+
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
 T1_SMALL_TILES = [
@@ -268,7 +285,7 @@ def probe_t1(timer, cupy, rng, shapes=T1_SHAPES + T1_Q6K_SHAPES, tiles=None):
             f"T1 {weights} M{m} K{k} T{t}: permute {timed(timer, lambda: permute_activations(x, xp)):.1f} us",
             flush=True,
         )
-        for spec in tiles or (T1_Q6K_TILES if weights == "q6_k" else T1_TILES):
+        for spec in tiles or (T1_Q6K_TILES if weights.startswith("q6_k") else T1_TILES):
             gemm = kernel_or_none(spec, False, weights)
             if gemm is None:
                 continue
@@ -308,6 +325,10 @@ if __name__ == "__main__":
         probe_t1(timer, cupy, rng, T1_WIDE_SHAPES, T1_WIDE_TILES)
     if which == "t1q6":
         probe_t1(timer, cupy, rng, T1_Q6K_SHAPES)
+    if which == "q6r":
+        probe_t1(timer, cupy, rng, T1_Q6K_REPACK_SHAPES, T1_Q6K_REPACK_TILES)
+    if which == "q6rwide":
+        probe_t1(timer, cupy, rng, T1_Q6K_REPACK_WIDE_SHAPES, T1_Q6K_REPACK_WIDE_TILES)
     if which == "t1q6wide":
         probe_t1(timer, cupy, rng, T1_Q6K_WIDE_SHAPES, T1_Q6K_WIDE_TILES)
     if which in ("t1small", "all"):

@@ -22,7 +22,7 @@ from zincbench.testing.sanitize_driver import FUSED_DENSE_SHAPES, FUSED_GROUPED_
 def _q6k_chunks() -> tuple[int, int, int]:
     """(BLOCK_BYTES, chunks per row of a whole-superblock stage, of a half-superblock stage), from the source."""
     source = kernel_source("kquant_fused_mma.cu")
-    body = source[source.index("struct ZbQ6KFormat {") :]
+    body = source[source.index("struct ZbQ6KFormat : ZbQ6KDecode {") :]
     block = int(re.search(r"BLOCK_BYTES = (\d+);", body).group(1))
     half, whole = (int(v) for v in re.search(r"CHUNKS_PER_ROW = HALF_STAGE \? (\d+) : (\d+);", body).groups())
     return block, whole, half
@@ -190,3 +190,51 @@ def test_the_model_reads_the_kernel_stride_rule():
     assert "return (row_bytes & 2) ? ROW_STAGE_BYTES - 16 : ROW_STAGE_BYTES;" in body
     assert "static constexpr int ROW_STAGE_BYTES = 16 * (CHUNKS_PER_ROW + 1);" in body
     assert row_stride(True, 84 * BLOCK_BYTES) == WGMMA_POLICIES["q6_k"].row_stage_bytes
+
+
+def _repacked_constants() -> tuple[int, int, int]:
+    """ZbQ6KR's (BLOCK_BYTES, CHUNKS_PER_ROW, ROW_STAGE_BYTES), from the source."""
+    source = kernel_source("kquant_fused_mma.cu")
+    body = source[source.index("struct ZbQ6KR : ZbQ6KDecode {") :]
+    block, chunks = (int(re.search(rf"{name} = (\d+);", body).group(1)) for name in ("BLOCK_BYTES", "CHUNKS_PER_ROW"))
+    assert "static constexpr int ROW_STAGE_BYTES = 16 * CHUNKS_PER_ROW;" in body
+    return block, chunks, 16 * chunks
+
+
+def repacked_stage(block: bytes, h: int, chunks: int) -> bytes:
+    """ZbQ6KR::Loader: a row's stage area for half h of a repacked block, chunk q from chunk_offset(q) +
+    h * chunk_half_step(q) (ql 4 chunks, qh 2, the half's scales 1)."""
+    stage = b""
+    for q in range(chunks):
+        offset, step = (16 * q, 64) if q < 4 else (128 + 16 * (q - 4), 32) if q < 6 else (192, 16)
+        stage += block[offset + h * step : offset + h * step + 16]
+    return stage
+
+
+def test_repacked_stage_holds_what_each_lane_reads():
+    """ZbQ6KR::load reads ql_lo, ql_hi and qh of half h at stage bytes l0, 32 + l0 and 64 + l0 (l0 = 16 (c & 1)) and
+    its scale word at 96 + 4c: the block's ql[64h + l0 ..], ql[64h + 32 + l0 ..], qh[32h + l0 ..] and the scale word c
+    of half h (192 + 16h + 4c), where the loader put them. Every copy is a whole, aligned 16-byte chunk of the block."""
+    block_bytes, chunks, row_stage = _repacked_constants()
+    assert (block_bytes, row_stage) == (224, POLICIES["q6_k_r"].row_stage_bytes) == (224, 112)
+    block = bytes(range(224))
+    for h in (0, 1):
+        stage = repacked_stage(block, h, chunks)
+        assert len(stage) == row_stage
+        for c in range(4):
+            l0 = 16 * (c & 1)
+            assert stage[l0 : l0 + 16] == block[64 * h + l0 :][:16]
+            assert stage[32 + l0 : 48 + l0] == block[64 * h + 32 + l0 :][:16]
+            assert stage[64 + l0 : 80 + l0] == block[128 + 32 * h + l0 :][:16]
+            assert stage[96 + 4 * c : 100 + 4 * c] == block[192 + 16 * h + 4 * c :][:4]
+
+
+def test_repacked_rows_spread_a_warps_reads_over_the_banks():
+    """Rows 112 bytes apart (7 chunks, odd): the 8 rows x 2 columns of a warp's 16-byte loads cover each 16-byte bank
+    group exactly twice (two wavefronts, the fewest for 256 distinct bytes), and its scale words hit 32 banks."""
+    _, _, stride = _repacked_constants()
+    for region in (0, 32, 64):
+        units = [((g * stride + region + column) // 16) % 8 for g in range(8) for column in (0, 16)]
+        assert sorted(units) == sorted(list(range(8)) * 2)
+    banks = {(g * stride + 96 + 4 * c) // 4 % 32 for g in range(8) for c in range(4)}
+    assert len(banks) == 32

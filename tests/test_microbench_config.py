@@ -152,6 +152,9 @@ def test_wgmma_tile_specs():
     assert tile.label == "128x128/w8x1/s3/n8/wgmma" and tile.x_order == "wgmma"
     assert tile.smem_bytes("q4_k") == 3 * (128 * 256 + 128 * 80) + 1024
     assert tile.smem_bytes("q6_k") == 3 * (128 * 256 + 128 * 176) + 1024
+    # Q6_K repacked at load (ZbQ6KR): half superblocks of 7 aligned chunks a row, on both paths
+    assert tile.expression(grouped=False, weights="q6_k_r") == "gemm_kquant_mma<ZbQ6KR,1,16,8,1,3,1,true,false,0,true>"
+    assert tile.smem_bytes("q6_k_r") == 3 * (128 * 256 + 128 * 112) + 1024
     # every multiple of 8 up to 256 is a wgmma width: any such BN, trimmed (its tokens rounded up to 8) or not
     assert MmaTile.parse("wgmma:1,12,8,1,3,1,1").bn == 96 and MmaTile.parse("wgmma:1,2,4,1,3,1,1").trim_n
     assert MmaTile.parse("wgmma+quarter:1,10,8,1,3,2,1").bn == 80 and MmaTile.parse("wgmma:1,9,4,1,3").bn == 72

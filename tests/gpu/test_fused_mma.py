@@ -5,7 +5,8 @@ fma, for Q4_K and Q5_K; d*sc times q - 32 for Q6_K), accumulation is f32: 2e-3 r
 exact float64 product is a loose bound for correct code and orders of magnitude below what an indexing
 bug produces. Weights are fresh random valid blocks (signed Q6_K scales, subnormal d included). K = 768
 makes Q6_K rows 630 bytes long, so blocks start at every even misalignment (the kernel's unaligned path); K = 512
-(420-byte rows, 0 mod 4) takes the stage's padded row stride (ZbQ6KFormat::row_stride).
+(420-byte rows, 0 mod 4) takes the stage's padded row stride (ZbQ6KFormat::row_stride). Q6_K repacked at load
+(q6_k_r, 16-byte aligned blocks with fp16 scales) must give the GGUF layout's outputs bit for bit.
 """
 
 from __future__ import annotations
@@ -51,6 +52,18 @@ TILES = {
         "1,16,8,1,2",
     ],
     "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "wgmma:1,4,8,1,3", "wgmma+quarter:1,4,8,1,3", "1,16,8,1,2"],
+    # Q6_K repacked at load (ZbQ6KR): the T1 tiles on both paths, 64x256 (one warpgroup) and a trimmed one
+    "q6_k_r": [
+        "1,2,4,1,3",
+        "2,8,4,1,3",
+        "1,8,4,1,3,1,1",
+        "wgmma:1,2,4,1,4",
+        "wgmma:1,16,8,1,4,1,1",
+        "wgmma:1,24,8,1,3",
+        "wgmma+quarter:1,24,8,1,3",
+        "wgmma+quarter:1,32,4,1,3",
+        "1,16,8,1,2",
+    ],
 }
 CASES = [(weights, tile) for weights, tiles in TILES.items() for tile in tiles]
 
@@ -125,6 +138,7 @@ SK_CASES = [
     ("q6_k", "wgmma+sk+quarter:1,24,8,1,3"),
     *(("q6_k", t) for t in ("sk:2,8,4,1,2", "wgmma+sk:1,2,4,1,3", "wgmma+sk:1,24,8,1,3", "wgmma+sk:1,24,4,1,3")),
     *(("q5_k", t) for t in ("sk:2,8,4,1,2,3", "wgmma+sk:1,4,8,1,3")),
+    *(("q6_k_r", t) for t in ("sk:2,8,4,1,3", "wgmma+sk+quarter:1,24,8,1,3", "wgmma+sk:1,16,8,1,4")),
 ]
 
 
@@ -157,6 +171,27 @@ def test_stream_k_matches_reference_bit_for_bit_across_runs(cupy, rng, weights, 
     assert ref.rel_frobenius(runs[0], ref.dense_gemm(fmt.dequantize(w_host), x_host)) < TOL
     assert np.array_equal(runs[0].view(np.uint32), runs[1].view(np.uint32))
     assert not gemm.stream_k_buffers(schedule)[1].get().any(), "tile counters left non-zero"
+
+
+@pytest.mark.parametrize("tile", ["1,8,8,1,2", "2,8,4,1,3", "wgmma:1,24,8,1,3", "wgmma+quarter:1,24,8,1,3"])
+@pytest.mark.parametrize("m,k,t", [(197, 768, 37), (300, 512, 130)])
+def test_repacked_q6k_gives_the_gguf_layouts_bits(cupy, rng, tile, m, k, t):
+    """The same Q6_K weights as GGUF blocks and repacked at load (zincbench.quant.q6k_r): the kernel decodes the same
+    fp16 weights and sums in the same order, so the outputs are equal bit for bit. K = 768 puts GGUF blocks at every
+    even misalignment; 130 tokens leave a partial token tile."""
+    from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
+    from zincbench.quant import q6k_r
+
+    w_host = get_format("q6_k").random_blocks(rng, m, k)
+    xp = permuted_activations(cupy, t, k)
+    permute_activations(cupy.asarray(rng.standard_normal((t, k), dtype=np.float32)), xp, MmaTile.parse(tile).x_order)
+    outputs = []
+    for weights, w in (("q6_k", w_host), ("q6_k_r", q6k_r.repack(w_host))):
+        y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
+        gemm_for(cupy, tile, grouped=False, weights=weights).dense(cupy.asarray(w), xp, y, m, k, t)
+        outputs.append(y.get())
+    assert not np.isnan(outputs[1]).any(), "unwritten outputs"
+    assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
 
 
 @pytest.mark.parametrize("weights,tile", [c for c in CASES if c[1] != TILES[c[0]][-1]])

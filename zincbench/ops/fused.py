@@ -43,6 +43,8 @@ POLICIES = {
     "q5_k": WeightPolicy("ZbQ5K", 1, 112),  # the same + the block's 32 qh bytes
     # whole superblock: 14 aligned chunks cover 210 bytes at any offset, and a spare one (ZbQ6KFormat::row_stride)
     "q6_k": WeightPolicy("ZbQ6K", 2, 240),
+    # Q6_K repacked at load (zincbench.quant.q6k_r): half superblock, 7 aligned chunks (ql, qh, fp16 scales) per row
+    "q6_k_r": WeightPolicy("ZbQ6KR", 1, 112),
 }
 # The wgmma path's own: half-superblock Q6_K stages (10 chunks: the half's ql, qh, and the scales), so that its
 # 128- and 192-token tiles fit the three stages it needs.

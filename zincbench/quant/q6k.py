@@ -39,16 +39,26 @@ f32 = np.float32
 _QUARTER_SHIFTS = np.array([0, 2, 4, 6], dtype=np.uint8)
 
 
-def dequantize(data: np.ndarray) -> np.ndarray:
-    """Q6_K bytes ``(..., nblk*210)`` -> float32 ``(..., nblk*256)``, bit-identical to dequantize_row_q6_K."""
-    blocks, grid = byte_blocks(data, BLOCK_BYTES, "Q6_K")
+def signed_levels(blocks: np.ndarray) -> np.ndarray:
+    """The quants q - 32 (int8, -32..31) of blocks ``(n, >= 192)`` whose first 192 bytes are ``ql`` and ``qh``, as
+    ``(n, 16 sub-blocks, 16 weights)``."""
     n = len(blocks)
     ql = blocks[:, 0:128].reshape(n, 2, 1, 64) >> np.array([0, 4], dtype=np.uint8)[:, None]
     low = (ql & 0xF).reshape(n, 2, 4, 32)  # (half, quarter k, l): nibble k//2 of ql[32·(k%2) + l]
     high = (blocks[:, 128:192].reshape(n, 2, 1, 32) >> _QUARTER_SHIFTS[:, None]) & 3
-    q = ((low | (high << 4)).astype(np.int8) - np.int8(32)).reshape(n, SUB_BLOCKS, SUB_BLOCK_WEIGHTS)
-    sub_scale = fp16_at(blocks, 208)[:, None] * blocks[:, 192:208].view(np.int8).astype(f32)
-    return rows_of((sub_scale[:, :, None] * q.astype(f32)).reshape(n, QK_K), grid)
+    return ((low | (high << 4)).astype(np.int8) - np.int8(32)).reshape(n, SUB_BLOCKS, SUB_BLOCK_WEIGHTS)
+
+
+def sub_block_scales(blocks: np.ndarray) -> np.ndarray:
+    """d·sc of each sub-block, float32 ``(n, 16)`` (exact: an fp16 times an int8)."""
+    return fp16_at(blocks, 208)[:, None] * blocks[:, 192:208].view(np.int8).astype(f32)
+
+
+def dequantize(data: np.ndarray) -> np.ndarray:
+    """Q6_K bytes ``(..., nblk*210)`` -> float32 ``(..., nblk*256)``, bit-identical to dequantize_row_q6_K."""
+    blocks, grid = byte_blocks(data, BLOCK_BYTES, "Q6_K")
+    q = signed_levels(blocks)
+    return rows_of((sub_block_scales(blocks)[:, :, None] * q.astype(f32)).reshape(len(blocks), QK_K), grid)
 
 
 def signed_absmax(v: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
