@@ -500,16 +500,19 @@ struct ZbQ6KR : ZbQ6KDecode {
 
     template <int BM, int THREADS>
     struct Loader {
+        // 7 chunks a row: the last pass may be partial (BM * 7 / THREADS is 3.5 with one 16-row slice per warp)
         static constexpr int CHUNKS = BM * CHUNKS_PER_ROW, ITERS = (CHUNKS + THREADS - 1) / THREADS;
         static_assert(ITERS <= 10, "three bits per chunk in half_steps");
         const unsigned char* src[ITERS];  // the row + chunk_offset(q), in superblock 0
         unsigned dst[ITERS];
         unsigned half_steps;  // bits 3it .. 3it + 2: chunk it's chunk_half_step / 16 (4, 2 or 1)
+        bool copies_last;     // this thread has a chunk in the last pass (a repeated copy would race with its owner)
 
-        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : half_steps(0u) {
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid)
+            : half_steps(0u), copies_last(tid + (ITERS - 1) * THREADS < CHUNKS) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
-                const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
+                const int idx = min(tid + it * THREADS, CHUNKS - 1);  // (a thread past the end copies nothing)
                 const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
                 src[it] = rows.at(r) + chunk_offset(q);
                 dst[it] = r * ROW_STAGE_BYTES + 16 * q;
@@ -523,7 +526,9 @@ struct ZbQ6KR : ZbQ6KDecode {
             const unsigned h = (unsigned)step & 1u;
 #pragma unroll
             for (int it = 0; it < ITERS; ++it)
-                zb_cp_async16(ws + dst[it], src[it] + sb * BLOCK_BYTES + h * 16u * (half_steps >> (3 * it) & 7u), 16u);
+                if (CHUNKS % THREADS == 0 || it < ITERS - 1 || copies_last)
+                    zb_cp_async16(ws + dst[it], src[it] + sb * BLOCK_BYTES + h * 16u * (half_steps >> (3 * it) & 7u),
+                                  16u);
         }
     };
 
