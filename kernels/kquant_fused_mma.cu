@@ -219,6 +219,21 @@ __device__ __forceinline__ ZbScale zb_q4k_scales(unsigned d_dmin, unsigned sc, u
     return {zb_half2_lo(dsc), zb_half2_lo(ndm), zb_half2_hi(dsc), zb_half2_hi(ndm)};
 }
 
+// A stage's CHUNKS 16-byte copies dealt out to a block's THREADS threads: thread tid copies chunk tid + it * THREADS in
+// pass it. Where THREADS does not divide CHUNKS the last pass is partial, and a thread past the end copies nothing: a
+// second copy of a chunk, even of the same bytes, races with its owner's (compute-sanitizer racecheck reports it).
+template <int CHUNKS, int THREADS>
+struct ZbChunkPasses {
+    static constexpr int ITERS = (CHUNKS + THREADS - 1) / THREADS;
+    bool in_last;  // this thread has a chunk in the last pass
+
+    __device__ __forceinline__ explicit ZbChunkPasses(int tid) : in_last(tid + (ITERS - 1) * THREADS < CHUNKS) {}
+
+    // The chunk of pass it, clamped: a thread past the end gets a valid address it never copies from
+    __device__ __forceinline__ static int chunk(int tid, int it) { return min(tid + it * THREADS, CHUNKS - 1); }
+    __device__ __forceinline__ bool copies(int it) const { return CHUNKS % THREADS == 0 || it < ITERS - 1 || in_last; }
+};
+
 // Q4_K and Q5_K (144- and 176-byte blocks, 16-byte aligned; the same 16-byte header d, dmin, 6-bit
 // scale/min codes): a stage is one half superblock, per row its 64 nibble bytes ([BM][64], lane c reads
 // bytes 16c..16c+15: conflict-free), the block header ([BM][16]) and, for Q5_K, the 32 qh bytes
@@ -231,8 +246,12 @@ struct ZbNibbleFormat {
 
     template <int BM, int THREADS>
     struct Loader {
-        static constexpr int CHUNKS = BM * 4, ITERS = (CHUNKS + THREADS - 1) / THREADS;
-        static constexpr int QH_CHUNKS = FIFTH_BIT ? BM * 2 : 0, QH_ITERS = (QH_CHUNKS + THREADS - 1) / THREADS;
+        static constexpr int CHUNKS = BM * 4, QH_CHUNKS = FIFTH_BIT ? BM * 2 : 0;
+        using Passes = ZbChunkPasses<CHUNKS, THREADS>;
+        using QhPasses = ZbChunkPasses<QH_CHUNKS, THREADS>;
+        static constexpr int ITERS = Passes::ITERS, QH_ITERS = QhPasses::ITERS;
+        Passes passes;
+        QhPasses qh_passes;
         static_assert(BM <= THREADS, "one thread per row copies the block headers");
         const unsigned char* src[ITERS];
         unsigned dst[ITERS];
@@ -242,10 +261,10 @@ struct ZbNibbleFormat {
         const unsigned char* qh_src[QH_ITERS > 0 ? QH_ITERS : 1];
         unsigned qh_dst[QH_ITERS > 0 ? QH_ITERS : 1];
 
-        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) {
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : passes(tid), qh_passes(tid) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
-                const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
+                const int idx = Passes::chunk(tid, it);
                 const int r = idx >> 2, q = idx & 3;
                 src[it] = rows.at(r) + QS_OFFSET + q * 16;
                 dst[it] = r * 64 + q * 16;
@@ -255,7 +274,7 @@ struct ZbNibbleFormat {
             copies_header = tid < BM;
 #pragma unroll
             for (int it = 0; it < QH_ITERS; ++it) {
-                const int idx = min(tid + it * THREADS, QH_CHUNKS - 1);
+                const int idx = QhPasses::chunk(tid, it);
                 const int r = idx >> 1, q = idx & 1;
                 qh_src[it] = rows.at(r) + 16 + q * 16;
                 qh_dst[it] = BM * 80 + r * 32 + q * 16;
@@ -267,10 +286,12 @@ struct ZbNibbleFormat {
             const int sb = step >> 1, h = step & 1;
             const int w_off = sb * BLOCK_BYTES + h * 64;
 #pragma unroll
-            for (int it = 0; it < ITERS; ++it) zb_cp_async16(ws + dst[it], src[it] + w_off, 16u);
+            for (int it = 0; it < ITERS; ++it)
+                if (passes.copies(it)) zb_cp_async16(ws + dst[it], src[it] + w_off, 16u);
             if (copies_header) zb_cp_async16(ws + header_dst, header_src + sb * BLOCK_BYTES, 16u);
 #pragma unroll
-            for (int it = 0; it < QH_ITERS; ++it) zb_cp_async16(ws + qh_dst[it], qh_src[it] + sb * BLOCK_BYTES, 16u);
+            for (int it = 0; it < QH_ITERS; ++it)
+                if (qh_passes.copies(it)) zb_cp_async16(ws + qh_dst[it], qh_src[it] + sb * BLOCK_BYTES, 16u);
         }
     };
 
@@ -416,7 +437,9 @@ struct ZbQ6KFormat : ZbQ6KDecode {
 
     template <int BM, int THREADS>
     struct Loader {
-        static constexpr int CHUNKS = BM * CHUNKS_PER_ROW, ITERS = (CHUNKS + THREADS - 1) / THREADS;
+        using Passes = ZbChunkPasses<BM * CHUNKS_PER_ROW, THREADS>;
+        static constexpr int ITERS = Passes::ITERS;
+        Passes passes;
         const unsigned char* src[ITERS];  // the row + chunk_offset(q), relative to superblock 0 (before alignment)
         unsigned dst[ITERS];
         static_assert(ITERS <= 16, "two bits per chunk in half_steps");
@@ -425,10 +448,11 @@ struct ZbQ6KFormat : ZbQ6KDecode {
         unsigned end_tails;   // ... and is of row M - 1, whose last block may end the weights
         int last_sb;          // a row's last superblock
 
-        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : half_steps(0u), tails(0u), end_tails(0u) {
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid)
+            : passes(tid), half_steps(0u), tails(0u), end_tails(0u) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
-                const int idx = min(tid + it * THREADS, CHUNKS - 1);  // surplus threads repeat the last chunk
+                const int idx = Passes::chunk(tid, it);
                 const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
                 src[it] = rows.at(r) + chunk_offset(q);
                 dst[it] = r * row_stride(rows.row_bytes) + 16 * q;
@@ -447,6 +471,7 @@ struct ZbQ6KFormat : ZbQ6KDecode {
             const unsigned exact = sb == last_sb ? end_tails : 0u;
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
+                if (!passes.copies(it)) continue;
                 const unsigned long long block = reinterpret_cast<unsigned long long>(src[it]) + sb * BLOCK_BYTES;
                 const unsigned o = (unsigned)(block & 15ull);
                 const unsigned half_step = HALF_STAGE ? (half_steps >> (2 * it) & 3u) * 32u * h : 0u;
@@ -500,19 +525,19 @@ struct ZbQ6KR : ZbQ6KDecode {
 
     template <int BM, int THREADS>
     struct Loader {
-        // 7 chunks a row: the last pass may be partial (BM * 7 / THREADS is 3.5 with one 16-row slice per warp)
-        static constexpr int CHUNKS = BM * CHUNKS_PER_ROW, ITERS = (CHUNKS + THREADS - 1) / THREADS;
+        // 7 chunks a row: the last pass is partial with one 16-row slice per warp (BM * 7 / THREADS = 3.5)
+        using Passes = ZbChunkPasses<BM * CHUNKS_PER_ROW, THREADS>;
+        static constexpr int ITERS = Passes::ITERS;
         static_assert(ITERS <= 10, "three bits per chunk in half_steps");
+        Passes passes;
         const unsigned char* src[ITERS];  // the row + chunk_offset(q), in superblock 0
         unsigned dst[ITERS];
         unsigned half_steps;  // bits 3it .. 3it + 2: chunk it's chunk_half_step / 16 (4, 2 or 1)
-        bool copies_last;     // this thread has a chunk in the last pass (a repeated copy would race with its owner)
 
-        __device__ __forceinline__ Loader(const ZbRows& rows, int tid)
-            : half_steps(0u), copies_last(tid + (ITERS - 1) * THREADS < CHUNKS) {
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : passes(tid), half_steps(0u) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
-                const int idx = min(tid + it * THREADS, CHUNKS - 1);  // (a thread past the end copies nothing)
+                const int idx = Passes::chunk(tid, it);
                 const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
                 src[it] = rows.at(r) + chunk_offset(q);
                 dst[it] = r * ROW_STAGE_BYTES + 16 * q;
@@ -526,7 +551,7 @@ struct ZbQ6KR : ZbQ6KDecode {
             const unsigned h = (unsigned)step & 1u;
 #pragma unroll
             for (int it = 0; it < ITERS; ++it)
-                if (CHUNKS % THREADS == 0 || it < ITERS - 1 || copies_last)
+                if (passes.copies(it))
                     zb_cp_async16(ws + dst[it], src[it] + sb * BLOCK_BYTES + h * 16u * (half_steps >> (3 * it) & 7u),
                                   16u);
         }

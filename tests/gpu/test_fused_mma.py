@@ -24,7 +24,8 @@ TOL = 2e-3
 # Every format also runs the Hopper (wgmma) path on sm_90: one and two warpgroups, 16- to 256-token tiles (72 and 80
 # too), trimmed to a multiple of 8 (skipped on other GPUs; Q6_K's there stages half superblocks, ZbQ6KHalf: up to 192
 # tokens with one or two warpgroups, 64x256 no longer fitting beside its padded rows); the quarter tiles pipeline the
-# wgmma A fragments a quarter superblock at a time.
+# wgmma A fragments a quarter superblock at a time. Two warps along N ("1,2,4,2,*": 64 rows, 256 threads) leave the
+# Q5_K qh, Q6_K and repacked Q6_K loaders a partial last pass (ZbChunkPasses).
 WGMMA_TILES = ["wgmma:1,2,4,1,4", "wgmma:1,8,4,1,3,1,1", "wgmma:1,16,8,1,3,1,1", "wgmma:1,32,8,1,3"]
 TILES = {
     "q4_k": [
@@ -49,9 +50,18 @@ TILES = {
         "wgmma:1,24,4,1,3",
         "wgmma+quarter:1,24,8,1,3",
         "wgmma:1,9,4,1,3",
+        "1,2,4,2,2",
         "1,16,8,1,2",
     ],
-    "q5_k": ["1,2,4,1,3", "2,8,4,1,2,3", "1,8,4,1,3,1,1", "wgmma:1,4,8,1,3", "wgmma+quarter:1,4,8,1,3", "1,16,8,1,2"],
+    "q5_k": [
+        "1,2,4,1,3",
+        "2,8,4,1,2,3",
+        "1,8,4,1,3,1,1",
+        "1,2,4,2,3",
+        "wgmma:1,4,8,1,3",
+        "wgmma+quarter:1,4,8,1,3",
+        "1,16,8,1,2",
+    ],
     # Q6_K repacked at load (ZbQ6KR): the T1 tiles on both paths, 64x256 (one warpgroup) and a trimmed one
     "q6_k_r": [
         "1,2,4,1,3",
@@ -62,6 +72,7 @@ TILES = {
         "wgmma:1,24,8,1,3",
         "wgmma+quarter:1,24,8,1,3",
         "wgmma+quarter:1,32,4,1,3",
+        "1,2,4,2,3",
         "1,16,8,1,2",
     ],
 }
