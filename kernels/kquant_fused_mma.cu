@@ -24,7 +24,8 @@
 //   shared memory and how one lane decodes its slice of a half superblock into A fragments. The
 //   pipeline, the X tile, the MMA loop and the epilogues are shared;
 // - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
-//   on row parity so the 16-byte fragment loads are bank-conflict free.
+//   on row parity so the 16-byte fragment loads are bank-conflict free. The wgmma path's stages pass through
+//   async barriers (ZbRing), not a block barrier per stage.
 // Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh, zb_wgmma.cuh, zb_xperm.cuh).
 // On sm_90 a Hopper instantiation (template parameter WGMMA, compiled for sm_90a) keeps the weight decode and
 // replaces the mma.sync loop with warpgroup wgmma reading X from shared memory (see "The Hopper path" below).
@@ -57,7 +58,10 @@ __device__ __forceinline__ void zb_cp_async4(unsigned dst, const void* src) {
 // The n bytes (n even, 2..14) at the 16-byte aligned global address src into shared memory at dst (16-byte
 // aligned), touching no byte at or past src + n: 8- and 4-byte cp.asyncs of exact size, then the last two
 // bytes (n % 4 == 2) by a plain load and store, since cp.async has no 2-byte form. The plain store is
-// ordered before the stage's readers by the __syncthreads that follows the cp.async wait, as the copies are.
+// ordered before the stage's readers by the __syncthreads that follows the cp.async wait (mma.sync path); on the
+// wgmma path (RELEASE) by a fence before the thread's arrive on the stage's full barrier (ZbRing::commit), an
+// arrive-on of its cp.asyncs, which orders those but not a plain store.
+template <bool RELEASE>
 __device__ __forceinline__ void zb_copy_exact(unsigned dst, const unsigned char* src, unsigned n) {
     unsigned off = 0u;
     if (n & 8u) {
@@ -71,10 +75,82 @@ __device__ __forceinline__ void zb_copy_exact(unsigned dst, const unsigned char*
     if (n & 2u) {
         const unsigned short v = *reinterpret_cast<const unsigned short*>(src + off);
         asm volatile("st.shared.u16 [%0], %1;\n" :: "r"(dst + off), "h"(v) : "memory");
+        if constexpr (RELEASE) asm volatile("fence.acq_rel.cta;\n" ::: "memory");
     }
 }
 
 __device__ __forceinline__ void zb_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// ---- The wgmma path's stage ring: async barriers (mbarrier, sm_80+) in place of a block barrier per stage ----------
+// Stage buffer i has two barriers: full[i] completes a phase when every thread's copies into it have landed, empty[i]
+// when every thread is done reading it (its wgmmas retired). A thread arrives on each once per phase and waits for
+// that phase before it arrives again (the pattern compute-sanitizer's synccheck holds mbarriers to). A thread that has written a stage waits only for the data
+// of the stage it opens next and for the release of the buffer it fills next, not for the slowest warp at every stage.
+// The three cursors (write, read, free) step through the buffers in the same order, one use per stage; every thread
+// runs the same sequence, so each one's cursors match the others'. They persist across a stream-K block's units.
+__device__ __forceinline__ void zb_mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+// A plain arrive (release: this thread's earlier shared-memory reads and writes come before it).
+__device__ __forceinline__ void zb_mbar_arrive(unsigned bar) {
+    asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+
+// This thread's arrive, made once its cp.asyncs so far have landed (noinc: it is one of the arrivals the barrier
+// expects).
+__device__ __forceinline__ void zb_mbar_arrive_cp_async(unsigned bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Wait until the barrier's phase of the given parity has completed (acquire).
+__device__ __forceinline__ void zb_mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile(
+        "{\n.reg .pred done;\nZB_MBAR_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra ZB_MBAR_WAIT;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+
+template <int STAGES>
+struct ZbRing {
+    struct Cursor {  // a buffer and the parity of its current use
+        int index = 0;
+        unsigned phase = 0u;
+        __device__ __forceinline__ void next() {
+            if (++index == STAGES) index = 0, phase ^= 1u;
+        }
+    };
+    unsigned bars;  // shared address of full[0 .. STAGES - 1], then empty[0 .. STAGES - 1]
+    Cursor write, read, free;
+
+    __device__ __forceinline__ unsigned full(int i) const { return bars + 8u * i; }
+    __device__ __forceinline__ unsigned empty(int i) const { return bars + 8u * (STAGES + i); }
+    // One thread, before the block's first barrier: every barrier expects all THREADS threads.
+    __device__ __forceinline__ void init(int threads) const {
+        for (int i = 0; i < 2 * STAGES; ++i) zb_mbar_init(bars + 8u * i, threads);
+    }
+    // Before writing buffer write.index: its previous use has been released (a buffer's first use passes at once:
+    // parity 1 names the phase before a fresh barrier's first).
+    __device__ __forceinline__ void acquire() const { zb_mbar_wait(empty(write.index), write.phase ^ 1u); }
+    // After this thread's copies into it: the phase completes once every thread's copies have landed.
+    __device__ __forceinline__ void commit() {
+        zb_mbar_arrive_cp_async(full(write.index));
+        write.next();
+    }
+    // Before reading buffer read.index: every thread's copies into it have landed. The fence orders them, written
+    // in the generic proxy, before this thread's wgmmas read X through the async proxy.
+    __device__ __forceinline__ void wait_read() const {
+        zb_mbar_wait(full(read.index), read.phase);
+        zb_fence_proxy_async();
+    }
+    // This thread is done with buffer free.index (its wgmmas on it retired).
+    __device__ __forceinline__ void release() {
+        zb_mbar_arrive(empty(free.index));
+        free.next();
+    }
+};
 
 template <int N>
 __device__ __forceinline__ void zb_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
@@ -476,7 +552,7 @@ struct ZbQ6KFormat : ZbQ6KDecode {
                 const unsigned o = (unsigned)(block & 15ull);
                 const unsigned half_step = HALF_STAGE ? (half_steps >> (2 * it) & 3u) * 32u * h : 0u;
                 const unsigned char* aligned = reinterpret_cast<const unsigned char*>((block & ~15ull) + half_step);
-                if ((exact >> it & 1u) && o != 14u) zb_copy_exact(ws + dst[it], aligned, o + 2u);
+                if ((exact >> it & 1u) && o != 14u) zb_copy_exact<HALF_STAGE>(ws + dst[it], aligned, o + 2u);
                 else zb_cp_async16(ws + dst[it], aligned, (tails >> it & 1u) ? o + 2u : 16u);
             }
         }
@@ -1042,10 +1118,11 @@ struct ZbShared {
 };
 
 // One unit of work of a block: the token tile's tables, the cp.async pipeline over [sb0, sb1) into registers, then
-// (a stream-K partial range) the meeting of partials, and the epilogue.
+// (a stream-K partial range) the meeting of partials, and the epilogue. ring: the wgmma path's stage ring.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool TRIM_N, bool GROUPED, int EPI, bool WGMMA,
           bool QUARTERS>
-__device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh) {
+__device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh,
+                                             ZbRing<STAGES>& ring) {
     constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, HALVES = Q::HALVES;
@@ -1094,10 +1171,12 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             for (int v = 0; v < 4; ++v) acc[mt][nt][v] = 0.f;
 
     const int step0 = 2 * unit.sb0 / HALVES, n_steps = 2 * (unit.sb1 - unit.sb0) / HALVES;
+    if constexpr (!WGMMA) {  // the mma.sync pipeline's first STAGES - 1 stages (the wgmma path's go through its ring)
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_steps) load_stage(s, step0 + s);
-        zb_cp_async_commit();
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < n_steps) load_stage(s, step0 + s);
+            zb_cp_async_commit();
+        }
     }
 
     // Lane-constant offsets: this lane's token row in the X tile; its weight rows' places (Q::row_place).
@@ -1114,52 +1193,62 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         // Software-pipelined by piece (a half superblock, or with QUARTERS a quarter: 8 or 4 k-steps): the wgmmas of
         // piece t run while the lanes decode piece t + 1 into the other of two A buffers. QUARTERS halves those
         // buffers: 32 registers fewer, less the half's lane slices it keeps for its second quarter (what a 96-token
-        // tile at two blocks per SM needs), at the cost of a wgmma wait per quarter. A stage (HALVES halves) is
-        // resident before its first piece is decoded (STAGES >= 3), and the copy into the buffer of stage s - 1
-        // starts only after every warp has seen that stage's wgmmas retire (wait<1>, barrier).
+        // tile at two blocks per SM needs), at the cost of a wgmma wait per quarter.
+        // The stages go through the ring (ZbRing), all STAGES buffers in use: once the wgmma wait retires the last
+        // piece of stage u (after the first piece of stage u + 1 is issued), a thread releases stage u, decodes its next
+        // piece, and then fills u's buffer with stage u + STAGES, once every thread has released it. A warp waits
+        // for the others only where it would overwrite what they still read, and a stage of two or more pieces
+        // frees its buffer a piece before the next stage ends.
         static_assert(STAGES >= 3, "the wgmma pipeline decodes stage s + 1 while stage s's wgmmas run");
         constexpr int PIECES = QUARTERS ? 2 : 1, STEPS = 8 / PIECES;  // pieces per half, k-steps per piece
+        constexpr int STAGE_PIECES = PIECES * HALVES;                  // divides 2 * PIECES, a superblock's pieces
         float(&acc_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc);
         const int r_w = wm * 16 + g;
         unsigned a_frag[2][STEPS][4];  // piece t's A fragments in a_frag[t & 1]
         typename Q::Lane lanes[2];     // the current half's slices (its pieces decode from them)
-        zb_cp_async_wait<STAGES - 2>();
-        zb_fence_proxy_async();
-        __syncthreads();
-        zb_wgmma_load<Q, BM>(lanes, stages + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_place[0]);
+        auto produce = [&](int s) {  // the unit's stage s into the ring's next buffer
+            ring.acquire();
+            load_stage(ring.write.index, step0 + s);
+            ring.commit();
+        };
+        auto stage_bytes = [&]() { return ring.read.index * Tile::STAGE_BYTES; };  // the stage being read
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s)
+            if (s < n_steps) produce(s);
+        ring.wait_read();
+        zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_place[0]);
         zb_wgmma_decode<Q, STEPS>(a_frag[0], lanes, 0);
         const int n_pieces = 2 * PIECES * (unit.sb1 - unit.sb0);
-        int stage = 0, step = 0;  // the stage buffer and the unit's pipeline step of piece t
-        // After piece t's wgmmas are issued; j_next: piece t + 1's place in its superblock (a constant once unrolled).
-        auto advance = [&](int t, unsigned (&a_next)[STEPS][4], int j_next) {
-            zb_wgmma_wait<1>();
+        // After piece t's wgmmas are issued; j: its place in its superblock (a constant once unrolled).
+        auto advance = [&](int t, int j, unsigned (&a_next)[STEPS][4]) {
+            const int j_next = (j + 1) % (2 * PIECES);
+            zb_wgmma_wait<1>();  // piece t - 1 retired
+            const bool frees = j % STAGE_PIECES == 0 && t > 0;  // ... and it was the last of stage t / STAGE_PIECES - 1
+            if (frees) ring.release();
             if (t + 1 >= n_pieces) return;
-            if ((t + 1) % (PIECES * HALVES) == 0) {  // piece t + 1 opens the next stage
-                zb_cp_async_wait<STAGES - 3>();
-                zb_fence_proxy_async();
-                __syncthreads();
-                const int next = step + STAGES - 1;
-                const int free_stage = stage == 0 ? STAGES - 1 : stage - 1;  // stage s - 1's, = next % STAGES
-                if (next < n_steps) load_stage(free_stage, step0 + next);
-                zb_cp_async_commit();
-                stage = stage == STAGES - 1 ? 0 : stage + 1;
-                ++step;
+            if ((j + 1) % STAGE_PIECES == 0) {  // piece t + 1 opens the next stage
+                ring.read.next();
+                ring.wait_read();
             }
             if (j_next % PIECES == 0)  // piece t + 1 opens a half (stages hold whole halves: its stage is resident)
-                zb_wgmma_load<Q, BM>(lanes, stages + stage * Tile::STAGE_BYTES + Tile::X_BYTES, r_w, c, j_next / PIECES,
+                zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, j_next / PIECES,
                                      unit.sb0 + (t + 1) / (2 * PIECES), row_place[0]);
             zb_wgmma_decode<Q, STEPS>(a_next, lanes, j_next % PIECES);
+            const int refill = t / STAGE_PIECES - 1 + STAGES;  // the stage that goes where the freed one was
+            if (frees && refill < n_steps) produce(refill);
         };
-        auto x_half = [&](int h) { return smem_base + stage * Tile::STAGE_BYTES + (h % HALVES) * Tile::X_HALF_BYTES; };
+        auto x_half = [&](int h) { return smem_base + stage_bytes() + (h % HALVES) * Tile::X_HALF_BYTES; };
         for (int t = 0; t < n_pieces; t += 2 * PIECES) {  // one superblock: its pieces j alternate between the buffers
 #pragma unroll
             for (int j = 0; j < 2 * PIECES; ++j) {
                 zb_wgmma_issue_piece<BN, TRIM_N, STEPS>(acc_flat, a_frag[j & 1], x_half(j / PIECES),
                                                         (j % PIECES) * STEPS, n_tokens);
-                advance(t + j, a_frag[(j + 1) & 1], (j + 1) % (2 * PIECES));
+                advance(t + j, j, a_frag[(j + 1) & 1]);
             }
         }
         zb_wgmma_wait<0>();
+        ring.release();  // the unit's last stage: the ring is whole again for the block's next unit
+        ring.read.next();
     } else {
         int stage = 0;
         const unsigned char* ws = stages;  // the current stage's base
@@ -1254,6 +1343,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     __shared__ unsigned s_xoff[BN];
     __shared__ int s_orow[BN];
     __shared__ int s_last;
+    __shared__ __align__(8) unsigned long long s_ring[WGMMA ? 2 * STAGES : 1];  // ZbRing's barriers (wgmma path)
     // WGMMA: the 128-byte swizzle repeats every 1024 bytes of address: stages start 1024-aligned (the host adds
     // the slack) and are multiples of 1024 bytes (BM a multiple of 64)
     static_assert(!WGMMA || Tile::STAGE_BYTES % 1024 == 0, "wgmma X atoms must stay 1024-byte aligned");
@@ -1264,12 +1354,15 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                           ZbStreamK{sk_partials, sk_counters, sk_dp_tiles, sk_ctas, sk_iters}};
     const int n_sb = K / 256;
     const int row_blocks = (M + OUT_ROWS - 1) / OUT_ROWS;
+    ZbRing<STAGES> ring{zb_smem_addr(s_ring)};
+    if constexpr (WGMMA)  // ready before first use: zb_gemm_unit's first __syncthreads comes before it
+        if (threadIdx.x == 0) ring.init(Tile::THREADS);
 
     if (!STREAM_K || (int)blockIdx.x < args.sk.dp_tiles) {  // a whole tile
         const int tile = (int)blockIdx.x;
         const ZbWork unit = GROUPED ? ZbWork{(int)blockIdx.x, (int)blockIdx.y, 0, n_sb, -1}
                                     : ZbWork{tile % row_blocks, tile / row_blocks, 0, n_sb, -1};
-        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS>(args, unit, -1, sh);
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS>(args, unit, -1, sh, ring);
         return;
     }
     // A stream-K block: its range's one or two tiles
@@ -1279,7 +1372,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         const int u = it / n_sb, tile = args.sk.dp_tiles + u;
         const ZbWork unit{tile % row_blocks, tile / row_blocks, it - u * n_sb, min(n_sb, end - u * n_sb), u};
         if (it > begin) __syncthreads();  // the previous unit's epilogue is done with s_orow and the stages
-        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS>(args, unit, j, sh);
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS>(args, unit, j, sh, ring);
         it = u * n_sb + unit.sb1;
     }
 }

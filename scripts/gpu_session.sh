@@ -7,7 +7,7 @@
 #                                               profiletests sanrest (the nsys/ncu and A/A tests; every sanitizer
 #                                               group but fused and routing)
 #                                               abi sanssm sanfused (the launch ABI echo tests; the ssm and fused
-#                                               sanitizer groups)
+#                                               sanitizer groups); syncfused (the fused group under synccheck)
 #                                               profile layer layerfull layergguf
 #                                               layertests sanlayer layerprobe (the layer family's GPU tests,
 #                                               its sanitizer group, a quick T1024 run; layerprobe_engine: the
@@ -96,7 +96,10 @@ for step in "${@:-env tests}"; do
         sanrest) TAIL=40 run sanitizer-rest ${SAN_LIMIT:-300} python3 -m pytest -m sanitizer -rA -p no:cacheprovider \
                 -k "not fused and not routing" tests/gpu/test_sanitizer.py ;;
         abi) TAIL=15 run abi 200 python3 -m pytest -m gpu -rA -p no:cacheprovider tests/gpu/test_kernel_abi_gpu.py ;;
-        sanfused) TAIL=15 run sanitizer-fused 200 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k fused tests/gpu/test_sanitizer.py ;;
+        sanfused) TAIL=15 run sanitizer-fused ${SAN_LIMIT:-480} python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k fused \
+                tests/gpu/test_sanitizer.py ;;
+        syncfused) TAIL=15 run synccheck-fused 300 compute-sanitizer --tool synccheck --print-limit 100 \
+                python3 -m zincbench.testing.sanitize_driver fused ;;  # the fused group under synccheck (barrier use)
         sanssm) TAIL=15 run sanitizer-ssm 300 python3 -m pytest -m sanitizer -rA -p no:cacheprovider -k ssm tests/gpu/test_sanitizer.py ;;
         capture) run capture 180 bash tests/fixtures/profile/capture.sh "$LOGS/profile" ;;
         t2) run t2 200 $ZB microbench t2 --quick --no-progress --markdown "$LOGS/t2.md" ;;

@@ -2,8 +2,8 @@
 
     python scripts/probe_fused.py [MODE] [--once]
 
-MODE: t2, t2chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride, q6r, q6rwide or all
-(the default).
+MODE: t2, t2chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride, q6r, q6rwide,
+ring or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -246,6 +246,13 @@ T1_Q6K_REPACK_TILES = [
 T1_Q6K_REPACK_WIDE_SHAPES = T1_Q6K_REPACK_SHAPES[-2:]
 T1_Q6K_REPACK_WIDE_TILES = T1_Q6K_REPACK_TILES[:1]
 
+# The wgmma pipeline's synchronization (mode `ring`, for scripts/ab_kernels.sh): the tiles the gates chose on both
+# families, T2's by N_e (N_e 64: both 96-token tiles the autotuner has picked) with its mma.sync tile at N_e 8 as the
+# control, whose code the wgmma path's changes leave alone; T1's on Q4_K and repacked Q6_K
+T2_RING_TILES = {**T2_CHOSEN_TILES, 64: ["wgmma+quarter:1,12,8,1,3,2,1", "wgmma+quarter:1,12,16,1,4,1,1"]}
+T1_RING_SHAPES = T1_SHAPES[1:] + T1_Q6K_REPACK_SHAPES[1::2]
+T1_RING_TILES = ["wgmma+sk+quarter:1,24,8,1,3", "wgmma+sk:1,16,8,1,4"]
+
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
 T1_SMALL_TILES = [
@@ -329,6 +336,9 @@ if __name__ == "__main__":
         probe_t1(timer, cupy, rng, T1_Q6K_REPACK_SHAPES, T1_Q6K_REPACK_TILES)
     if which == "q6rwide":
         probe_t1(timer, cupy, rng, T1_Q6K_REPACK_WIDE_SHAPES, T1_Q6K_REPACK_WIDE_TILES)
+    if which == "ring":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_RING_TILES)
+        probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_RING_TILES)
     if which == "t1q6wide":
         probe_t1(timer, cupy, rng, T1_Q6K_WIDE_SHAPES, T1_Q6K_WIDE_TILES)
     if which in ("t1small", "all"):

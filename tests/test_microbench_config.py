@@ -162,6 +162,8 @@ def test_wgmma_tile_specs():
     assert plain.x_order == "mma" and not plain.expression(grouped=True, weights="q4_k").endswith(",true>")
     assert plain.expression(grouped=True, weights="q6_k").startswith("gemm_kquant_mma<ZbQ6K,")
     assert plain.smem_bytes("q6_k") == 3 * (2 * 128 * 256 + 128 * 240)
+    # static: the token tables (8 bytes a column) and, on the wgmma path, the stage ring's two mbarriers a stage
+    assert (tile.static_smem_bytes, plain.static_smem_bytes) == (8 * 128 + 2 * 8 * 3, 8 * 128)
     for bad, message in (
         ("wgmma:2,8,4,1,3", "wm 1, warps_n 1 and whole warpgroups"),  # two 16-row slices per warp
         ("wgmma:1,8,6,1,3", "whole warpgroups"),  # 6 warps

@@ -112,6 +112,12 @@ class MmaTile:
         return stages + (WGMMA_ALIGN_SLACK if self.wgmma else 0)
 
     @property
+    def static_smem_bytes(self) -> int:
+        """The kernel's static shared memory: the token tables (s_xoff, s_orow) and, on the wgmma path, the stage
+        ring's two barriers per stage."""
+        return 8 * self.bn + (16 * self.stages if self.wgmma else 0)
+
+    @property
     def label(self) -> str:
         occupancy = f"/b{self.min_blocks}" if self.min_blocks > 1 else ""
         trim = "/n8" if self.trim_n else ""
@@ -290,10 +296,10 @@ class FusedKQuantGemm:
         self.smem_bytes = tile.smem_bytes(weights)
         rt = cupy.cuda.runtime
         limit = rt.deviceGetAttribute(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, cupy.cuda.Device().id)
-        if self.smem_bytes + 8 * tile.bn > limit:  # + the static token tables (s_xoff, s_orow)
+        if self.smem_bytes + tile.static_smem_bytes > limit:
             # ValueError: the autotuner skips a candidate that does not apply on this GPU
             raise ValueError(
-                f"tile {tile.label} with {weights} needs {self.smem_bytes + 8 * tile.bn} bytes of shared "
+                f"tile {tile.label} with {weights} needs {self.smem_bytes + tile.static_smem_bytes} bytes of shared "
                 f"memory per block; this GPU allows {limit}"
             )
         arch = cupy.cuda.Device().compute_capability

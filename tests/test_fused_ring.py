@@ -1,0 +1,255 @@
+"""The wgmma path's stage ring (ZbRing in kernels/kquant_fused_mma.cu), modelled on the CPU.
+
+Each thread runs the kernel's sequence (zb_gemm_unit, WGMMA branch) against a model of mbarrier phases and of
+cp.asyncs that land at any later time; the threads are interleaved at random. The model checks what the block
+barrier per stage used to guarantee:
+- no thread reads a stage buffer before every thread's copies of that stage have landed in it;
+- no copy lands in a buffer that a thread still reads for an earlier stage (through a wgmma not yet retired or a
+  decode);
+- the block never deadlocks, also across the units of a stream-K block, whose ring state carries over;
+- a thread never arrives twice on a barrier without waiting on it in between (compute-sanitizer synccheck reports
+  that as a missing wait: the first version arrived on a full barrier twice, once for its copies, once plainly).
+"""
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+KERNEL = Path(__file__).resolve().parents[1] / "kernels" / "kquant_fused_mma.cu"
+
+
+class Barrier:
+    """An mbarrier: a phase completes when its pending count reaches zero."""
+
+    def __init__(self, expected: int):
+        self.expected = expected
+        self.pending = expected
+        self.completed = 0  # phases completed so far
+
+    def arrive(self):
+        self.pending -= 1
+        assert self.pending >= 0
+        if self.pending == 0:
+            self.completed += 1
+            self.pending = self.expected
+
+    def done(self, parity: int) -> bool:  # mbarrier.try_wait.parity: the phase of that parity has completed
+        return (self.completed & 1) != parity
+
+
+class Cursor:
+    def __init__(self, stages: int):
+        self.stages, self.index, self.phase = stages, 0, 0
+
+    def next(self):
+        self.index += 1
+        if self.index == self.stages:
+            self.index, self.phase = 0, self.phase ^ 1
+
+
+class Block:
+    """Shared state: barriers, what each buffer holds, who reads what, copies in flight."""
+
+    def __init__(self, stages: int, threads: int):
+        self.stages, self.threads = stages, threads
+        self.full = [Barrier(threads) for _ in range(stages)]
+        self.empty = [Barrier(threads) for _ in range(stages)]
+        self.landed = [dict() for _ in range(stages)]  # buffer -> {thread: stage its copy holds}
+        self.reads = [dict() for _ in range(threads)]  # thread -> {token: (buffer, stage)} being read
+        self.in_flight = []  # copies: (thread, buffer, stage)
+        self.tracked = []  # cp.async arrives: (thread, barrier, copies of the thread still in flight then)
+
+    def land(self, copy):
+        thread, buffer, stage = copy
+        self.in_flight.remove(copy)
+        for reader, reads in enumerate(self.reads):
+            for held_buffer, held_stage in reads.values():
+                assert not (held_buffer == buffer and held_stage != stage), (
+                    f"thread {thread}'s copy of stage {stage} landed in buffer {buffer} while thread {reader} "
+                    f"still reads stage {held_stage} there"
+                )
+        self.landed[buffer][thread] = stage
+
+    def fire_tracked(self):
+        for entry in list(self.tracked):
+            thread, barrier, copies = entry
+            if not any(c in self.in_flight for c in copies):
+                self.tracked.remove(entry)
+                barrier.arrive()
+
+
+class Thread:
+    """One thread's program: the kernel's wgmma branch, unit after unit, with its own ring cursors."""
+
+    def __init__(self, block: Block, tid: int):
+        self.block, self.tid = block, tid
+        self.write, self.read, self.free = (Cursor(block.stages) for _ in range(3))
+        self.wgmmas = []  # reads of issued, unretired wgmma groups (tokens)
+        self.next_token = 0
+        self.unwaited = set()  # barriers this thread arrived on and has not waited on since
+
+    def arrive_once(self, barrier: Barrier):
+        # synccheck's rule: a thread waits on a barrier between two arrivals on it ("Missing wait" otherwise)
+        assert id(barrier) not in self.unwaited, f"thread {self.tid} arrives twice on a barrier without a wait"
+        self.unwaited.add(id(barrier))
+
+    def wait(self, barrier: Barrier, parity: int):
+        while not barrier.done(parity):
+            yield
+        self.unwaited.discard(id(barrier))
+
+    def start_read(self, buffer: int, stage: int) -> int:
+        holders = self.block.landed[buffer]
+        assert len(holders) == self.block.threads and set(holders.values()) == {stage}, (
+            f"thread {self.tid} reads stage {stage} in buffer {buffer}, which holds {holders}"
+        )
+        self.next_token += 1
+        self.block.reads[self.tid][self.next_token] = (buffer, stage)
+        return self.next_token
+
+    def end_read(self, token: int):
+        del self.block.reads[self.tid][token]
+
+    def produce(self, stage: int):  # ring.acquire(); load_stage(...); ring.commit()
+        b = self.block
+        yield from self.wait(b.empty[self.write.index], self.write.phase ^ 1)
+        copy = (self.tid, self.write.index, stage)
+        b.in_flight.append(copy)
+        mine = [c for c in b.in_flight if c[0] == self.tid]
+        # cp.async.mbarrier.arrive.noinc: the thread's one arrival of the phase, made when its copies have landed
+        self.arrive_once(b.full[self.write.index])
+        b.tracked.append((self.tid, b.full[self.write.index], mine))
+        self.write.next()
+        yield
+
+    def wait_read(self):
+        yield from self.wait(self.block.full[self.read.index], self.read.phase)
+
+    def release(self):
+        self.arrive_once(self.block.empty[self.free.index])
+        self.block.empty[self.free.index].arrive()
+        self.free.next()
+        yield
+
+    def wgmma_wait(self, keep: int):
+        while len(self.wgmmas) > keep:
+            self.end_read(self.wgmmas.pop(0))
+        yield
+
+    def unit(self, n_steps: int, pieces_per_stage: int, eager: bool):
+        """The kernel's unit: all STAGES buffers filled; after the wgmma wait retires the last piece of stage u, release
+        u, decode, then fill its buffer with stage u + STAGES. eager (a mutant) releases a stage as soon as its last
+        piece is issued, before that piece's wgmmas retire."""
+        stages, per = self.block.stages, pieces_per_stage
+        n_pieces = n_steps * per
+        for s in range(stages):
+            if s < n_steps:
+                yield from self.produce(s)
+        yield from self.wait_read()
+        self.end_read(self.start_read(self.read.index, 0))  # zb_wgmma_load + decode of piece 0
+        for t in range(n_pieces):
+            self.wgmmas.append(self.start_read(self.read.index, t // per))  # piece t's wgmmas read the stage's X
+            yield
+            if eager:
+                frees, freed = (t + 1) % per == 0, t // per
+            else:
+                yield from self.wgmma_wait(1)
+                frees, freed = t % per == 0 and t > 0, t // per - 1
+            if frees:
+                yield from self.release()
+            if eager:
+                yield from self.wgmma_wait(1)
+            if t + 1 >= n_pieces:
+                break
+            if (t + 1) % per == 0:
+                self.read.next()
+                yield from self.wait_read()
+            decode = self.start_read(self.read.index, (t + 1) // per)
+            yield
+            self.end_read(decode)
+            if frees and freed + stages < n_steps:
+                yield from self.produce(freed + stages)
+        yield from self.wgmma_wait(0)
+        if not (eager and n_pieces % per == 0 and n_pieces > 0):  # the eager mutant released the last stage already
+            yield from self.release()
+        self.read.next()
+
+    def program(self, units, pieces_per_stage: int, eager: bool):
+        for n_steps in units:
+            yield from self.unit(n_steps, pieces_per_stage, eager)
+
+
+def run_block(stages: int, threads: int, units, pieces_per_stage: int, seed: int, eager: bool = False):
+    rng = random.Random(seed)
+    block = Block(stages, threads)
+    programs = {tid: Thread(block, tid).program(units, pieces_per_stage, eager) for tid in range(threads)}
+    steps = 0
+    while programs or block.in_flight:
+        steps += 1
+        assert steps < 200_000, "the block deadlocked"
+        if block.in_flight and (not programs or rng.random() < 0.3):
+            block.land(rng.choice(block.in_flight))
+        elif programs:
+            tid = rng.choice(list(programs))
+            try:
+                next(programs[tid])
+            except StopIteration:
+                del programs[tid]
+        block.fire_tracked()
+    block.fire_tracked()
+    assert not block.tracked
+    for barrier in block.full + block.empty:  # every phase that was opened was completed
+        assert barrier.pending == barrier.expected
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+@pytest.mark.parametrize("pieces_per_stage", [1, 2, 4])  # PIECES * HALVES: a half or a whole superblock per stage
+@pytest.mark.parametrize(
+    "units",
+    [[1], [2], [3], [16], [5, 3], [1, 7], [2, 2, 2]],  # a whole tile, and a stream-K block's partial ranges
+)
+def test_the_ring_keeps_every_read_and_write_apart(stages, pieces_per_stage, units):
+    for seed in range(12):
+        run_block(stages, threads=3, units=units, pieces_per_stage=pieces_per_stage, seed=seed)
+
+
+@pytest.mark.parametrize("pieces_per_stage", [1, 2])
+def test_the_model_catches_a_release_before_the_wgmma_wait(pieces_per_stage):
+    """Releasing a stage when its last piece is issued, not when the wgmma wait has retired it, lets a refill land
+    where that piece's wgmmas may still read: the model must say so, or it checks nothing."""
+    caught = 0
+    for seed in range(40):
+        try:
+            run_block(3, threads=3, units=[6], pieces_per_stage=pieces_per_stage, seed=seed, eager=True)
+        except AssertionError as error:
+            assert "still reads" in str(error)
+            caught += 1
+    assert caught > 0
+
+
+def test_the_model_follows_the_kernel():
+    """The model's parities, fill depth and order (wait, release, open, decode, then refill) are the kernel's."""
+    source = KERNEL.read_text()
+    assert "zb_mbar_wait(empty(write.index), write.phase ^ 1u)" in source
+    assert "zb_mbar_wait(full(read.index), read.phase)" in source
+    branch = source[source.index("auto produce = [&](int s) {") :]
+    assert "for (int s = 0; s < STAGES; ++s)\n            if (s < n_steps) produce(s);" in branch
+    advance = branch[branch.index("auto advance = [&](int t, int j") :]
+    advance = advance[: advance.index("};")]
+    pattern = (
+        r"zb_wgmma_wait<1>|ring\.release\(\)|ring\.read\.next\(\)|ring\.wait_read\(\)|zb_wgmma_decode|produce\(refill\)"
+    )
+    assert [m.group(0) for m in re.finditer(pattern, advance)] == [
+        "zb_wgmma_wait<1>",
+        "ring.release()",
+        "ring.read.next()",
+        "ring.wait_read()",
+        "zb_wgmma_decode",
+        "produce(refill)",
+    ]
+    assert "const bool frees = j % STAGE_PIECES == 0 && t > 0;" in advance
+    assert "const int refill = t / STAGE_PIECES - 1 + STAGES;" in advance
+    tail = branch[branch.index("zb_wgmma_wait<0>();") :]
+    assert tail.index("ring.release();") < tail.index("ring.read.next();") < tail.index("} else {")
