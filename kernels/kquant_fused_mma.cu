@@ -1336,6 +1336,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                   "the wgmma path: one 16-row slice per warp, whole warpgroups along M");
     static_assert(!(STREAM_K && GROUPED), "stream-K schedules dense GEMMs");
     static_assert(!QUARTERS || WGMMA, "QUARTERS pipelines the wgmma path's A fragments");
+    // ZbRing's full barrier orders a stage's cp.asyncs, not ZbQ6K's plain tail store, which only ZbQ6KHalf fences
+    static_assert(!WGMMA || Q::HALVES == 1, "the wgmma path stages half superblocks (Q6_K: ZbQ6KHalf)");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BN = Tile::BN;
     constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;

@@ -250,7 +250,7 @@ T1_Q6K_REPACK_WIDE_TILES = T1_Q6K_REPACK_TILES[:1]
 # families, T2's by N_e (N_e 64: both 96-token tiles the autotuner has picked) with its mma.sync tile at N_e 8 as the
 # control, whose code the wgmma path's changes leave alone; T1's on Q4_K and repacked Q6_K
 T2_RING_TILES = {**T2_CHOSEN_TILES, 64: ["wgmma+quarter:1,12,8,1,3,2,1", "wgmma+quarter:1,12,16,1,4,1,1"]}
-T1_RING_SHAPES = T1_SHAPES[1:] + T1_Q6K_REPACK_SHAPES[1::2]
+T1_RING_SHAPES = T1_SHAPES[1:] + tuple(shape for shape in T1_Q6K_REPACK_SHAPES if shape[3] == "q6_k_r")
 T1_RING_TILES = ["wgmma+sk+quarter:1,24,8,1,3", "wgmma+sk:1,16,8,1,4"]
 
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
