@@ -272,9 +272,7 @@ def test_both_refill_paths_run():
     assert early > 0 and late > 0
 
 
-@pytest.mark.parametrize(
-    ("mutant", "pieces_per_stage"), [("eager", 1), ("eager", 2), ("unsynced", 1), ("unsynced", 2)]
-)
+@pytest.mark.parametrize(("mutant", "pieces_per_stage"), [("eager", 1), ("eager", 2), ("unsynced", 1), ("unsynced", 2)])
 def test_the_model_catches_an_early_release(mutant, pieces_per_stage):
     """Releasing a stage when its last piece is issued, not when the wgmma wait has retired it, or by lane 0 before
     the other lanes of its warp are done, lets a refill land where a wgmma may still read: the model must say so, or
