@@ -83,11 +83,9 @@ __device__ __forceinline__ void zb_cp_async_commit() { asm volatile("cp.async.co
 
 // ---- The wgmma path's stage ring: async barriers (mbarrier, sm_80+) in place of a block barrier per stage ----------
 // Stage buffer i has two barriers: full[i] completes a phase when every thread's copies into it have landed, empty[i]
-// when every warp is done reading it (its wgmmas retired). full counts threads (each thread's cp.asyncs are its own);
-// empty counts warps: one lane arrives for its warp after a __syncwarp, 32 times fewer arrivals on one barrier. A
-// thread (or warp) arrives once per phase and waits for that phase before it arrives again (the pattern
-// compute-sanitizer's synccheck holds mbarriers to). A thread that has written a stage waits only for the data of the
-// stage it opens next and for the release of the buffer it fills next, not for the slowest warp at every stage.
+// when every thread is done reading it (its wgmmas retired). A thread arrives on each once per phase and waits for
+// that phase before it arrives again (the pattern compute-sanitizer's synccheck holds mbarriers to). A thread that has written a stage waits only for the data
+// of the stage it opens next and for the release of the buffer it fills next, not for the slowest warp at every stage.
 // The three cursors (write, read, free) step through the buffers in the same order, one use per stage; every thread
 // runs the same sequence, so each one's cursors match the others'. They persist across a stream-K block's units.
 __device__ __forceinline__ void zb_mbar_init(unsigned bar, unsigned count) {
@@ -103,19 +101,6 @@ __device__ __forceinline__ void zb_mbar_arrive(unsigned bar) {
 // expects).
 __device__ __forceinline__ void zb_mbar_arrive_cp_async(unsigned bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-
-// Whether the barrier's phase of the given parity has completed, without waiting (acquire when it has).
-__device__ __forceinline__ bool zb_mbar_test(unsigned bar, unsigned parity) {
-    unsigned done;
-    asm volatile(
-        "{\n.reg .pred done;\n"
-        "mbarrier.test_wait.parity.shared::cta.b64 done, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, done;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-    return done != 0u;
 }
 
 // Wait until the barrier's phase of the given parity has completed (acquire).
@@ -142,18 +127,13 @@ struct ZbRing {
 
     __device__ __forceinline__ unsigned full(int i) const { return bars + 8u * i; }
     __device__ __forceinline__ unsigned empty(int i) const { return bars + 8u * (STAGES + i); }
-    // One thread, before the block's first barrier: full expects the block's threads, empty its warps.
+    // One thread, before the block's first barrier: every barrier expects all THREADS threads.
     __device__ __forceinline__ void init(int threads) const {
-        for (int i = 0; i < STAGES; ++i) {
-            zb_mbar_init(full(i), threads);
-            zb_mbar_init(empty(i), threads / 32);
-        }
+        for (int i = 0; i < 2 * STAGES; ++i) zb_mbar_init(bars + 8u * i, threads);
     }
     // Before writing buffer write.index: its previous use has been released (a buffer's first use passes at once:
     // parity 1 names the phase before a fresh barrier's first).
     __device__ __forceinline__ void acquire() const { zb_mbar_wait(empty(write.index), write.phase ^ 1u); }
-    // acquire() would pass at once: every warp has released the buffer.
-    __device__ __forceinline__ bool acquired() const { return zb_mbar_test(empty(write.index), write.phase ^ 1u); }
     // After this thread's copies into it: the phase completes once every thread's copies have landed.
     __device__ __forceinline__ void commit() {
         zb_mbar_arrive_cp_async(full(write.index));
@@ -165,11 +145,9 @@ struct ZbRing {
         zb_mbar_wait(full(read.index), read.phase);
         zb_fence_proxy_async();
     }
-    // This warp is done with buffer free.index (its wgmmas on it retired). The __syncwarp orders every lane's reads
-    // of the buffer before lane 0's arrive (a release).
-    __device__ __forceinline__ void release(bool lane0) {
-        __syncwarp();
-        if (lane0) zb_mbar_arrive(empty(free.index));
+    // This thread is done with buffer free.index (its wgmmas on it retired).
+    __device__ __forceinline__ void release() {
+        zb_mbar_arrive(empty(free.index));
         free.next();
     }
 };
@@ -1217,11 +1195,10 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         // buffers: 32 registers fewer, less the half's lane slices it keeps for its second quarter (what a 96-token
         // tile at two blocks per SM needs), at the cost of a wgmma wait per quarter.
         // The stages go through the ring (ZbRing), all STAGES buffers in use: once the wgmma wait retires the last
-        // piece of stage u (after the first piece of stage u + 1 is issued), a warp releases stage u and fills u's
-        // buffer with stage u + STAGES once every warp has released it: at once if the others already have (the last
-        // warp to release, whose copies the stage waits for), else after decoding its next piece. A warp waits for
-        // the others only where it would overwrite what they still read, and a stage of two or more pieces frees its
-        // buffer a piece before the next stage ends.
+        // piece of stage u (after the first piece of stage u + 1 is issued), a thread releases stage u, decodes its next
+        // piece, and then fills u's buffer with stage u + STAGES, once every thread has released it. A warp waits
+        // for the others only where it would overwrite what they still read, and a stage of two or more pieces
+        // frees its buffer a piece before the next stage ends.
         static_assert(STAGES >= 3, "the wgmma pipeline decodes stage s + 1 while stage s's wgmmas run");
         constexpr int PIECES = QUARTERS ? 2 : 1, STEPS = 8 / PIECES;  // pieces per half, k-steps per piece
         constexpr int STAGE_PIECES = PIECES * HALVES;                  // divides 2 * PIECES, a superblock's pieces
@@ -1229,13 +1206,10 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         const int r_w = wm * 16 + g;
         unsigned a_frag[2][STEPS][4];  // piece t's A fragments in a_frag[t & 1]
         typename Q::Lane lanes[2];     // the current half's slices (its pieces decode from them)
-        auto fill = [&](int s) {  // the unit's stage s into the ring's next buffer, once acquired
+        auto produce = [&](int s) {  // the unit's stage s into the ring's next buffer
+            ring.acquire();
             load_stage(ring.write.index, step0 + s);
             ring.commit();
-        };
-        auto produce = [&](int s) {
-            ring.acquire();
-            fill(s);
         };
         auto stage_bytes = [&]() { return ring.read.index * Tile::STAGE_BYTES; };  // the stage being read
 #pragma unroll
@@ -1250,16 +1224,8 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             const int j_next = (j + 1) % (2 * PIECES);
             zb_wgmma_wait<1>();  // piece t - 1 retired
             const bool frees = j % STAGE_PIECES == 0 && t > 0;  // ... and it was the last of stage t / STAGE_PIECES - 1
-            const int refill = t / STAGE_PIECES - 1 + STAGES;    // the stage that goes where the freed one was
-            bool pending = false;  // the refill waits for the other warps' releases (after the decode)
-            if (frees) {
-                ring.release(lane == 0);
-                if (refill < n_steps) {
-                    if (ring.acquired()) fill(refill);
-                    else pending = true;
-                }
-            }
-            if (t + 1 >= n_pieces) return;  // (no refill is left at the unit's last piece)
+            if (frees) ring.release();
+            if (t + 1 >= n_pieces) return;
             if ((j + 1) % STAGE_PIECES == 0) {  // piece t + 1 opens the next stage
                 ring.read.next();
                 ring.wait_read();
@@ -1268,7 +1234,8 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
                 zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, j_next / PIECES,
                                      unit.sb0 + (t + 1) / (2 * PIECES), row_place[0]);
             zb_wgmma_decode<Q, STEPS>(a_next, lanes, j_next % PIECES);
-            if (pending) produce(refill);
+            const int refill = t / STAGE_PIECES - 1 + STAGES;  // the stage that goes where the freed one was
+            if (frees && refill < n_steps) produce(refill);
         };
         auto x_half = [&](int h) { return smem_base + stage_bytes() + (h % HALVES) * Tile::X_HALF_BYTES; };
         for (int t = 0; t < n_pieces; t += 2 * PIECES) {  // one superblock: its pieces j alternate between the buffers
@@ -1280,7 +1247,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             }
         }
         zb_wgmma_wait<0>();
-        ring.release(lane == 0);  // the unit's last stage: the ring is whole again for the block's next unit
+        ring.release();  // the unit's last stage: the ring is whole again for the block's next unit
         ring.read.next();
     } else {
         int stage = 0;

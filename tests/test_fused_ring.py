@@ -1,8 +1,8 @@
 """The wgmma path's stage ring (ZbRing in kernels/kquant_fused_mma.cu), modelled on the CPU.
 
-Each thread runs the kernel's sequence (zb_gemm_unit, WGMMA branch) against a model of mbarrier phases, of
-cp.asyncs that land at any later time and of warps (a stage is released by one lane per warp after a __syncwarp);
-the threads are interleaved at random. The model checks what the block barrier per stage used to guarantee:
+Each thread runs the kernel's sequence (zb_gemm_unit, WGMMA branch) against a model of mbarrier phases and of
+cp.asyncs that land at any later time; the threads are interleaved at random. The model checks what the block
+barrier per stage used to guarantee:
 - no thread reads a stage buffer before every thread's copies of that stage have landed in it;
 - no copy lands in a buffer that a thread still reads for an earlier stage (through a wgmma not yet retired or a
   decode);
@@ -52,12 +52,10 @@ class Cursor:
 class Block:
     """Shared state: barriers, what each buffer holds, who reads what, copies in flight."""
 
-    def __init__(self, stages: int, warps: int, lanes: int):
-        self.stages, self.threads, self.lanes = stages, warps * lanes, lanes
-        threads = self.threads
-        self.full = [Barrier(threads) for _ in range(stages)]  # every thread's copies
-        self.empty = [Barrier(warps) for _ in range(stages)]  # one arrival per warp
-        self.syncwarp = [0] * warps  # __syncwarp arrivals per warp, all generations together
+    def __init__(self, stages: int, threads: int):
+        self.stages, self.threads = stages, threads
+        self.full = [Barrier(threads) for _ in range(stages)]
+        self.empty = [Barrier(threads) for _ in range(stages)]
         self.landed = [dict() for _ in range(stages)]  # buffer -> {thread: stage its copy holds}
         self.reads = [dict() for _ in range(threads)]  # thread -> {token: (buffer, stage)} being read
         self.in_flight = []  # copies: (thread, buffer, stage)
@@ -129,42 +127,21 @@ class Thread:
     def wait_read(self):
         yield from self.wait(self.block.full[self.read.index], self.read.phase)
 
-    def syncwarp(self):
-        b = self.block
-        warp = self.tid // b.lanes
-        b.syncwarp[warp] += 1
-        generation = (b.syncwarp[warp] - 1) // b.lanes
-        while b.syncwarp[warp] < (generation + 1) * b.lanes:  # every lane of the warp has arrived
-            yield
-
-    def release(self, unsynced: bool = False):
-        """ring.release(lane == 0): __syncwarp, then lane 0 arrives for its warp (unsynced, a mutant: no __syncwarp)."""
-        if not unsynced:
-            yield from self.syncwarp()
-        if self.tid % self.block.lanes == 0:
-            self.arrive_once(self.block.empty[self.free.index])
-            self.block.empty[self.free.index].arrive()
+    def release(self):
+        self.arrive_once(self.block.empty[self.free.index])
+        self.block.empty[self.free.index].arrive()
         self.free.next()
         yield
-
-    def acquired(self) -> bool:  # ring.acquired(): mbarrier.test_wait on the buffer to fill next
-        b = self.block
-        if b.empty[self.write.index].done(self.write.phase ^ 1):
-            self.unwaited.discard(id(b.empty[self.write.index]))
-            return True
-        return False
 
     def wgmma_wait(self, keep: int):
         while len(self.wgmmas) > keep:
             self.end_read(self.wgmmas.pop(0))
         yield
 
-    def unit(self, n_steps: int, pieces_per_stage: int, mutant: str):
+    def unit(self, n_steps: int, pieces_per_stage: int, eager: bool):
         """The kernel's unit: all STAGES buffers filled; after the wgmma wait retires the last piece of stage u, release
-        u and fill its buffer with stage u + STAGES: at once if every warp has released it, else after the decode.
-        Mutants: "eager" releases a stage as soon as its last piece is issued, before that piece's wgmmas retire;
-        "unsynced" lets lane 0 release for its warp without the __syncwarp."""
-        eager = mutant == "eager"
+        u, decode, then fill its buffer with stage u + STAGES. eager (a mutant) releases a stage as soon as its last
+        piece is issued, before that piece's wgmmas retire."""
         stages, per = self.block.stages, pieces_per_stage
         n_pieces = n_steps * per
         for s in range(stages):
@@ -180,18 +157,11 @@ class Thread:
             else:
                 yield from self.wgmma_wait(1)
                 frees, freed = t % per == 0 and t > 0, t // per - 1
-            pending = False
             if frees:
-                yield from self.release(unsynced=mutant == "unsynced")
-                if freed + stages < n_steps:
-                    if self.acquired():
-                        yield from self.produce(freed + stages)  # its wait passes at once
-                    else:
-                        pending = True
+                yield from self.release()
             if eager:
                 yield from self.wgmma_wait(1)
             if t + 1 >= n_pieces:
-                assert not pending
                 break
             if (t + 1) % per == 0:
                 self.read.next()
@@ -199,22 +169,22 @@ class Thread:
             decode = self.start_read(self.read.index, (t + 1) // per)
             yield
             self.end_read(decode)
-            if pending:
+            if frees and freed + stages < n_steps:
                 yield from self.produce(freed + stages)
         yield from self.wgmma_wait(0)
         if not (eager and n_pieces % per == 0 and n_pieces > 0):  # the eager mutant released the last stage already
-            yield from self.release(unsynced=mutant == "unsynced")
+            yield from self.release()
         self.read.next()
 
-    def program(self, units, pieces_per_stage: int, mutant: str):
+    def program(self, units, pieces_per_stage: int, eager: bool):
         for n_steps in units:
-            yield from self.unit(n_steps, pieces_per_stage, mutant)
+            yield from self.unit(n_steps, pieces_per_stage, eager)
 
 
-def run_block(stages: int, units, pieces_per_stage: int, seed: int, mutant: str = "", warps: int = 2, lanes: int = 2):
+def run_block(stages: int, threads: int, units, pieces_per_stage: int, seed: int, eager: bool = False):
     rng = random.Random(seed)
-    block = Block(stages, warps, lanes)
-    programs = {tid: Thread(block, tid).program(units, pieces_per_stage, mutant) for tid in range(block.threads)}
+    block = Block(stages, threads)
+    programs = {tid: Thread(block, tid).program(units, pieces_per_stage, eager) for tid in range(threads)}
     steps = 0
     while programs or block.in_flight:
         steps += 1
@@ -242,45 +212,17 @@ def run_block(stages: int, units, pieces_per_stage: int, seed: int, mutant: str 
 )
 def test_the_ring_keeps_every_read_and_write_apart(stages, pieces_per_stage, units):
     for seed in range(12):
-        run_block(stages, units=units, pieces_per_stage=pieces_per_stage, seed=seed)
+        run_block(stages, threads=3, units=units, pieces_per_stage=pieces_per_stage, seed=seed)
 
 
-@pytest.mark.parametrize(("warps", "lanes"), [(1, 3), (3, 1), (3, 2)])
-def test_the_ring_holds_for_other_warp_shapes(warps, lanes):
-    for seed in range(12):
-        run_block(3, units=[5, 3], pieces_per_stage=2, seed=seed, warps=warps, lanes=lanes)
-
-
-def test_both_refill_paths_run():
-    """The refill goes in at once where every warp has released the buffer, after the decode otherwise: the random
-    interleavings must reach both, or the test checks one of them only."""
-    early = late = 0
-    original = Thread.acquired
-
-    def counting(self):
-        nonlocal early, late
-        passed = original(self)
-        early, late = early + passed, late + (not passed)
-        return passed
-
-    Thread.acquired = counting
-    try:
-        for seed in range(12):
-            run_block(3, units=[8], pieces_per_stage=1, seed=seed)
-    finally:
-        Thread.acquired = original
-    assert early > 0 and late > 0
-
-
-@pytest.mark.parametrize(("mutant", "pieces_per_stage"), [("eager", 1), ("eager", 2), ("unsynced", 1), ("unsynced", 2)])
-def test_the_model_catches_an_early_release(mutant, pieces_per_stage):
-    """Releasing a stage when its last piece is issued, not when the wgmma wait has retired it, or by lane 0 before
-    the other lanes of its warp are done, lets a refill land where a wgmma may still read: the model must say so, or
-    it checks nothing."""
+@pytest.mark.parametrize("pieces_per_stage", [1, 2])
+def test_the_model_catches_a_release_before_the_wgmma_wait(pieces_per_stage):
+    """Releasing a stage when its last piece is issued, not when the wgmma wait has retired it, lets a refill land
+    where that piece's wgmmas may still read: the model must say so, or it checks nothing."""
     caught = 0
     for seed in range(40):
         try:
-            run_block(3, units=[6], pieces_per_stage=pieces_per_stage, seed=seed, mutant=mutant)
+            run_block(3, threads=3, units=[6], pieces_per_stage=pieces_per_stage, seed=seed, eager=True)
         except AssertionError as error:
             assert "still reads" in str(error)
             caught += 1
@@ -288,28 +230,20 @@ def test_the_model_catches_an_early_release(mutant, pieces_per_stage):
 
 
 def test_the_model_follows_the_kernel():
-    """The model's parities, barrier counts, fill depth and order (wait, release, refill if every warp has released,
-    open, decode, else refill) are the kernel's."""
+    """The model's parities, fill depth and order (wait, release, open, decode, then refill) are the kernel's."""
     source = KERNEL.read_text()
     assert "zb_mbar_wait(empty(write.index), write.phase ^ 1u)" in source
-    assert "zb_mbar_test(empty(write.index), write.phase ^ 1u)" in source
     assert "zb_mbar_wait(full(read.index), read.phase)" in source
-    assert "zb_mbar_init(full(i), threads);" in source and "zb_mbar_init(empty(i), threads / 32);" in source
-    release = source[source.index("void release(bool lane0) {") :]
-    assert release.index("__syncwarp();") < release.index("if (lane0) zb_mbar_arrive(empty(free.index));")
-    branch = source[source.index("auto fill = [&](int s) {") :]
+    branch = source[source.index("auto produce = [&](int s) {") :]
     assert "for (int s = 0; s < STAGES; ++s)\n            if (s < n_steps) produce(s);" in branch
     advance = branch[branch.index("auto advance = [&](int t, int j") :]
     advance = advance[: advance.index("};")]
     pattern = (
-        r"zb_wgmma_wait<1>|ring\.release\(lane == 0\)|ring\.acquired\(\)|fill\(refill\)|ring\.read\.next\(\)"
-        r"|ring\.wait_read\(\)|zb_wgmma_decode|produce\(refill\)"
+        r"zb_wgmma_wait<1>|ring\.release\(\)|ring\.read\.next\(\)|ring\.wait_read\(\)|zb_wgmma_decode|produce\(refill\)"
     )
     assert [m.group(0) for m in re.finditer(pattern, advance)] == [
         "zb_wgmma_wait<1>",
-        "ring.release(lane == 0)",
-        "ring.acquired()",
-        "fill(refill)",
+        "ring.release()",
         "ring.read.next()",
         "ring.wait_read()",
         "zb_wgmma_decode",
@@ -318,4 +252,4 @@ def test_the_model_follows_the_kernel():
     assert "const bool frees = j % STAGE_PIECES == 0 && t > 0;" in advance
     assert "const int refill = t / STAGE_PIECES - 1 + STAGES;" in advance
     tail = branch[branch.index("zb_wgmma_wait<0>();") :]
-    assert tail.index("ring.release(lane == 0);") < tail.index("ring.read.next();") < tail.index("} else {")
+    assert tail.index("ring.release();") < tail.index("ring.read.next();") < tail.index("} else {")
