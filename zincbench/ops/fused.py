@@ -296,10 +296,11 @@ class FusedKQuantGemm:
         self.smem_bytes = tile.smem_bytes(weights)
         rt = cupy.cuda.runtime
         limit = rt.deviceGetAttribute(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, cupy.cuda.Device().id)
-        if self.smem_bytes + tile.static_smem_bytes > limit:
+        needed = self.smem_bytes + tile.static_smem_bytes
+        if needed > limit:
             # ValueError: the autotuner skips a candidate that does not apply on this GPU
             raise ValueError(
-                f"tile {tile.label} with {weights} needs {self.smem_bytes + tile.static_smem_bytes} bytes of shared "
+                f"tile {tile.label} with {weights} needs {needed} bytes of shared "
                 f"memory per block; this GPU allows {limit}"
             )
         arch = cupy.cuda.Device().compute_capability
