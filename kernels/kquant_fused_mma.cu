@@ -26,11 +26,13 @@
 // - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
 //   on row parity so the 16-byte fragment loads are bank-conflict free. The wgmma path's stages pass through
 //   async barriers (ZbRing), not a block barrier per stage.
-// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh, zb_wgmma.cuh, zb_xperm.cuh).
+// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh, zb_tma.cuh,
+// zb_wgmma.cuh, zb_xperm.cuh).
 // On sm_90 a Hopper instantiation (template parameter WGMMA, compiled for sm_90a) keeps the weight decode and
 // replaces the mma.sync loop with warpgroup wgmma reading X from shared memory (see "The Hopper path" below).
 
 #include "zb_half.cuh"
+#include "zb_tma.cuh"
 #include "zb_wgmma.cuh"
 #include "zb_xperm.cuh"
 
@@ -127,9 +129,10 @@ struct ZbRing {
 
     __device__ __forceinline__ unsigned full(int i) const { return bars + 8u * i; }
     __device__ __forceinline__ unsigned empty(int i) const { return bars + 8u * (STAGES + i); }
-    // One thread, before the block's first barrier: every barrier expects all THREADS threads.
-    __device__ __forceinline__ void init(int threads) const {
-        for (int i = 0; i < 2 * STAGES; ++i) zb_mbar_init(bars + 8u * i, threads);
+    // One thread, before the block's first barrier: a full barrier expects full_count arrivals (every thread's
+    // cp.asyncs, or the one thread that issues a stage's TMA boxes), an empty barrier every thread.
+    __device__ __forceinline__ void init(int full_count, int threads) const {
+        for (int i = 0; i < STAGES; ++i) zb_mbar_init(full(i), full_count), zb_mbar_init(empty(i), threads);
     }
     // Before writing buffer write.index: its previous use has been released (a buffer's first use passes at once:
     // parity 1 names the phase before a fresh barrier's first).
@@ -139,11 +142,12 @@ struct ZbRing {
         zb_mbar_arrive_cp_async(full(write.index));
         write.next();
     }
-    // Before reading buffer read.index: every thread's copies into it have landed. The fence orders them, written
-    // in the generic proxy, before this thread's wgmmas read X through the async proxy.
+    // Before reading buffer read.index: every copy into it has landed. The fence orders X's cp.asyncs, written in
+    // the generic proxy, before this thread's wgmmas read X through the async proxy (X by TMA is already async).
+    template <bool GENERIC_X>
     __device__ __forceinline__ void wait_read() const {
         zb_mbar_wait(full(read.index), read.phase);
-        zb_fence_proxy_async();
+        if constexpr (GENERIC_X) zb_fence_proxy_async();
     }
     // This thread is done with buffer free.index (its wgmmas on it retired).
     __device__ __forceinline__ void release() {
@@ -253,9 +257,18 @@ struct ZbRows {
 //                       lane column c = lane & 3, half h of superblock sb; h is a constant after unrolling);
 //   decode(lane, i, lo, hi) the A registers of k step i (0..3): lo[0] = k pair (2c, 2c+1), lo[1] =
 //                       (2c+8, 2c+9) of the first MMA, hi[] those of the second.
+//   TMA_BOXES, tma_box(i) a stage's weight area as TMA boxes of BM rows (ZbTmaBox; none: the format is read by
+//                       cp.async only), each the same bytes in the same place as Loader's copies.
 // In every format lane c at step i covers weights e + {0, 2} (lo[0]) and e + {1, 3} (lo[1]), hi[] the
 // same at e + 32, where e = 64*j + 16*(c&1) + 4*i and j = 2*h + (c>>1) is the 64-weight chunk: the
 // order x_f32_to_f16_kquant_perm writes X in.
+
+// Box i of a stage's weights: `width` bytes of each of BM rows, from byte offset + h * half_step of the row's
+// superblock (half h of the stage), into the stage's weight area at BM * column (a [BM][width] region). The host
+// encodes one tensor map per box (its width; zincbench.ops.fused.WeightPolicy.tma_widths).
+struct ZbTmaBox {
+    int offset, half_step, width, column;
+};
 
 __device__ __forceinline__ unsigned zb_prmt(unsigned a, unsigned b, unsigned selector) {
     unsigned r;
@@ -319,6 +332,11 @@ struct ZbNibbleFormat {
     static constexpr int BLOCK_BYTES = BLOCK_BYTES_;
     static constexpr int HALVES = 1;
     static constexpr int ROW_STAGE_BYTES = 80 + (FIFTH_BIT ? 32 : 0);
+    // The half's nibbles ([BM][64]), the header ([BM][16]) and Q5_K's qh ([BM][32]): Loader's regions
+    static constexpr int TMA_BOXES = FIFTH_BIT ? 3 : 2;
+    __host__ __device__ static constexpr ZbTmaBox tma_box(int i) {
+        return i == 0 ? ZbTmaBox{QS_OFFSET, 64, 64, 0} : i == 1 ? ZbTmaBox{0, 0, 16, 64} : ZbTmaBox{16, 0, 32, 80};
+    }
 
     template <int BM, int THREADS>
     struct Loader {
@@ -487,6 +505,7 @@ struct ZbQ6KFormat : ZbQ6KDecode {
     static constexpr int HALVES = HALF_STAGE ? 1 : 2;
     static constexpr int CHUNKS_PER_ROW = HALF_STAGE ? 10 : 14;  // o + 210 <= 224; o + 64 <= 80, o + 32 <= 48, o + 18 <= 32
     static constexpr int ROW_STAGE_BYTES = 16 * (CHUNKS_PER_ROW + 1);  // the copied chunks and one spare
+    static constexpr int TMA_BOXES = 0;  // 210-byte blocks: no 16-byte aligned box
 
     __device__ __forceinline__ static int row_stride(int row_bytes) {
         return (row_bytes & 2) ? ROW_STAGE_BYTES - 16 : ROW_STAGE_BYTES;
@@ -580,56 +599,47 @@ struct ZbQ6KFormat : ZbQ6KDecode {
 struct ZbQ6K : ZbQ6KFormat<false> {};
 struct ZbQ6KHalf : ZbQ6KFormat<true> {};
 
-// Q6_K repacked at load (zincbench.quant.q6k_r): 224-byte blocks, so every block is 16-byte aligned: ql[128] and
-// qh[64] as in the GGUF block, then the 16 sub-block scales as the fp16 products d * sc that ZbQ6KFormat::load
-// computes (the same values: d * sc is exact in f32 and rounds once either way), in lane order: word c of half h (at
-// 192 + 16h + 4c) holds those of sub-blocks 8h + 4(c>>1) + (c&1) (low half) and that + 2. A stage is a half
-// superblock, 7 chunks per row: ql[64h ..] (4), qh[32h ..] (2) and the half's scales (1), all whole and aligned;
-// a lane's slices are three 16-byte loads and its scales one word. Rows are 112 bytes apart, an odd number of
-// 16-byte units: the 8 rows x 2 columns of a warp's 16-byte loads hit each bank twice, the fewest wavefronts.
+// Q6_K repacked at load (zincbench.quant.q6k_r): 224-byte blocks, so every block is 16-byte aligned, laid out as two
+// 112-byte halves, each what a stage holds of a row: ql[64h ..] (64 bytes), qh[32h ..] (32), then the half's 8
+// sub-block scales as the fp16 products d * sc that ZbQ6KFormat::load computes (the same values: d * sc is exact in
+// f32 and rounds once either way), in lane order: word c (at 96 + 4c of the half) holds those of sub-blocks
+// 8h + 4(c>>1) + (c&1) (low half) and that + 2. A stage is a half superblock: 7 whole, aligned chunks per row, or one
+// TMA box of 112 bytes; a lane's slices are three 16-byte loads and its scales one word. Rows are 112 bytes apart,
+// an odd number of 16-byte units: the 8 rows x 2 columns of a warp's 16-byte loads hit each bank twice, the fewest
+// wavefronts.
 struct ZbQ6KR : ZbQ6KDecode {
     static constexpr int BLOCK_BYTES = 224;
     static constexpr int HALVES = 1;
     static constexpr int CHUNKS_PER_ROW = 7;
     static constexpr int ROW_STAGE_BYTES = 16 * CHUNKS_PER_ROW;
-
-    // Chunk q of half 0: its offset in the block; half 1 moves it by chunk_half_step(q) (ql 64, qh 32, scales 16).
-    __device__ __forceinline__ static int chunk_offset(int q) {
-        return q < 4 ? 16 * q : q < 6 ? 128 + 16 * (q - 4) : 192;
-    }
-    __device__ __forceinline__ static unsigned chunk_half_step(int q) { return q < 4 ? 64u : q < 6 ? 32u : 16u; }
+    static constexpr int TMA_BOXES = 1;
+    __host__ __device__ static constexpr ZbTmaBox tma_box(int) { return ZbTmaBox{0, ROW_STAGE_BYTES, ROW_STAGE_BYTES, 0}; }
 
     template <int BM, int THREADS>
     struct Loader {
         // 7 chunks a row: the last pass is partial with one 16-row slice per warp (BM * 7 / THREADS = 3.5)
         using Passes = ZbChunkPasses<BM * CHUNKS_PER_ROW, THREADS>;
         static constexpr int ITERS = Passes::ITERS;
-        static_assert(ITERS <= 10, "three bits per chunk in half_steps");
         Passes passes;
-        const unsigned char* src[ITERS];  // the row + chunk_offset(q), in superblock 0
+        const unsigned char* src[ITERS];  // chunk q of the row's first half
         unsigned dst[ITERS];
-        unsigned half_steps;  // bits 3it .. 3it + 2: chunk it's chunk_half_step / 16 (4, 2 or 1)
 
-        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : passes(tid), half_steps(0u) {
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : passes(tid) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
                 const int idx = Passes::chunk(tid, it);
                 const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
-                src[it] = rows.at(r) + chunk_offset(q);
+                src[it] = rows.at(r) + 16 * q;
                 dst[it] = r * ROW_STAGE_BYTES + 16 * q;
-                half_steps |= chunk_half_step(q) / 16u << (3 * it);
             }
         }
 
         // Stage `step` = half step & 1 of superblock step >> 1, into the stage's weight area at shared address ws.
         __device__ __forceinline__ void issue(unsigned ws, int step) const {
-            const int sb = step >> 1;
-            const unsigned h = (unsigned)step & 1u;
+            const int offset = (step >> 1) * BLOCK_BYTES + (step & 1) * ROW_STAGE_BYTES;
 #pragma unroll
             for (int it = 0; it < ITERS; ++it)
-                if (passes.copies(it))
-                    zb_cp_async16(ws + dst[it], src[it] + sb * BLOCK_BYTES + h * 16u * (half_steps >> (3 * it) & 7u),
-                                  16u);
+                if (passes.copies(it)) zb_cp_async16(ws + dst[it], src[it] + offset, 16u);
         }
     };
 
@@ -891,6 +901,7 @@ struct ZbXCopy<true, BN, THREADS> {
 // bucket; false for an unused entry (the block has nothing to do).
 struct ZbTokenTile {
     unsigned long long w_base;  // byte offset of the tile's weights (the expert's) in w
+    int expert;                 // their expert (grouped; 0 dense)
     int n_tokens;               // tokens in this block's tile (<= BN)
     unsigned bucket_row0;       // SWIGLU_F16_GROUPED: expert * capacity
     unsigned place0;            // the tile's first place in its expert's bucket
@@ -902,7 +913,7 @@ __device__ __forceinline__ bool zb_token_tile(ZbTokenTile& tt, unsigned* s_xoff,
                                               unsigned long long expert_bytes, const unsigned* tiles,
                                               const unsigned* offsets,
                                               const unsigned* sorted_ids, int top_k, int x_per_slot) {
-    tt.w_base = 0;
+    tt.w_base = 0, tt.expert = 0;
     tt.bucket_row0 = 0, tt.place0 = 0;
     if (GROUPED) {
         const unsigned tile = tiles[tile_n];
@@ -914,6 +925,7 @@ __device__ __forceinline__ bool zb_token_tile(ZbTokenTile& tt, unsigned* s_xoff,
         tt.place0 = (tile & 0xFFFFu) * BN;
         tt.n_tokens = (int)min(end - begin, (unsigned)BN);
         tt.w_base = expert * expert_bytes;
+        tt.expert = (int)expert;
         for (int r = tid; r < BN; r += THREADS) {
             const unsigned pos = begin + r;
             const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
@@ -1105,7 +1117,47 @@ struct ZbGemmArgs {
     const unsigned* routing;
     int routing_stride;
     ZbStreamK sk;
+    const ZbTensorMap* maps;  // TMA: the weight boxes' maps (ZB_TMA_W_MAPS), then X's (ZB_TMA_X_MAP)
 };
+
+// ---- TMA stages (template parameter TMA: ZB_TMA_W, ZB_TMA_W | ZB_TMA_X) ----------------------------------------------
+// The weights of a stage come as Q's TMA boxes of the block's BM rows (one 3-D map per box: bytes of a row, rows,
+// experts; rows past M zero-filled), and, on a dense GEMM, X as two 2-D boxes of 64 fp16 x BN tokens with the
+// 128-byte swizzle: exactly the k atoms zb_wgmma_x_offset lays out (tokens past T zero-filled). Maps: the weight
+// boxes' at maps[0 ..], X's at maps[ZB_TMA_X_MAP].
+#define ZB_TMA_W 1
+#define ZB_TMA_X 2
+#define ZB_TMA_W_MAPS 3
+#define ZB_TMA_X_MAP 3
+
+// A row's bytes in Q's boxes: its stage bytes, each once
+template <class Q>
+__host__ __device__ constexpr int zb_tma_row_bytes() {
+    int bytes = 0;
+    if constexpr (Q::TMA_BOXES > 0)
+        for (int i = 0; i < Q::TMA_BOXES; ++i) bytes += Q::tma_box(i).width;
+    return bytes;
+}
+
+template <class Q, int BM>
+__device__ __forceinline__ void zb_tma_weights(const ZbTensorMap* maps, unsigned ws, unsigned bar, int step, int row0,
+                                               int expert) {
+    const int sb = step >> 1, h = step & 1;
+#pragma unroll
+    for (int i = 0; i < Q::TMA_BOXES; ++i) {
+        const ZbTmaBox box = Q::tma_box(i);
+        zb_tma_load_3d(ws + BM * box.column, maps + i, sb * Q::BLOCK_BYTES + box.offset + h * box.half_step, row0,
+                       expert, bar);
+    }
+}
+
+// Half superblock `step` of tokens token0 .. token0 + BN - 1 into the stage's X area xs (1024-aligned): k atom a is
+// fp16 columns 128 step + 64 a of the (permuted) rows.
+template <int BN>
+__device__ __forceinline__ void zb_tma_x(const ZbTensorMap* map, unsigned xs, unsigned bar, int step, int token0) {
+#pragma unroll
+    for (int atom = 0; atom < 2; ++atom) zb_tma_load_2d(xs + atom * BN * 128, map, 128 * step + 64 * atom, token0, bar);
+}
 
 // The shared memory a unit works in: the pipeline's stages (dynamic) and the token tables.
 struct ZbShared {
@@ -1120,7 +1172,7 @@ struct ZbShared {
 // One unit of work of a block: the token tile's tables, the cp.async pipeline over [sb0, sb1) into registers, then
 // (a stream-K partial range) the meeting of partials, and the epilogue. ring: the wgmma path's stage ring.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool TRIM_N, bool GROUPED, int EPI, bool WGMMA,
-          bool QUARTERS>
+          bool QUARTERS, int TMA>
 __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh,
                                              ZbRing<STAGES>& ring) {
     constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
@@ -1206,16 +1258,34 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         const int r_w = wm * 16 + g;
         unsigned a_frag[2][STEPS][4];  // piece t's A fragments in a_frag[t & 1]
         typename Q::Lane lanes[2];     // the current half's slices (its pieces decode from them)
+        constexpr bool TMA_W = (TMA & ZB_TMA_W) != 0, TMA_X = (TMA & ZB_TMA_X) != 0;
+        // Every thread waits for the buffer's release, also where thread 0 alone copies (TMA): a thread waits on the
+        // empty barrier between two of its arrivals on it, as compute-sanitizer's synccheck requires.
         auto produce = [&](int s) {  // the unit's stage s into the ring's next buffer
+            const unsigned xs = smem_base + ring.write.index * Tile::STAGE_BYTES;
             ring.acquire();
-            load_stage(ring.write.index, step0 + s);
-            ring.commit();
+            if constexpr (TMA_W) {
+                if (tid == 0) {  // one thread issues the boxes
+                    const unsigned full = ring.full(ring.write.index);
+                    if constexpr (TMA_X) zb_mbar_arrive_expect_tx(full, Tile::STAGE_BYTES);  // the phase's one arrival
+                    else zb_mbar_expect_tx(full, Tile::W_BYTES);  // before its own arrive, with its X copies
+                    zb_tma_weights<Q, BM>(a.maps, xs + Tile::X_BYTES, full, step0 + s, row0, tt.expert);
+                    if constexpr (TMA_X) zb_tma_x<BN>(a.maps + ZB_TMA_X_MAP, xs, full, step0 + s, unit.tile_n * BN);
+                }
+            }
+            if constexpr (TMA_X) {
+                ring.write.next();
+            } else {
+                x_copy.issue(xs, xp, s_xoff, step0 + s);
+                if constexpr (!TMA_W) loader.issue(xs + Tile::X_BYTES, step0 + s);
+                ring.commit();
+            }
         };
         auto stage_bytes = [&]() { return ring.read.index * Tile::STAGE_BYTES; };  // the stage being read
 #pragma unroll
         for (int s = 0; s < STAGES; ++s)
             if (s < n_steps) produce(s);
-        ring.wait_read();
+        ring.template wait_read<!TMA_X>();
         zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_place[0]);
         zb_wgmma_decode<Q, STEPS>(a_frag[0], lanes, 0);
         const int n_pieces = 2 * PIECES * (unit.sb1 - unit.sb0);
@@ -1228,7 +1298,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             if (t + 1 >= n_pieces) return;
             if ((j + 1) % STAGE_PIECES == 0) {  // piece t + 1 opens the next stage
                 ring.read.next();
-                ring.wait_read();
+                ring.template wait_read<!TMA_X>();
             }
             if (j_next % PIECES == 0)  // piece t + 1 opens a half (stages hold whole halves: its stage is resident)
                 zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, j_next / PIECES,
@@ -1310,7 +1380,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
 // inlined copies of zb_gemm_unit, the whole tile's K range a compile-time fact in its copy; without STREAM_K the kernel
 // is the whole-tile copy alone (a second copy in the same kernel changes its register allocation: 8% on Q6_K).
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
-          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false>
+          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
@@ -1326,7 +1396,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                 int routing_stride,
                 float* __restrict__ sk_partials,          // dense stream-K (ZbStreamK)
                 unsigned* __restrict__ sk_counters,
-                int sk_dp_tiles, int sk_ctas, int sk_iters) {
+                int sk_dp_tiles, int sk_ctas, int sk_iters,
+                const ZbTensorMap* __restrict__ tma_maps) {  // TMA: the maps of zb_tma_weights and zb_tma_x
     constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
     static_assert(EPI >= ZB_EPI_STORE && EPI <= ZB_EPI_COMBINE, "unknown epilogue");
     static_assert(STAGES >= 2, "the pipeline loads stage s + STAGES - 1 while computing stage s");
@@ -1338,6 +1409,11 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     static_assert(!QUARTERS || WGMMA, "QUARTERS pipelines the wgmma path's A fragments");
     // ZbRing's full barrier orders a stage's cp.asyncs, not ZbQ6K's plain tail store, which only ZbQ6KHalf fences
     static_assert(!WGMMA || Q::HALVES == 1, "the wgmma path stages half superblocks (Q6_K: ZbQ6KHalf)");
+    static_assert(TMA == 0 || TMA == ZB_TMA_W || TMA == (ZB_TMA_W | ZB_TMA_X), "TMA: the weights, or weights and X");
+    static_assert(!TMA || (WGMMA && Q::TMA_BOXES > 0 && Q::TMA_BOXES <= ZB_TMA_W_MAPS && !SWIGLU),
+                  "TMA stages: the wgmma path's ring, a format of aligned boxes, one weight matrix");
+    static_assert(!TMA || zb_tma_row_bytes<Q>() == Q::ROW_STAGE_BYTES, "the boxes fill a row's stage bytes");
+    static_assert(!(TMA & ZB_TMA_X) || !GROUPED, "a grouped tile's X rows are gathered token by token (cp.async)");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BN = Tile::BN;
     constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;
@@ -1353,18 +1429,25 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     const ZbShared sh{smem, smem + smem_pad, zb_smem_addr(smem + smem_pad), s_xoff, s_orow, &s_last};
     const ZbGemmArgs args{w,      xp,   y,     M,         K,          n_rows, expert_bytes, tiles, offsets, sorted_ids,
                           top_k, x_per_slot, w_up, routing, routing_stride,
-                          ZbStreamK{sk_partials, sk_counters, sk_dp_tiles, sk_ctas, sk_iters}};
+                          ZbStreamK{sk_partials, sk_counters, sk_dp_tiles, sk_ctas, sk_iters}, tma_maps};
     const int n_sb = K / 256;
     const int row_blocks = (M + OUT_ROWS - 1) / OUT_ROWS;
     ZbRing<STAGES> ring{zb_smem_addr(s_ring)};
     if constexpr (WGMMA)  // ready before first use: zb_gemm_unit's first __syncthreads comes before it
-        if (threadIdx.x == 0) ring.init(Tile::THREADS);
+        if (threadIdx.x == 0) {
+            ring.init((TMA & ZB_TMA_X) ? 1 : Tile::THREADS, Tile::THREADS);
+            if constexpr (TMA != 0)
+#pragma unroll
+                for (int i = 0; i < ZB_TMA_W_MAPS + 1; ++i)
+                    if (i < Q::TMA_BOXES || (i == ZB_TMA_X_MAP && (TMA & ZB_TMA_X))) zb_tma_prefetch(tma_maps + i);
+        }
 
     if (!STREAM_K || (int)blockIdx.x < args.sk.dp_tiles) {  // a whole tile
         const int tile = (int)blockIdx.x;
         const ZbWork unit = GROUPED ? ZbWork{(int)blockIdx.x, (int)blockIdx.y, 0, n_sb, -1}
                                     : ZbWork{tile % row_blocks, tile / row_blocks, 0, n_sb, -1};
-        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS>(args, unit, -1, sh, ring);
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, -1, sh,
+                                                                                                  ring);
         return;
     }
     // A stream-K block: its range's one or two tiles
@@ -1374,7 +1457,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         const int u = it / n_sb, tile = args.sk.dp_tiles + u;
         const ZbWork unit{tile % row_blocks, tile / row_blocks, it - u * n_sb, min(n_sb, end - u * n_sb), u};
         if (it > begin) __syncthreads();  // the previous unit's epilogue is done with s_orow and the stages
-        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS>(args, unit, j, sh, ring);
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, j, sh,
+                                                                                                  ring);
         it = u * n_sb + unit.sb1;
     }
 }
@@ -1386,7 +1470,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     template __global__ void gemm_kquant_mma<Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, __VA_ARGS__>( \
         const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,            \
         const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int, float*, unsigned*, int, \
-        int, int);
+        int, int, const ZbTensorMap*);
 ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 2, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ4K, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_STORE)
@@ -1427,5 +1511,12 @@ ZB_INSTANTIATE(ZbQ4K, 1, 10, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, 
 ZB_INSTANTIATE(ZbQ6KHalf, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true)
 ZB_INSTANTIATE(ZbQ6KR, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true)
 ZB_INSTANTIATE(ZbQ6KR, 1, 16, 8, 1, 4, 1, false, false, ZB_EPI_STORE, true)
+// TMA stages: dense with X (stream-K, quarters), grouped with the weights alone, every format with boxes
+ZB_INSTANTIATE(ZbQ6KR, 1, 16, 8, 1, 4, 1, false, false, ZB_EPI_STORE, true, true, false, ZB_TMA_W | ZB_TMA_X)
+ZB_INSTANTIATE(ZbQ4K, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true, ZB_TMA_W | ZB_TMA_X)
+ZB_INSTANTIATE(ZbQ5K, 1, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
+ZB_INSTANTIATE(ZbQ4K, 1, 4, 8, 1, 4, 2, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
+ZB_INSTANTIATE(ZbQ4K, 1, 10, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W)
+ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, false, ZB_TMA_W)
 #endif
 #endif

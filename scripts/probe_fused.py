@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride, q6r, q6rwide,
-ring or all (the default).
+ring, tma or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -253,6 +253,24 @@ T2_RING_TILES = {**T2_CHOSEN_TILES, 64: ["wgmma+quarter:1,12,8,1,3,2,1", "wgmma+
 T1_RING_SHAPES = T1_SHAPES[1:] + tuple(shape for shape in T1_Q6K_REPACK_SHAPES if shape[3] == "q6_k_r")
 T1_RING_TILES = ["wgmma+sk+quarter:1,24,8,1,3", "wgmma+sk:1,16,8,1,4"]
 
+
+# TMA stages against cp.async ones (mode `tma`), in one process: each tile and its tma twin in the order A B B A, on
+# the tiles the gates chose (T2 by N_e; T1's on Q4_K and repacked Q6_K)
+def abba_twins(tiles: list[str]) -> list[str]:
+    twins = [(tile, tile.replace(":", "+tma:", 1)) for tile in tiles]
+    return [spec for tile, twin in twins for spec in (tile, twin, twin, tile)]
+
+
+# T2: the wgmma tiles picked at N_e >= 16 in the last runs (the mma.sync tile picked at N_e 8 has no TMA twin: two
+# wgmma 64x16 tiles instead, and it as the control, unchanged code)
+T2_TMA_TILES = {
+    8: ["1,2,4,1,3", *abba_twins(["wgmma:1,2,4,1,4", "wgmma:1,2,8,1,4"])],
+    16: abba_twins(["wgmma:1,4,8,1,4", "wgmma:1,4,8,1,4,2,1"]),
+    32: abba_twins(["wgmma:1,8,8,1,4,2,1"]),
+    64: abba_twins(["wgmma+quarter:1,10,8,1,3,2,1", "wgmma+quarter:1,12,8,1,3,2,1"]),
+}
+T1_TMA_TILES = abba_twins(T1_RING_TILES)
+
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
 T1_SMALL_TILES = [
@@ -339,6 +357,9 @@ if __name__ == "__main__":
     if which == "ring":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_RING_TILES)
         probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_RING_TILES)
+    if which == "tma":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_TMA_TILES)
+        probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_TMA_TILES)
     if which == "t1q6wide":
         probe_t1(timer, cupy, rng, T1_Q6K_WIDE_SHAPES, T1_Q6K_WIDE_TILES)
     if which in ("t1small", "all"):

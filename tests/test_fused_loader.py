@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
 from zincbench.gpu.runtime import kernel_source
@@ -202,31 +203,40 @@ def _repacked_constants() -> tuple[int, int, int]:
 
 
 def repacked_stage(block: bytes, h: int, chunks: int) -> bytes:
-    """ZbQ6KR::Loader: a row's stage area for half h of a repacked block, chunk q from chunk_offset(q) +
-    h * chunk_half_step(q) (ql 4 chunks, qh 2, the half's scales 1)."""
-    stage = b""
-    for q in range(chunks):
-        offset, step = (16 * q, 64) if q < 4 else (128 + 16 * (q - 4), 32) if q < 6 else (192, 16)
-        stage += block[offset + h * step : offset + h * step + 16]
-    return stage
+    """ZbQ6KR::Loader: a row's stage area for half h of a repacked block, chunk q from 112h + 16q (the half's bytes
+    in order); ZbQ6KR::tma_box: the same 112 bytes as one box."""
+    source = kernel_source("kquant_fused_mma.cu")
+    body = source[source.index("struct ZbQ6KR : ZbQ6KDecode {") :]
+    assert "src[it] = rows.at(r) + 16 * q;" in body
+    assert "(step >> 1) * BLOCK_BYTES + (step & 1) * ROW_STAGE_BYTES" in body
+    assert "ZbTmaBox{0, ROW_STAGE_BYTES, ROW_STAGE_BYTES, 0}" in body
+    return b"".join(block[112 * h + 16 * q : 112 * h + 16 * q + 16] for q in range(chunks))
 
 
 def test_repacked_stage_holds_what_each_lane_reads():
     """ZbQ6KR::load reads ql_lo, ql_hi and qh of half h at stage bytes l0, 32 + l0 and 64 + l0 (l0 = 16 (c & 1)) and
-    its scale word at 96 + 4c: the block's ql[64h + l0 ..], ql[64h + 32 + l0 ..], qh[32h + l0 ..] and the scale word c
-    of half h (192 + 16h + 4c), where the loader put them. Every copy is a whole, aligned 16-byte chunk of the block."""
+    its scale word at 96 + 4c: the GGUF block's ql[64h + l0 ..], ql[64h + 32 + l0 ..], qh[32h + l0 ..] and the scale
+    word c of half h, where the repack (zincbench.quant.q6k_r) and the loader put them. Every copy is a whole, aligned
+    16-byte chunk of the block."""
+    from zincbench.quant import q6k, q6k_r
+
     block_bytes, chunks, row_stage = _repacked_constants()
     assert (block_bytes, row_stage) == (224, POLICIES["q6_k_r"].row_stage_bytes) == (224, 112)
-    block = bytes(range(224))
+    assert POLICIES["q6_k_r"].tma_widths == (row_stage,)
+    gguf = np.random.default_rng(5).integers(0, 256, 210, dtype=np.uint8)
+    gguf[208:210] = np.frombuffer(np.float16(0.5).tobytes(), dtype=np.uint8)  # d: a finite scale
+    block = q6k_r.repack(gguf[None, :])[0].tobytes()
     for h in (0, 1):
         stage = repacked_stage(block, h, chunks)
         assert len(stage) == row_stage
         for c in range(4):
             l0 = 16 * (c & 1)
-            assert stage[l0 : l0 + 16] == block[64 * h + l0 :][:16]
-            assert stage[32 + l0 : 48 + l0] == block[64 * h + 32 + l0 :][:16]
-            assert stage[64 + l0 : 80 + l0] == block[128 + 32 * h + l0 :][:16]
-            assert stage[96 + 4 * c : 100 + 4 * c] == block[192 + 16 * h + 4 * c :][:4]
+            assert stage[l0 : l0 + 16] == gguf[64 * h + l0 :][:16].tobytes()
+            assert stage[32 + l0 : 48 + l0] == gguf[64 * h + 32 + l0 :][:16].tobytes()
+            assert stage[64 + l0 : 80 + l0] == gguf[128 + 32 * h + l0 :][:16].tobytes()
+            word = np.frombuffer(stage[96 + 4 * c : 100 + 4 * c], dtype="<f2")
+            subs = [8 * h + 4 * (c >> 1) + (c & 1) + 2 * j for j in (0, 1)]
+            assert np.array_equal(word, q6k.sub_block_scales(gguf[None, :])[0, subs].astype(np.float16))
 
 
 def test_repacked_rows_spread_a_warps_reads_over_the_banks():

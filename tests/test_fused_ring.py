@@ -9,6 +9,9 @@ barrier per stage used to guarantee:
 - the block never deadlocks, also across the units of a stream-K block, whose ring state carries over;
 - a thread never arrives twice on a barrier without waiting on it in between (compute-sanitizer synccheck reports
   that as a missing wait: the first version arrived on a full barrier twice, once for its copies, once plainly).
+The TMA tiles run the same sequence: thread 0 also copies the stage's weights as TMA boxes (`weights`), whose bytes
+the full barrier expects (expect_tx before thread 0's own arrival), or the whole stage (`all`: the full barrier's one
+arrival is thread 0's, with the bytes, and no other thread copies).
 """
 
 import random
@@ -21,19 +24,31 @@ KERNEL = Path(__file__).resolve().parents[1] / "kernels" / "kquant_fused_mma.cu"
 
 
 class Barrier:
-    """An mbarrier: a phase completes when its pending count reaches zero."""
+    """An mbarrier: a phase completes when its pending arrivals and its expected transaction bytes reach zero."""
 
     def __init__(self, expected: int):
         self.expected = expected
         self.pending = expected
+        self.tx = 0  # transaction units expected and not yet landed in the current phase
         self.completed = 0  # phases completed so far
+
+    def _complete(self):
+        if self.pending == 0 and self.tx == 0:
+            self.completed += 1
+            self.pending = self.expected
 
     def arrive(self):
         self.pending -= 1
         assert self.pending >= 0
-        if self.pending == 0:
-            self.completed += 1
-            self.pending = self.expected
+        self._complete()
+
+    def expect_tx(self, units: int):
+        self.tx += units
+
+    def complete_tx(self, units: int):
+        self.tx -= units
+        assert self.tx >= 0, "a copy completed bytes its phase did not expect"
+        self._complete()
 
     def done(self, parity: int) -> bool:  # mbarrier.try_wait.parity: the phase of that parity has completed
         return (self.completed & 1) != parity
@@ -52,9 +67,11 @@ class Cursor:
 class Block:
     """Shared state: barriers, what each buffer holds, who reads what, copies in flight."""
 
-    def __init__(self, stages: int, threads: int):
-        self.stages, self.threads = stages, threads
-        self.full = [Barrier(threads) for _ in range(stages)]
+    def __init__(self, stages: int, threads: int, tma: str | None = None):
+        self.stages, self.threads, self.tma = stages, threads, tma
+        self.full = [Barrier(1 if tma == "all" else threads) for _ in range(stages)]
+        # who copies into a stage: every thread (cp.async) and thread 0's TMA boxes ("tma")
+        self.copiers = ({"tma"} if tma else set()) | (set(range(threads)) if tma != "all" else set())
         self.empty = [Barrier(threads) for _ in range(stages)]
         self.landed = [dict() for _ in range(stages)]  # buffer -> {thread: stage its copy holds}
         self.reads = [dict() for _ in range(threads)]  # thread -> {token: (buffer, stage)} being read
@@ -71,6 +88,8 @@ class Block:
                     f"still reads stage {held_stage} there"
                 )
         self.landed[buffer][thread] = stage
+        if thread == "tma":  # complete_tx: the boxes' bytes count on the buffer's full barrier
+            self.full[buffer].complete_tx(1)
 
     def fire_tracked(self):
         for entry in list(self.tracked):
@@ -102,7 +121,7 @@ class Thread:
 
     def start_read(self, buffer: int, stage: int) -> int:
         holders = self.block.landed[buffer]
-        assert len(holders) == self.block.threads and set(holders.values()) == {stage}, (
+        assert set(holders) == self.block.copiers and set(holders.values()) == {stage}, (
             f"thread {self.tid} reads stage {stage} in buffer {buffer}, which holds {holders}"
         )
         self.next_token += 1
@@ -112,15 +131,23 @@ class Thread:
     def end_read(self, token: int):
         del self.block.reads[self.tid][token]
 
-    def produce(self, stage: int):  # ring.acquire(); load_stage(...); ring.commit()
+    def produce(self, stage: int):  # ring.acquire(); thread 0's boxes; the thread's cp.asyncs; ring.commit()
         b = self.block
         yield from self.wait(b.empty[self.write.index], self.write.phase ^ 1)
-        copy = (self.tid, self.write.index, stage)
-        b.in_flight.append(copy)
-        mine = [c for c in b.in_flight if c[0] == self.tid]
-        # cp.async.mbarrier.arrive.noinc: the thread's one arrival of the phase, made when its copies have landed
-        self.arrive_once(b.full[self.write.index])
-        b.tracked.append((self.tid, b.full[self.write.index], mine))
+        full = b.full[self.write.index]
+        if b.tma and self.tid == 0:
+            full.expect_tx(1)  # before any arrival of thread 0 in the phase: it cannot complete without the bytes
+            if b.tma == "all":  # mbarrier.arrive.expect_tx: the phase's one arrival
+                self.arrive_once(full)
+                full.arrive()
+            b.in_flight.append(("tma", self.write.index, stage))
+        if b.tma != "all":
+            copy = (self.tid, self.write.index, stage)
+            b.in_flight.append(copy)
+            mine = [c for c in b.in_flight if c[0] == self.tid]
+            # cp.async.mbarrier.arrive.noinc: the thread's one arrival of the phase, made when its copies have landed
+            self.arrive_once(full)
+            b.tracked.append((self.tid, full, mine))
         self.write.next()
         yield
 
@@ -181,9 +208,11 @@ class Thread:
             yield from self.unit(n_steps, pieces_per_stage, eager)
 
 
-def run_block(stages: int, threads: int, units, pieces_per_stage: int, seed: int, eager: bool = False):
+def run_block(
+    stages: int, threads: int, units, pieces_per_stage: int, seed: int, eager: bool = False, tma: str | None = None
+):
     rng = random.Random(seed)
-    block = Block(stages, threads)
+    block = Block(stages, threads, tma)
     programs = {tid: Thread(block, tid).program(units, pieces_per_stage, eager) for tid in range(threads)}
     steps = 0
     while programs or block.in_flight:
@@ -201,7 +230,7 @@ def run_block(stages: int, threads: int, units, pieces_per_stage: int, seed: int
     block.fire_tracked()
     assert not block.tracked
     for barrier in block.full + block.empty:  # every phase that was opened was completed
-        assert barrier.pending == barrier.expected
+        assert barrier.pending == barrier.expected and barrier.tx == 0
 
 
 @pytest.mark.parametrize("stages", [3, 4])
@@ -210,9 +239,48 @@ def run_block(stages: int, threads: int, units, pieces_per_stage: int, seed: int
     "units",
     [[1], [2], [3], [16], [5, 3], [1, 7], [2, 2, 2]],  # a whole tile, and a stream-K block's partial ranges
 )
-def test_the_ring_keeps_every_read_and_write_apart(stages, pieces_per_stage, units):
+@pytest.mark.parametrize("tma", [None, "weights", "all"])
+def test_the_ring_keeps_every_read_and_write_apart(stages, pieces_per_stage, units, tma):
     for seed in range(12):
-        run_block(stages, threads=3, units=units, pieces_per_stage=pieces_per_stage, seed=seed)
+        run_block(stages, threads=3, units=units, pieces_per_stage=pieces_per_stage, seed=seed, tma=tma)
+
+
+@pytest.mark.parametrize("tma", ["weights", "all"])
+def test_the_model_catches_a_phase_that_does_not_wait_for_the_boxes(tma, monkeypatch):
+    """A full barrier that completes on its arrivals alone (no expect_tx) lets a reader in before thread 0's boxes
+    land: the model must say so."""
+    monkeypatch.setattr(Barrier, "expect_tx", lambda self, units: None)
+    monkeypatch.setattr(Barrier, "complete_tx", lambda self, units: None)
+    caught = 0
+    for seed in range(40):
+        try:
+            run_block(3, threads=3, units=[6], pieces_per_stage=1, seed=seed, tma=tma)
+        except AssertionError as error:
+            assert "reads stage" in str(error)
+            caught += 1
+    assert caught > 0
+
+
+def test_the_model_follows_the_kernels_tma_protocol():
+    """Thread 0's boxes: after every thread's wait for the buffer, expect_tx before its arrival (or its one arrival
+    with the bytes), and one full-barrier arrival per phase when nothing else copies."""
+    source = KERNEL.read_text()
+    assert "ring.init((TMA & ZB_TMA_X) ? 1 : Tile::THREADS, Tile::THREADS);" in source
+    produce = source[source.index("auto produce = [&](int s) {") :]
+    produce = produce[: produce.index("        };")]
+    order = [
+        "ring.acquire();",
+        "if (tid == 0)",
+        "zb_mbar_arrive_expect_tx(full, Tile::STAGE_BYTES)",
+        "zb_mbar_expect_tx(full, Tile::W_BYTES)",
+        "zb_tma_weights<Q, BM>",
+        "zb_tma_x<BN>",
+        "ring.write.next();",
+        "x_copy.issue",
+        "ring.commit();",
+    ]
+    places = [produce.index(text) for text in order]
+    assert places == sorted(places)
 
 
 @pytest.mark.parametrize("pieces_per_stage", [1, 2])
@@ -239,13 +307,14 @@ def test_the_model_follows_the_kernel():
     advance = branch[branch.index("auto advance = [&](int t, int j") :]
     advance = advance[: advance.index("};")]
     pattern = (
-        r"zb_wgmma_wait<1>|ring\.release\(\)|ring\.read\.next\(\)|ring\.wait_read\(\)|zb_wgmma_decode|produce\(refill\)"
+        r"zb_wgmma_wait<1>|ring\.release\(\)|ring\.read\.next\(\)|ring\.template wait_read<!TMA_X>\(\)|zb_wgmma_decode"
+        r"|produce\(refill\)"
     )
     assert [m.group(0) for m in re.finditer(pattern, advance)] == [
         "zb_wgmma_wait<1>",
         "ring.release()",
         "ring.read.next()",
-        "ring.wait_read()",
+        "ring.template wait_read<!TMA_X>()",
         "zb_wgmma_decode",
         "produce(refill)",
     ]

@@ -14,18 +14,20 @@ from zincbench.quant import FORMATS, Q6K, Q6KR, REPACKS, get_format, gguf_io, q6
 
 def expected_block(block: np.ndarray) -> np.ndarray:
     """One repacked block, written out weight group by weight group from the format contract of the fused kernel
-    (kquant_fused_mma.cu): lane c at step i of half h covers weights 64j + 16(c&1) + 4i + {0..3} (its low scale) and
-    those + 32 (its high scale), j = 2h + (c>>1); its scale word c of half h sits at 192 + 16h + 4c."""
+    (kquant_fused_mma.cu, ZbQ6KR): half h at 112h is ql[64h ..] (64 bytes), qh[32h ..] (32), then its scales; lane c
+    at step i of half h covers weights 64j + 16(c&1) + 4i + {0..3} (its low scale) and those + 32 (its high scale),
+    j = 2h + (c>>1); its scale word c sits at 96 + 4c of the half."""
     d = np.float32(block[208:210].view("<f2")[0])
     codes = block[192:208].view(np.int8)
     out = np.zeros(224, dtype=np.uint8)
-    out[:192] = block[:192]
     for h in range(2):
+        out[112 * h : 112 * h + 64] = block[64 * h : 64 * h + 64]
+        out[112 * h + 64 : 112 * h + 96] = block[128 + 32 * h : 128 + 32 * h + 32]
         for c in range(4):
             first = 64 * (2 * h + (c >> 1)) + 16 * (c & 1)  # the lane's first weight in the superblock
             for part, weight in enumerate((first, first + 32)):
                 scale = np.float16(d * np.float32(codes[weight // 16]))
-                at = 192 + 16 * h + 4 * c + 2 * part
+                at = 112 * h + 96 + 4 * c + 2 * part
                 out[at : at + 2] = np.frombuffer(scale.tobytes(), dtype=np.uint8)
     return out
 

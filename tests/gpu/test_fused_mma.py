@@ -25,7 +25,8 @@ TOL = 2e-3
 # too), trimmed to a multiple of 8 (skipped on other GPUs; Q6_K's there stages half superblocks, ZbQ6KHalf: up to 192
 # tokens with one or two warpgroups, 64x256 no longer fitting beside its padded rows); the quarter tiles pipeline the
 # wgmma A fragments a quarter superblock at a time. Two warps along N ("1,2,4,2,*": 64 rows, 256 threads) leave the
-# Q5_K qh, Q6_K and repacked Q6_K loaders a partial last pass (ZbChunkPasses).
+# Q5_K qh, Q6_K and repacked Q6_K loaders a partial last pass (ZbChunkPasses). The tma tiles copy their weights (and a
+# dense tile its X) as TMA boxes: rows and tokens past the tensor's end come zero-filled.
 WGMMA_TILES = ["wgmma:1,2,4,1,4", "wgmma:1,8,4,1,3,1,1", "wgmma:1,16,8,1,3,1,1", "wgmma:1,32,8,1,3"]
 TILES = {
     "q4_k": [
@@ -36,6 +37,8 @@ TILES = {
         *WGMMA_TILES,
         "wgmma+quarter:1,12,8,1,3,2,1",
         "wgmma+quarter:1,10,8,1,3,2,1",
+        "wgmma+tma:1,8,8,1,4,2,1",
+        "wgmma+quarter+tma:1,10,8,1,3,2,1",
         "1,16,8,1,2",
     ],
     "q6_k": [
@@ -60,6 +63,7 @@ TILES = {
         "1,2,4,2,3",
         "wgmma:1,4,8,1,3",
         "wgmma+quarter:1,4,8,1,3",
+        "wgmma+tma:1,4,8,1,3",
         "1,16,8,1,2",
     ],
     # Q6_K repacked at load (ZbQ6KR): the T1 tiles on both paths, 64x256 (one warpgroup) and a trimmed one
@@ -72,6 +76,7 @@ TILES = {
         "wgmma:1,24,8,1,3",
         "wgmma+quarter:1,24,8,1,3",
         "wgmma+quarter:1,32,4,1,3",
+        "wgmma+tma:1,16,8,1,4,1,1",
         "1,2,4,2,3",
         "1,16,8,1,2",
     ],
@@ -150,6 +155,8 @@ SK_CASES = [
     *(("q6_k", t) for t in ("sk:2,8,4,1,2", "wgmma+sk:1,2,4,1,3", "wgmma+sk:1,24,8,1,3", "wgmma+sk:1,24,4,1,3")),
     *(("q5_k", t) for t in ("sk:2,8,4,1,2,3", "wgmma+sk:1,4,8,1,3")),
     *(("q6_k_r", t) for t in ("sk:2,8,4,1,3", "wgmma+sk+quarter:1,24,8,1,3", "wgmma+sk:1,16,8,1,4")),
+    *(("q6_k_r", t) for t in ("wgmma+sk+tma:1,16,8,1,4", "wgmma+sk+quarter+tma:1,24,8,1,3")),
+    ("q4_k", "wgmma+sk+quarter+tma:1,24,8,1,3"),
 ]
 
 
@@ -182,6 +189,47 @@ def test_stream_k_matches_reference_bit_for_bit_across_runs(cupy, rng, weights, 
     assert ref.rel_frobenius(runs[0], ref.dense_gemm(fmt.dequantize(w_host), x_host)) < TOL
     assert np.array_equal(runs[0].view(np.uint32), runs[1].view(np.uint32))
     assert not gemm.stream_k_buffers(schedule)[1].get().any(), "tile counters left non-zero"
+
+
+# The TMA tiles beside their cp.async twins (the same tile without tma): the same stage bytes in the same places, the
+# same sums in the same order
+TMA_TWINS = [
+    ("q4_k", "wgmma:1,16,8,1,3,1,1"),
+    ("q4_k", "wgmma+sk+quarter:1,24,8,1,3"),
+    ("q5_k", "wgmma:1,4,8,1,3"),
+    ("q6_k_r", "wgmma+sk:1,16,8,1,4"),
+    ("q6_k_r", "wgmma+quarter:1,24,8,1,3"),
+]
+
+
+@pytest.mark.parametrize("weights,tile", TMA_TWINS)
+@pytest.mark.parametrize("m,k,t", [(197, 256, 1), (300, 768, 130), (131, 1280, 37)])
+def test_tma_tiles_give_their_twins_bits(cupy, rng, weights, tile, m, k, t):
+    from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
+
+    w = cupy.asarray(get_format(weights).random_blocks(rng, m, k))
+    xp = permuted_activations(cupy, t, k)
+    permute_activations(cupy.asarray(rng.standard_normal((t, k), dtype=np.float32)), xp, MmaTile.parse(tile).x_order)
+    twin = tile.replace(":", "+tma:", 1)
+    assert MmaTile.parse(twin).tma and not MmaTile.parse(tile).tma
+    outputs = []
+    for spec in (tile, twin):
+        y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
+        gemm_for(cupy, spec, grouped=False, weights=weights).dense(w, xp, y, m, k, t)
+        outputs.append(y.get())
+    assert not np.isnan(outputs[1]).any(), "unwritten outputs"
+    assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+
+
+def test_tma_tiles_refuse_what_they_cannot_map(cupy):
+    """GGUF Q6_K blocks (210 bytes) have no 16-byte aligned box, and the SwiGLU epilogues read two weight matrices:
+    a ValueError, which the autotuner takes as a candidate that does not apply."""
+    from zincbench.ops.fused import EPILOGUE_SWIGLU_F16_PERM
+
+    with pytest.raises(ValueError, match="not 16-byte aligned"):
+        gemm_for(cupy, "wgmma+tma:1,16,8,1,3", grouped=False, weights="q6_k")
+    with pytest.raises(ValueError, match="two weight matrices"):
+        gemm_for(cupy, "wgmma+tma:1,8,4,1,3,1,1", grouped=True, weights="q4_k", epilogue=EPILOGUE_SWIGLU_F16_PERM)
 
 
 @pytest.mark.parametrize("tile", ["1,8,8,1,2", "2,8,4,1,3", "wgmma:1,24,8,1,3", "wgmma+quarter:1,24,8,1,3"])

@@ -16,6 +16,7 @@ import numpy as np
 from zincbench.errors import InputError
 from zincbench.gpu.nvrtc import prefer_max_shared, set_dynamic_shared
 from zincbench.gpu.runtime import get_kernel
+from zincbench.gpu.tma import TensorMapSpec, device_maps
 from zincbench.measure.traffic import Traffic
 from zincbench.quant import check_row_length, get_format
 
@@ -30,21 +31,24 @@ SWIGLU_EPILOGUES = (EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM)
 @dataclass(frozen=True)
 class WeightPolicy:
     """How the kernel reads one weight format: its policy struct in the source, half superblocks per
-    pipeline stage and shared-memory bytes per weight row per stage (the struct's HALVES and
-    ROW_STAGE_BYTES)."""
+    pipeline stage, shared-memory bytes per weight row per stage (the struct's HALVES and
+    ROW_STAGE_BYTES) and the widths in bytes of its TMA boxes, in the struct's order (tma_box(i); none: the
+    format is read by cp.async only)."""
 
     policy: str
     halves_per_stage: int
     row_stage_bytes: int
+    tma_widths: tuple[int, ...] = ()
 
 
 POLICIES = {
-    "q4_k": WeightPolicy("ZbQ4K", 1, 80),  # half superblock: 64 nibble bytes + 16-byte header per row
-    "q5_k": WeightPolicy("ZbQ5K", 1, 112),  # the same + the block's 32 qh bytes
+    # half superblock: 64 nibble bytes + 16-byte header per row (Q5_K: + the block's 32 qh bytes)
+    "q4_k": WeightPolicy("ZbQ4K", 1, 80, (64, 16)),
+    "q5_k": WeightPolicy("ZbQ5K", 1, 112, (64, 16, 32)),
     # whole superblock: 14 aligned chunks cover 210 bytes at any offset, and a spare one (ZbQ6KFormat::row_stride)
     "q6_k": WeightPolicy("ZbQ6K", 2, 240),
-    # Q6_K repacked at load (zincbench.quant.q6k_r): half superblock, 7 aligned chunks (ql, qh, fp16 scales) per row
-    "q6_k_r": WeightPolicy("ZbQ6KR", 1, 112),
+    # Q6_K repacked at load (zincbench.quant.q6k_r): half superblock, its 112 contiguous bytes (ql, qh, fp16 scales)
+    "q6_k_r": WeightPolicy("ZbQ6KR", 1, 112, (112,)),
 }
 # The wgmma path's own: half-superblock Q6_K stages (10 chunks: the half's ql, qh, and the scales), so that its
 # 128- and 192-token tiles fit the three stages it needs.
@@ -58,10 +62,14 @@ def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk", "quarter")  # written "flag[+flag...]:" before the numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter", "tma")  # written "flag[+flag...]:" before the numbers
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
+TMA_WEIGHTS, TMA_X = 1, 2  # the kernel's ZB_TMA_W, ZB_TMA_X
+TMA_X_MAP = 3  # ZB_TMA_X_MAP: X's map follows the weight boxes' (at most 3, ZB_TMA_W_MAPS)
+X_ATOM_HALVES = 64  # one 128-byte swizzle atom of X: 64 fp16 of BN rows
+MAX_CACHED_MAPS = 64  # per kernel: (arrays, shape) pairs whose maps stay on the device
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,11 @@ class MmaTile:
     ``quarter`` (wgmma only): the A fragments are decoded and multiplied a quarter superblock at a time, not a half
     (the kernel's QUARTERS): two 16-register buffers instead of two of 32, a half's lane slices kept for its second
     quarter, one more wgmma wait per half. It lets a 96-token tile (a whole N_e 64 expert bucket) run two blocks per
-    SM without spilling."""
+    SM without spilling.
+
+    ``tma`` (wgmma only): one thread copies a stage's weight rows as TMA boxes (the format's ``tma_widths``) and, on
+    a dense GEMM, its X tile as two 2-D boxes with the 128-byte swizzle; the full barrier counts their bytes. A
+    grouped tile's X rows, gathered token by token, stay cp.asyncs of every thread."""
 
     wm: int
     wn: int
@@ -93,6 +105,7 @@ class MmaTile:
     wgmma: bool = False
     stream_k: bool = False
     quarter: bool = False
+    tma: bool = False
 
     @property
     def bm(self) -> int:
@@ -124,19 +137,22 @@ class MmaTile:
         kind = "/wgmma" if self.wgmma else ""
         schedule = "/sk" if self.stream_k else ""
         pieces = "/qtr" if self.quarter else ""
+        copies = "/tma" if self.tma else ""
         return (
             f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
-            f"{pieces}"
+            f"{pieces}{copies}"
         )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
-        # the trailing template arguments WGMMA, STREAM_K and QUARTERS default to false: written up to the last true one
-        flags = [self.wgmma, self.stream_k, self.quarter]
-        while flags and not flags[-1]:
+        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false) and TMA (0) default to off: written up to
+        # the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a dense tile's X too.
+        tma = (TMA_WEIGHTS | (0 if grouped else TMA_X)) if self.tma else 0
+        flags = [str(self.wgmma).lower(), str(self.stream_k).lower(), str(self.quarter).lower(), str(tma)]
+        while flags and flags[-1] in ("false", "0"):
             flags.pop()
-        flags = "".join(f",{str(flag).lower()}" for flag in flags)
+        flags = "".join(f",{flag}" for flag in flags)
         policy = weight_policy(weights, self.wgmma).policy
         return (
             f"gemm_kquant_mma<{policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
@@ -165,9 +181,12 @@ class MmaTile:
             wgmma="wgmma" in names,
             stream_k="sk" in names,
             quarter="quarter" in names,
+            tma="tma" in names,
         )
         if tile.quarter and not tile.wgmma:
             raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
+        if tile.tma and not tile.wgmma:
+            raise ValueError(f"tile {text!r}: tma fills the wgmma path's stage ring: it needs wgmma")
         if tile.wgmma:
             tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
@@ -259,6 +278,29 @@ def stream_k_schedule(
     return StreamKSchedule(tiles, n_sb, tiles - tail, ctas)
 
 
+def tma_map_specs(
+    tile: MmaTile, weights: str, m: int, k: int, experts: int, x_rows: int | None = None
+) -> list[TensorMapSpec | None]:
+    """The maps a ``tma`` tile's launch reads (the kernel's ``tma_maps``): one per weight box of the format, each a
+    [width][BM][1] box over the weights as [experts][M][row bytes]; then, for a dense GEMM (``x_rows`` tokens), X's
+    [64][BN] fp16 box over [x_rows][K] with the 128-byte swizzle, in slot TMA_X_MAP."""
+    policy = weight_policy(weights, wgmma=True)
+    if not policy.tma_widths:
+        raise ValueError(f"tile {tile.label}: {weights} blocks are not 16-byte aligned: no TMA boxes")
+    row_bytes = get_format(weights).row_bytes(k)
+    specs: list[TensorMapSpec | None] = [
+        TensorMapSpec("u8", (row_bytes, m, experts), (row_bytes, m * row_bytes), (width, tile.bm, 1))
+        for width in policy.tma_widths
+    ]
+    specs += [None] * (TMA_X_MAP - len(specs))
+    if x_rows is not None:
+        specs.append(TensorMapSpec("f16", (k, x_rows), (2 * k,), (X_ATOM_HALVES, tile.bn), swizzle=128))
+    for spec in specs:
+        if spec is not None:
+            spec.check()
+    return specs
+
+
 def permuted_activations(cupy, rows: int, k: int):
     """Workspace for x_f32_to_f16_kquant_perm's output: rows x K fp16 stored as K/8 16-byte chunks."""
     check_row_length(k)
@@ -303,6 +345,10 @@ class FusedKQuantGemm:
                 f"tile {tile.label} with {weights} needs {needed} bytes of shared "
                 f"memory per block; this GPU allows {limit}"
             )
+        if tile.tma and not weight_policy(weights, wgmma=True).tma_widths:
+            raise ValueError(f"tile {tile.label}: {weights} blocks are not 16-byte aligned: no TMA boxes")
+        if tile.tma and epilogue in SWIGLU_EPILOGUES:
+            raise ValueError(f"tile {tile.label}: the SwiGLU epilogues read two weight matrices, the TMA boxes one")
         arch = cupy.cuda.Device().compute_capability
         if tile.wgmma and arch != "90":
             raise ValueError(f"tile {tile.label}: the wgmma path runs on sm_90, not sm_{arch}")
@@ -314,6 +360,27 @@ class FusedKQuantGemm:
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
         self._schedules: dict[tuple[int, int, int], StreamKSchedule] = {}  # (M, K, T) -> the launch's schedule
         self._stream_k: dict[StreamKSchedule, tuple] = {}  # schedule -> (partials, counters), kept across calls
+        self._maps: dict[tuple, object] = {}  # (addresses, shape) -> the launch's tensor maps on the device
+
+    def tma_maps(self, w, xp, m: int, k: int, x_rows: int | None):
+        """The device buffer of tensor maps for a launch on these arrays (the dummy for a tile without TMA), encoded
+        once per (addresses, shape): the timer's repeated launches reuse them. A freed array's address reused by one
+        of the same shape gets the same map bytes."""
+        if not self.tile.tma:
+            return self._dummy
+        import cupy
+
+        experts = w.shape[0] if w.ndim == 3 else 1
+        key = (w.data.ptr, xp.data.ptr if x_rows is not None else 0, m, k, experts, x_rows)
+        if key not in self._maps:
+            if len(self._maps) >= MAX_CACHED_MAPS:
+                self._maps.pop(next(iter(self._maps)))
+            specs = tma_map_specs(self.tile, self.weights, m, k, experts, x_rows)
+            addresses = [w.data.ptr] * TMA_X_MAP + [xp.data.ptr]
+            self._maps[key] = device_maps(
+                cupy, [spec.encode(at) if spec is not None else None for spec, at in zip(specs, addresses)]
+            )
+        return self._maps[key]
 
     def resident_blocks(self) -> int:
         """Blocks of this kernel the GPU holds at once (SMs x blocks per SM at its registers and shared memory)."""
@@ -386,6 +453,7 @@ class FusedKQuantGemm:
                 np.int32(schedule.dp_tiles),
                 np.int32(schedule.ctas),
                 np.int32(schedule.iters),
+                self.tma_maps(w, xp, m, k, x_rows=t),
             ),
             shared_mem=self.smem_bytes,
         )
@@ -445,6 +513,7 @@ class FusedKQuantGemm:
                 np.int32(0),
                 np.int32(0),
                 np.int32(0),
+                self.tma_maps(w, xp, m, k, x_rows=None),
             ),
             shared_mem=self.smem_bytes,
         )
