@@ -613,7 +613,9 @@ struct ZbQ6KR : ZbQ6KDecode {
     static constexpr int CHUNKS_PER_ROW = 7;
     static constexpr int ROW_STAGE_BYTES = 16 * CHUNKS_PER_ROW;
     static constexpr int TMA_BOXES = 1;
-    __host__ __device__ static constexpr ZbTmaBox tma_box(int) { return ZbTmaBox{0, ROW_STAGE_BYTES, ROW_STAGE_BYTES, 0}; }
+    __host__ __device__ static constexpr ZbTmaBox tma_box(int) {
+        return ZbTmaBox{0, ROW_STAGE_BYTES, ROW_STAGE_BYTES, 0};
+    }
 
     template <int BM, int THREADS>
     struct Loader {
@@ -722,7 +724,9 @@ __device__ __forceinline__ void zb_mma_half(float (&acc)[WM][WN][4], const typen
 // decoded into registers by the format policy exactly as for mma.sync, B (the stage's X, in the wgmma order of
 // x_f32_to_f16_kquant_perm_wgmma) read by the Tensor cores straight from shared memory: a half superblock is 8
 // steps; step 2i + 1 (2i) takes A from decode(i)'s hi (lo) pairs and B from the token's bytes 32 * step.
-// Any format policy works: the X order, not the weights, is what wgmma needs.
+// Any format policy works: the X order, not the weights, is what wgmma needs. With TMA (template parameter TMA) one
+// thread copies a stage as boxes instead of every thread's cp.asyncs: the weights of any format with aligned blocks,
+// and a dense tile's X, whose k atoms are what a 2-D box with the 128-byte swizzle writes.
 
 // Where 16-byte unit q (0..15) of token row r of a half goes in the stage's X area: K-major atoms of 8 rows x
 // 128 bytes, [k atom (steps 0-3, 4-7)][token][128 B], with the 128-byte swizzle (unit u of row r at u ^ (r & 7)).
