@@ -37,6 +37,7 @@ TILES = {
         *WGMMA_TILES,
         "wgmma+quarter:1,12,8,1,3,2,1",
         "wgmma+quarter:1,10,8,1,3,2,1",
+        "wgmma+tma:1,2,4,1,4",
         "wgmma+tma:1,8,8,1,4,2,1",
         "wgmma+quarter+tma:1,10,8,1,3,2,1",
         "1,16,8,1,2",
