@@ -33,8 +33,6 @@
 #                                               sets: GPU tests, sanitizer group)
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles)
-#                                               tmatests (the fused kernel's TMA tiles alone, stopping at the
-#                                               first failure)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
 #                                               layer block, T4, the baseline kernels, declared variants)
 #
@@ -184,8 +182,6 @@ for step in "${@:-env tests}"; do
                 -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t1 --once ;;
         wgtests) TAIL=40 run wgtests 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=10 \
                 tests/gpu/test_fused_mma.py ;;
-        tmatests) TAIL=30 run tmatests 200 python3 -m pytest -m gpu -rA -x -p no:cacheprovider -k tma \
-                tests/gpu/test_fused_mma.py ;;  # the TMA tiles' GPU tests first: a broken copy fails in seconds
         fusedusers) TAIL=40 run pytest-gpu-fused-users ${TESTS_LIMIT:-300} python3 -m pytest -m gpu -rA -p no:cacheprovider \
                 --durations=10 tests/gpu/test_moe_layer_gpu.py tests/gpu/test_t4_gpu.py tests/gpu/test_kernels_baseline.py \
                 tests/gpu/test_declared_gpu.py ;;

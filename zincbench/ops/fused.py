@@ -278,26 +278,28 @@ def stream_k_schedule(
     return StreamKSchedule(tiles, n_sb, tiles - tail, ctas)
 
 
+def tma_widths(tile: MmaTile, weights: str) -> tuple[int, ...]:
+    """The widths of ``weights``' TMA boxes; ValueError for a format without them (the autotuner skips the tile)."""
+    widths = weight_policy(weights, wgmma=True).tma_widths
+    if not widths:
+        raise ValueError(f"tile {tile.label}: {weights} blocks are not 16-byte aligned: no TMA boxes")
+    return widths
+
+
 def tma_map_specs(
     tile: MmaTile, weights: str, m: int, k: int, experts: int, x_rows: int | None = None
 ) -> list[TensorMapSpec | None]:
     """The maps a ``tma`` tile's launch reads (the kernel's ``tma_maps``): one per weight box of the format, each a
     [width][BM][1] box over the weights as [experts][M][row bytes]; then, for a dense GEMM (``x_rows`` tokens), X's
-    [64][BN] fp16 box over [x_rows][K] with the 128-byte swizzle, in slot TMA_X_MAP."""
-    policy = weight_policy(weights, wgmma=True)
-    if not policy.tma_widths:
-        raise ValueError(f"tile {tile.label}: {weights} blocks are not 16-byte aligned: no TMA boxes")
+    [64][BN] fp16 box over [x_rows][K] with the 128-byte swizzle, in slot TMA_X_MAP. ``encode`` checks each."""
     row_bytes = get_format(weights).row_bytes(k)
     specs: list[TensorMapSpec | None] = [
         TensorMapSpec("u8", (row_bytes, m, experts), (row_bytes, m * row_bytes), (width, tile.bm, 1))
-        for width in policy.tma_widths
+        for width in tma_widths(tile, weights)
     ]
     specs += [None] * (TMA_X_MAP - len(specs))
     if x_rows is not None:
         specs.append(TensorMapSpec("f16", (k, x_rows), (2 * k,), (X_ATOM_HALVES, tile.bn), swizzle=128))
-    for spec in specs:
-        if spec is not None:
-            spec.check()
     return specs
 
 
@@ -345,8 +347,8 @@ class FusedKQuantGemm:
                 f"tile {tile.label} with {weights} needs {needed} bytes of shared "
                 f"memory per block; this GPU allows {limit}"
             )
-        if tile.tma and not weight_policy(weights, wgmma=True).tma_widths:
-            raise ValueError(f"tile {tile.label}: {weights} blocks are not 16-byte aligned: no TMA boxes")
+        if tile.tma:
+            tma_widths(tile, weights)
         if tile.tma and epilogue in SWIGLU_EPILOGUES:
             raise ValueError(f"tile {tile.label}: the SwiGLU epilogues read two weight matrices, the TMA boxes one")
         arch = cupy.cuda.Device().compute_capability
