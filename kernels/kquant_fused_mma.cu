@@ -32,7 +32,6 @@
 // replaces the mma.sync loop with warpgroup wgmma reading X from shared memory (see "The Hopper path" below).
 
 #include "zb_half.cuh"
-#include "zb_prefetch.cuh"
 #include "zb_tma.cuh"
 #include "zb_wgmma.cuh"
 #include "zb_xperm.cuh"
@@ -1177,7 +1176,7 @@ struct ZbShared {
 // One unit of work of a block: the token tile's tables, the cp.async pipeline over [sb0, sb1) into registers, then
 // (a stream-K partial range) the meeting of partials, and the epilogue. ring: the wgmma path's stage ring.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool TRIM_N, bool GROUPED, int EPI, bool WGMMA,
-          bool QUARTERS, int TMA, bool PREFETCH>
+          bool QUARTERS, int TMA>
 __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh,
                                              ZbRing<STAGES>& ring) {
     constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
@@ -1197,15 +1196,6 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
     unsigned char* const stages = sh.stages;
     const unsigned smem_base = sh.smem_base;
 
-    if constexpr (PREFETCH) {  // the unit's weight rows (whole: PREFETCH units span K), before the token tables' loads
-        const unsigned entry = GROUPED ? a.tiles[unit.tile_n] : 0u;  // (expert << 16 | j), as zb_token_tile reads it
-        if (entry != ZB_INVALID) {
-            const unsigned long long bytes = (unsigned long long)min(OUT_ROWS, M - row0) * row_bytes;
-            const unsigned long long first = (entry >> 16) * a.expert_bytes + (unsigned long long)row0 * row_bytes;
-            zb_prefetch_l2(a.w + first, bytes, tid, THREADS);
-            if constexpr (SWIGLU) zb_prefetch_l2(a.w_up + first, bytes, tid, THREADS);
-        }
-    }
     ZbTokenTile tt;
     if (!zb_token_tile<BN, THREADS, GROUPED>(tt, s_xoff, s_orow, tid, unit.tile_n, K, a.n_rows, a.expert_bytes,
                                              a.tiles, a.offsets, a.sorted_ids, a.top_k, a.x_per_slot))
@@ -1393,11 +1383,8 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
 // STREAM_K compiles the stream-K blocks in (dense only): a whole tile and a stream-K block's units are separate
 // inlined copies of zb_gemm_unit, the whole tile's K range a compile-time fact in its copy; without STREAM_K the kernel
 // is the whole-tile copy alone (a second copy in the same kernel changes its register allocation: 8% on Q6_K).
-// PREFETCH (not with STREAM_K): a block first asks L2 for all of its tile's weight rows (zb_prefetch_l2), so that its
-// stages, which copy them a half superblock at a time, find them in L2 or on the way.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
-          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0,
-          bool PREFETCH = false>
+          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
@@ -1431,7 +1418,6 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                   "TMA stages: the wgmma path's ring, a format of aligned boxes, one weight matrix");
     static_assert(!TMA || zb_tma_row_bytes<Q>() == Q::ROW_STAGE_BYTES, "the boxes fill a row's stage bytes");
     static_assert(!(TMA & ZB_TMA_X) || !GROUPED, "a grouped tile's X rows are gathered token by token (cp.async)");
-    static_assert(!(PREFETCH && STREAM_K), "PREFETCH fetches a unit's whole rows: units that span K");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BN = Tile::BN;
     constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;
@@ -1464,8 +1450,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         const int tile = (int)blockIdx.x;
         const ZbWork unit = GROUPED ? ZbWork{(int)blockIdx.x, (int)blockIdx.y, 0, n_sb, -1}
                                     : ZbWork{tile % row_blocks, tile / row_blocks, 0, n_sb, -1};
-        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA, PREFETCH>(
-            args, unit, -1, sh, ring);
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, -1, sh,
+                                                                                                  ring);
         return;
     }
     // A stream-K block: its range's one or two tiles
@@ -1475,8 +1461,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         const int u = it / n_sb, tile = args.sk.dp_tiles + u;
         const ZbWork unit{tile % row_blocks, tile / row_blocks, it - u * n_sb, min(n_sb, end - u * n_sb), u};
         if (it > begin) __syncthreads();  // the previous unit's epilogue is done with s_orow and the stages
-        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA, PREFETCH>(
-            args, unit, j, sh, ring);
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, j, sh,
+                                                                                                  ring);
         it = u * n_sb + unit.sb1;
     }
 }
@@ -1507,9 +1493,6 @@ ZB_INSTANTIATE(ZbQ5K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ5K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
 ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE, false, true)
 ZB_INSTANTIATE(ZbQ6K, 1, 16, 8, 1, 2, 1, false, false, ZB_EPI_STORE, false, true)
-// PREFETCH: grouped on the mma.sync path, and the SwiGLU epilogue's two matrices
-ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE, false, false, false, 0, true)
-ZB_INSTANTIATE(ZbQ4K, 1, 4, 4, 1, 4, 1, false, true, ZB_EPI_SWIGLU_F16_GROUPED, false, false, false, 0, true)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the wgmma path (sm_90a): dense, trimmed grouped, and the SwiGLU epilogue
 #define ZB_INSTANTIATE_WGMMA(WN, WARPS_M, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI) \
     ZB_INSTANTIATE(ZbQ4K, 1, WN, WARPS_M, 1, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, EPI, true)
@@ -1539,9 +1522,5 @@ ZB_INSTANTIATE(ZbQ5K, 1, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE, true, false,
 ZB_INSTANTIATE(ZbQ4K, 1, 4, 8, 1, 4, 2, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
 ZB_INSTANTIATE(ZbQ4K, 1, 10, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W)
 ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, false, ZB_TMA_W)
-// PREFETCH beside TMA weights (the T2 tiles' twins), and five blocks per SM of the 64x16 tile
-ZB_INSTANTIATE(ZbQ4K, 1, 2, 8, 1, 4, 1, false, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W, true)
-ZB_INSTANTIATE(ZbQ4K, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true)
-ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 4, 5, false, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
 #endif
 #endif

@@ -10,7 +10,6 @@
 //                   the j-th tile of expert e, 0xFFFFFFFF for unused slots; max_tiles = ceil(P/tile_n) + E
 //   status[2]       [0] ids >= E (skipped), [1] largest bucket: read by the caller after timing
 #include "zb_half.cuh"
-#include "zb_prefetch.cuh"
 #include "zb_xperm.cuh"
 
 #define INVALID_ENTRY 0xFFFFFFFFu
@@ -328,21 +327,12 @@ union RouteOneLaunchShared {
 // one block's two passes: on an H200 at P = 2048, route + permute take 8.4 us this way and 10.2 us with the protocol.
 // The wait cannot deadlock: route blocks wait only for route blocks, the launcher keeps n_route far below the blocks
 // an H200 (or any GPU) holds at once, and permute blocks never wait, so every route block gets an SM.
-// prefetch_bytes > 0: the launch's blocks first ask L2 for [prefetch, prefetch + prefetch_bytes), a share each: the
-// weights the next launch (the grouped GEMM's first wave) reads first, fetched while the routing waits on L2 round
-// trips and DRAM would idle.
 extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
                                              unsigned* tiles, unsigned* status, unsigned* scratch, unsigned T,
                                              unsigned top_k, unsigned routing_stride, unsigned n_experts,
                                              unsigned tile_n, unsigned max_tiles, unsigned n_route, unsigned chunk_len,
                                              const float* __restrict__ x, uint4* __restrict__ xp, int x_rows, int K,
-                                             int wgmma_order, unsigned single_block, const unsigned char* prefetch,
-                                             unsigned long long prefetch_bytes) {
-    if (prefetch_bytes) {  // block b's share of the range, first: the DRAM reads run under the routing's waits
-        const unsigned long long share = (prefetch_bytes + gridDim.x - 1) / gridDim.x;
-        const unsigned long long at = min(share * blockIdx.x, prefetch_bytes);
-        zb_prefetch_l2(prefetch + at, min(share, prefetch_bytes - at), threadIdx.x, blockDim.x);
-    }
+                                             int wgmma_order, unsigned single_block) {
     if (blockIdx.x >= n_route) {
         if (wgmma_order) zb_permute_x<true>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
         else zb_permute_x<false>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);

@@ -34,8 +34,7 @@
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
-#                                               layer block, T4, the baseline kernels, declared variants); pftests
-#                                               (the pf tiles' and the routing builds' GPU tests)
+#                                               layer block, T4, the baseline kernels, declared variants)
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -183,8 +182,6 @@ for step in "${@:-env tests}"; do
                 -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t1 --once ;;
         wgtests) TAIL=40 run wgtests 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=10 \
                 tests/gpu/test_fused_mma.py ;;
-        pftests) TAIL=40 run pytest-pf 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
-                tests/gpu/test_fused_mma.py tests/gpu/test_kernels_baseline.py -k "pf or routing or one_launch" ;;
         fusedusers) TAIL=40 run pytest-gpu-fused-users ${TESTS_LIMIT:-300} python3 -m pytest -m gpu -rA -p no:cacheprovider \
                 --durations=10 tests/gpu/test_moe_layer_gpu.py tests/gpu/test_t4_gpu.py tests/gpu/test_kernels_baseline.py \
                 tests/gpu/test_declared_gpu.py ;;

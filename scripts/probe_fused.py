@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride, q6r, q6rwide,
-ring, tma, pf or all (the default).
+ring, tma or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -254,16 +254,10 @@ T1_RING_SHAPES = T1_SHAPES[1:] + tuple(shape for shape in T1_Q6K_REPACK_SHAPES i
 T1_RING_TILES = ["wgmma+sk+quarter:1,24,8,1,3", "wgmma+sk:1,16,8,1,4"]
 
 
-def with_flag(tile: str, flag: str) -> str:
-    """The tile spec with one more flag ('1,2,4,1,3' -> 'pf:1,2,4,1,3', 'wgmma:...' -> 'wgmma+pf:...')."""
-    flags, colon, numbers = tile.rpartition(":")
-    return f"{flags}+{flag}:{numbers}" if colon else f"{flag}:{tile}"
-
-
 # TMA stages against cp.async ones (mode `tma`), in one process: each tile and its tma twin in the order A B B A, on
 # the tiles the gates chose (T2 by N_e; T1's on Q4_K and repacked Q6_K)
-def abba_twins(tiles: list[str], flag: str = "tma") -> list[str]:
-    twins = [(tile, with_flag(tile, flag)) for tile in tiles]
+def abba_twins(tiles: list[str]) -> list[str]:
+    twins = [(tile, tile.replace(":", "+tma:", 1)) for tile in tiles]
     return [spec for tile, twin in twins for spec in (tile, twin, twin, tile)]
 
 
@@ -276,58 +270,6 @@ T2_TMA_TILES = {
     64: abba_twins(["wgmma+quarter:1,10,8,1,3,2,1", "wgmma+quarter:1,12,8,1,3,2,1"]),
 }
 T1_TMA_TILES = abba_twins(T1_RING_TILES)
-
-# L2 prefetch (mode `pf`): each T2 tile the last full run chose (and the N_e 8 runner-ups: the mma.sync 64x16 the
-# portable path keeps, 64x16 at five blocks per SM) against its pf twin A B B A, the GEMM alone; then the whole op
-# (route + permute + GEMM, one launch) with the chosen tile, A B C D D C B A over {tile, pf twin} x {routing launch
-# without, with the first wave's prefetch}
-T2_PF_CHOSEN = {
-    8: "wgmma+tma:1,2,8,1,4",
-    16: "wgmma+tma:1,4,8,1,4",
-    32: "wgmma+tma:1,8,8,1,4,2,1",
-    64: "wgmma+quarter+tma:1,12,8,1,3,2,1",
-}
-T2_PF_TILES = {
-    8: abba_twins([T2_PF_CHOSEN[8], "1,2,4,1,3", "wgmma+tma:1,2,4,1,4", "wgmma+tma:1,2,4,1,4,5"], "pf"),
-    16: abba_twins([T2_PF_CHOSEN[16], "wgmma+tma:1,4,8,1,4,2,1"], "pf"),
-    32: abba_twins([T2_PF_CHOSEN[32]], "pf"),
-    64: abba_twins([T2_PF_CHOSEN[64], "wgmma+quarter+tma:1,10,8,1,3,2,1"], "pf"),
-}
-
-
-def probe_t2_op_prefetch(timer, cupy, rng, e=256, m=512, k=2048, top_k=8):
-    w = quantized(cupy, rng, "q4_k", (e, m), k)
-    for n_e, spec in T2_PF_CHOSEN.items():
-        t = n_e * e // top_k
-        ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
-        x = activations(cupy, rng, (t, k))
-        y = cupy.empty((t, top_k, m), dtype=cupy.float32)
-        gemms = {"tile": kernel_or_none(spec, True, "q4_k"), "pf": kernel_or_none(with_flag(spec, "pf"), True, "q4_k")}
-        if None in gemms.values():
-            continue
-        first_wave = gemms["pf"].first_wave_bytes(m, w[0].nbytes, e)
-        ws = RoutingWorkspace(t, top_k, e, gemms["tile"].tile.bn, build="one_launch")
-        xp = permuted(cupy, x, gemms["tile"].tile.x_order)
-
-        def op(gemm, prefetch):
-            route_and_permute(ids_d, ws, x, xp, gemm.tile.x_order, prefetch)
-            gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
-
-        runs = [(name, prologue) for prologue in (False, True) for name in gemms]
-        times: dict[tuple, list[float]] = {run: [] for run in runs}
-        for name, prologue in runs + runs[::-1]:
-            prefetch = (w, first_wave) if prologue else None
-            times[name, prologue].append(timed(timer, lambda: op(gemms[name], prefetch)))
-        route = [timed(timer, lambda: route_and_permute(ids_d, ws, x, xp, "wgmma", p)) for p in (None, (w, first_wave))]
-        print(
-            f"T2 E{e} M{m} Ne{n_e}: the whole op, {spec}; routing launch prefetches {first_wave / 2**20:.1f} MiB "
-            f"(route + permute alone: {route[0]:.1f} -> {route[1]:.1f} us)",
-            flush=True,
-        )
-        for (name, prologue), pair in times.items():
-            label = gemms[name].tile.label + (" + routing prefetch" if prologue else "")
-            print(f"  op {label:44s} {pair[0]:8.1f} / {pair[1]:8.1f} us", flush=True)
-
 
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
@@ -418,9 +360,6 @@ if __name__ == "__main__":
     if which == "tma":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_TMA_TILES)
         probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_TMA_TILES)
-    if which == "pf":
-        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_PF_TILES)
-        probe_t2_op_prefetch(timer, cupy, rng)
     if which == "t1q6wide":
         probe_t1(timer, cupy, rng, T1_Q6K_WIDE_SHAPES, T1_Q6K_WIDE_TILES)
     if which in ("t1small", "all"):

@@ -217,27 +217,6 @@ def test_quarter_tile_specs():
         MmaTile.parse("wgmma+quarter+quarter:1,8,8,1,3")
 
 
-def test_prefetch_tile_specs():
-    """``pf`` is the kernel's PREFETCH, its last template argument, on either path: written with every argument
-    before it, and refused beside stream-K (a stream-K block reads part of its tile's rows)."""
-    tile = MmaTile.parse("wgmma+quarter+tma+pf:1,12,8,1,3,2,1")
-    assert tile.prefetch and tile.tma and tile.label == "128x96/w8x1/s3/b2/n8/wgmma/qtr/tma/pf"
-    assert (
-        tile.expression(grouped=True, weights="q4_k")
-        == "gemm_kquant_mma<ZbQ4K,1,12,8,1,3,2,true,true,0,true,false,true,1,true>"
-    )
-    portable = MmaTile.parse("pf:1,2,4,1,3")
-    assert portable.prefetch and not portable.wgmma and portable.label == "64x16/w4x1/s3/pf"
-    assert portable.expression(grouped=True, weights="q4_k").endswith(",0,false,false,false,0,true>")
-    assert not MmaTile.parse("wgmma+tma:1,12,8,1,3,2,1").prefetch
-    twin = MmaTile.parse("wgmma+tma:1,2,8,1,4")
-    assert twin.expression(grouped=True, weights="q4_k").endswith(",true,false,false,1>")
-    with pytest.raises(ValueError, match="pf fetches a tile's whole weight rows"):
-        MmaTile.parse("wgmma+sk+pf:1,16,8,1,4")
-    with pytest.raises(ValueError, match="flags wgmma, sk, quarter, tma, pf"):
-        MmaTile.parse("pf+pf:1,2,4,1,3")
-
-
 @pytest.mark.parametrize("family,experiment", [("t2", "t2_moe_expert"), ("layer", None)])
 def test_stream_k_tiles_are_refused_where_the_gemm_is_grouped(family, experiment, tmp_path):
     fam = load_family(family)

@@ -26,8 +26,7 @@ TOL = 2e-3
 # tokens with one or two warpgroups, 64x256 no longer fitting beside its padded rows); the quarter tiles pipeline the
 # wgmma A fragments a quarter superblock at a time. Two warps along N ("1,2,4,2,*": 64 rows, 256 threads) leave the
 # Q5_K qh, Q6_K and repacked Q6_K loaders a partial last pass (ZbChunkPasses). The tma tiles copy their weights (and a
-# dense tile its X) as TMA boxes: rows and tokens past the tensor's end come zero-filled. The pf tiles prefetch their
-# weight rows into L2 first (Q6_K: rows of 630 bytes at K 768, the range's unaligned ends left out).
+# dense tile its X) as TMA boxes: rows and tokens past the tensor's end come zero-filled.
 WGMMA_TILES = ["wgmma:1,2,4,1,4", "wgmma:1,8,4,1,3,1,1", "wgmma:1,16,8,1,3,1,1", "wgmma:1,32,8,1,3"]
 TILES = {
     "q4_k": [
@@ -41,9 +40,6 @@ TILES = {
         "wgmma+tma:1,2,4,1,4",
         "wgmma+tma:1,8,8,1,4,2,1",
         "wgmma+quarter+tma:1,10,8,1,3,2,1",
-        "pf:1,2,4,1,3",
-        "wgmma+tma+pf:1,2,8,1,4",
-        "wgmma+quarter+tma+pf:1,12,8,1,3,2,1",
         "1,16,8,1,2",
     ],
     "q6_k": [
@@ -58,7 +54,6 @@ TILES = {
         "wgmma:1,24,4,1,3",
         "wgmma+quarter:1,24,8,1,3",
         "wgmma:1,9,4,1,3",
-        "pf:1,8,8,1,2,2",
         "1,2,4,2,2",
         "1,16,8,1,2",
     ],
@@ -227,42 +222,6 @@ def test_tma_tiles_give_their_twins_bits(cupy, rng, weights, tile, m, k, t):
     assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
 
 
-# The pf tiles (an L2 prefetch: a hint) beside their twins without it, grouped, each with the routing built in one
-# launch, the pf tile's also prefetching the first wave's weights: the same bits. E 9, M 300 (cut by the tiles), K 768
-# (Q6_K rows of 630 bytes, experts of 189000: ranges of every 16-byte misalignment).
-PF_TWINS = [
-    ("q4_k", "1,2,4,1,3"),
-    ("q4_k", "wgmma+tma:1,2,8,1,4"),
-    ("q5_k", "wgmma:1,4,8,1,3"),
-    ("q6_k", "1,8,8,1,2,2"),
-]
-
-
-@pytest.mark.parametrize("weights,tile", PF_TWINS)
-def test_pf_tiles_give_their_twins_bits(cupy, rng, weights, tile):
-    from zincbench.ops.fused import permuted_activations
-    from zincbench.ops.routing import RoutingWorkspace, route_and_permute
-
-    e, m, k, t, top_k = 9, 300, 768, 41, 3
-    ids = cupy.asarray(np.stack([rng.choice(e, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32))
-    w = cupy.asarray(get_format(weights).random_blocks(rng, e * m, k).reshape(e, m, -1))
-    x = cupy.asarray(rng.standard_normal((t, k), dtype=np.float32))
-    flags, colon, numbers = tile.rpartition(":")
-    outputs, prefetched = [], []
-    for spec in (tile, f"{flags}+pf:{numbers}" if colon else f"pf:{tile}"):
-        gemm = gemm_for(cupy, spec, grouped=True, weights=weights)
-        ws = RoutingWorkspace(t, top_k, e, gemm.tile.bn, build="one_launch")
-        xp = permuted_activations(cupy, t, k)
-        prefetched.append(gemm.first_wave_bytes(m, w[0].nbytes, e))
-        route_and_permute(ids, ws, x, xp, gemm.tile.x_order, (w, prefetched[-1]) if prefetched[-1] else None)
-        y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
-        gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
-        outputs.append(y.get())
-    assert prefetched == [0, w.nbytes], "a pf tile's first wave reaches all 9 experts; its twin prefetches nothing"
-    assert not np.isnan(outputs[1]).any(), "unwritten outputs"
-    assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
-
-
 def test_tma_tiles_refuse_what_they_cannot_map(cupy):
     """GGUF Q6_K blocks (210 bytes) have no 16-byte aligned box, and the SwiGLU epilogues read two weight matrices:
     a ValueError, which the autotuner takes as a candidate that does not apply."""
@@ -404,8 +363,7 @@ def test_trimmed_tiles_match_reference_at_every_width(cupy, rng, weights, tile):
     "weights,tile",
     [(w, t) for w in ("q4_k", "q5_k", "q6_k") for t in ("1,2,4,1,3", "1,8,8,1,2", "1,8,4,1,2,1,1")]
     + [("q4_k", "wgmma:1,8,4,1,3,1,1"), ("q4_k", "wgmma:1,4,8,1,3"), ("q6_k", "wgmma:1,8,8,1,3,1,1")]
-    + [("q4_k", "wgmma+quarter:1,8,4,1,3,1,1"), ("q5_k", "wgmma+quarter:1,4,8,1,3")]
-    + [("q4_k", "pf:1,8,8,1,2"), ("q6_k", "wgmma+pf:1,8,8,1,3,1,1")],  # SwiGLU: both matrices' rows prefetched
+    + [("q4_k", "wgmma+quarter:1,8,4,1,3,1,1"), ("q5_k", "wgmma+quarter:1,4,8,1,3")],
 )
 @pytest.mark.parametrize("epilogue", ["swiglu_perm", "swiglu_grouped", "combine"])
 def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):

@@ -295,12 +295,9 @@ class T2Family(FamilyBase):
             tile = MmaTile.parse(tile_text)
             gemm = FusedKQuantGemm(tile, grouped=True, weights=cfg.weights)
             ws = RoutingWorkspace(inp.t, inp.top_k, inp.e, tile.bn, build=cfg.routing_build)
-            prefetch = None
-            if tile.prefetch and ws.build == "one_launch":  # the routing launch fetches the first wave's weights
-                prefetch = (inp.w, gemm.first_wave_bytes(inp.m, inp.w[0].nbytes, inp.e))
 
             def run():
-                route_and_permute(inp.ids, ws, x2d, xp, tile.x_order, prefetch)
+                route_and_permute(inp.ids, ws, x2d, xp, tile.x_order)
                 gemm.grouped_call(
                     inp.w,
                     xp,

@@ -62,7 +62,7 @@ def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "pf")  # written "flag[+flag...]:" before the numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter", "tma")  # written "flag[+flag...]:" before the numbers
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
@@ -70,9 +70,6 @@ TMA_WEIGHTS, TMA_X = 1, 2  # the kernel's ZB_TMA_W, ZB_TMA_X
 TMA_X_MAP = 3  # ZB_TMA_X_MAP: X's map follows the weight boxes' (at most 3, ZB_TMA_W_MAPS)
 X_ATOM_HALVES = 64  # one 128-byte swizzle atom of X: 64 fp16 of BN rows
 MAX_CACHED_MAPS = 64  # per kernel: (arrays, shape) pairs whose maps stay on the device
-# The share of L2 a pf tile's routing launch fills with the GEMM's first weights: the rest holds X, the routing and
-# the lines the GEMM's own copies bring in.
-PREFETCH_L2_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -96,11 +93,7 @@ class MmaTile:
 
     ``tma`` (wgmma only): one thread copies a stage's weight rows as TMA boxes (the format's ``tma_widths``) and, on
     a dense GEMM, its X tile as two 2-D boxes with the 128-byte swizzle; the full barrier counts their bytes. A
-    grouped tile's X rows, gathered token by token, stay cp.asyncs of every thread.
-
-    ``prefetch`` (``pf``; not with ``sk``): a block first asks L2 for all of its tile's weight rows (the kernel's
-    PREFETCH), which its stages then copy a half superblock at a time; a grouped GEMM's routing launch also prefetches
-    the weights of the GEMM's first wave when it is a one-launch build (``FusedKQuantGemm.first_wave_bytes``)."""
+    grouped tile's X rows, gathered token by token, stay cp.asyncs of every thread."""
 
     wm: int
     wn: int
@@ -113,7 +106,6 @@ class MmaTile:
     stream_k: bool = False
     quarter: bool = False
     tma: bool = False
-    prefetch: bool = False
 
     @property
     def bm(self) -> int:
@@ -146,21 +138,18 @@ class MmaTile:
         schedule = "/sk" if self.stream_k else ""
         pieces = "/qtr" if self.quarter else ""
         copies = "/tma" if self.tma else ""
-        prefetch = "/pf" if self.prefetch else ""
         return (
             f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
-            f"{pieces}{copies}{prefetch}"
+            f"{pieces}{copies}"
         )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
-        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false), TMA (0) and PREFETCH (false) default to
-        # off: written up to the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a dense tile's X
-        # too.
+        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false) and TMA (0) default to off: written up to
+        # the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a dense tile's X too.
         tma = (TMA_WEIGHTS | (0 if grouped else TMA_X)) if self.tma else 0
         flags = [str(self.wgmma).lower(), str(self.stream_k).lower(), str(self.quarter).lower(), str(tma)]
-        flags.append(str(self.prefetch).lower())
         while flags and flags[-1] in ("false", "0"):
             flags.pop()
         flags = "".join(f",{flag}" for flag in flags)
@@ -173,7 +162,7 @@ class MmaTile:
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
         """'[flags:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]' (the form used in experiment YAML;
-        trim_n 0 or 1; flags ``wgmma``, ``sk``, ``quarter``, ``tma``, ``pf``, joined by '+')."""
+        trim_n 0 or 1; flags ``wgmma``, ``sk``, ``quarter``, joined by '+')."""
         form = "'[flag[+flag...]:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
         body = str(text).strip()
         flags, colon, numbers = body.rpartition(":")
@@ -193,14 +182,11 @@ class MmaTile:
             stream_k="sk" in names,
             quarter="quarter" in names,
             tma="tma" in names,
-            prefetch="pf" in names,
         )
         if tile.quarter and not tile.wgmma:
             raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
         if tile.tma and not tile.wgmma:
             raise ValueError(f"tile {text!r}: tma fills the wgmma path's stage ring: it needs wgmma")
-        if tile.prefetch and tile.stream_k:
-            raise ValueError(f"tile {text!r}: pf fetches a tile's whole weight rows, a stream-K block's are partial")
         if tile.wgmma:
             tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
@@ -406,21 +392,6 @@ class FusedKQuantGemm:
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.kernel.ptr, self.tile.threads, self.smem_bytes)
         sms = rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, cupy.cuda.Device().id)
         return max(1, per_sm) * sms
-
-    def first_wave_bytes(self, m: int, expert_bytes: int, experts: int) -> int:
-        """The leading bytes of a grouped launch's weights [E][M][row bytes] that its first wave of blocks reads, as
-        well as can be told before the routing is built, for a ``pf`` tile's routing launch to prefetch (0 for other
-        tiles). Blocks start in (row block, tile entry) order, and entry j is expert j while every expert fills one
-        tile. At most PREFETCH_L2_SHARE of the GPU's L2."""
-        if not self.tile.prefetch:
-            return 0
-        import cupy
-
-        rows_per_block = self.tile.bm // 2 if self.epilogue in SWIGLU_EPILOGUES else self.tile.bm
-        row_blocks = -(-m // rows_per_block)
-        experts_first = -(-self.resident_blocks() // row_blocks)  # the tile entries the first wave reaches
-        l2_bytes = cupy.cuda.Device().attributes["L2CacheSize"]
-        return min(min(experts, experts_first) * expert_bytes, int(PREFETCH_L2_SHARE * l2_bytes))
 
     def schedule(self, m: int, k: int, t: int) -> StreamKSchedule:
         """The dense launch's tiles: one block each, or (stream_k tiles) with the last wave shared."""

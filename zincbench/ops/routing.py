@@ -134,14 +134,11 @@ class RoutingWorkspace:
         return bad, largest
 
 
-def build_routing(
-    expert_ids, ws: RoutingWorkspace, x=None, xp=None, order: str = "mma", prefetch: tuple | None = None
-) -> None:
+def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, order: str = "mma") -> None:
     """Fill ``ws`` from expert_ids uint32 [T][routing_stride] (first top_k entries per row), by ws.build.
 
     With ``x`` f32 [rows][K] and ``xp`` (zincbench.ops.fused.permuted_activations), a one-launch build also
-    permutes x into xp in the ``order`` of zincbench.ops.fused.permute_activations, in the same launch.
-    ``prefetch`` (array, n bytes): a one-launch build's blocks also ask L2 for the array's first n bytes (a hint)."""
+    permutes x into xp in the ``order`` of zincbench.ops.fused.permute_activations, in the same launch."""
     check_array(expert_ids, np.uint32, (ws.t, None), "expert_ids")
     if (x is None) != (xp is None):
         raise ValueError("x and xp go together")
@@ -149,10 +146,6 @@ def build_routing(
         raise ValueError(f"x order {order!r}: expected one of {', '.join(X_ORDERS)}")
     if x is not None and ws.build != "one_launch":
         raise ValueError(f"the {ws.build} build does not permute activations; permute_activations does")
-    if prefetch is not None and ws.build != "one_launch":
-        raise ValueError(f"the {ws.build} build does not prefetch: the one-launch build does")
-    if prefetch is not None and not 0 <= prefetch[1] <= prefetch[0].nbytes:
-        raise ValueError(f"prefetch of {prefetch[1]} bytes of an array of {prefetch[0].nbytes}")
     if expert_ids.shape[1] < ws.top_k:
         raise InputError(f"routing rows of {expert_ids.shape[1]} ids are shorter than top_k={ws.top_k}")
     u32 = np.uint32
@@ -174,7 +167,7 @@ def build_routing(
         )
         return
     if ws.build == "one_launch":
-        _route_permute(expert_ids, ws, shape, x, xp, order, prefetch)
+        _route_permute(expert_ids, ws, shape, x, xp, order)
         return
     count, scatter = ws.kernels
     count(
@@ -185,7 +178,7 @@ def build_routing(
     scatter((ws.blocks,), (ws.block_threads,), (expert_ids, ws.sorted_ids, ws.scratch, *shape))
 
 
-def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order: str, prefetch: tuple | None) -> None:
+def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order: str) -> None:
     u32 = np.uint32
     rows, k, permute_blocks = 0, 0, 0
     if x is not None:
@@ -214,22 +207,17 @@ def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order:
             np.int32(k),
             np.int32(1 if order == "wgmma" else 0),
             u32(1 if ws.single_block else 0),  # then ws.blocks is 1: block 0 runs the single-block build
-            ws.scratch if prefetch is None else prefetch[0],
-            np.uint64(0 if prefetch is None else prefetch[1]),
         ),
     )
 
 
-def route_and_permute(
-    expert_ids, ws: RoutingWorkspace, x, xp, order: str = "mma", prefetch: tuple | None = None
-) -> None:
+def route_and_permute(expert_ids, ws: RoutingWorkspace, x, xp, order: str = "mma") -> None:
     """A grouped fused GEMM's two inputs: the routing in ``ws`` and x permuted into xp in ``order``. A one-launch
-    build does both in one launch (and ``prefetch``, see build_routing); another build is followed by
-    permute_activations."""
+    build does both in one launch; another build is followed by permute_activations."""
     if ws.build == "one_launch":
-        build_routing(expert_ids, ws, x, xp, order, prefetch)
+        build_routing(expert_ids, ws, x, xp, order)
     else:
-        build_routing(expert_ids, ws, prefetch=prefetch)  # ValueError for a prefetch
+        build_routing(expert_ids, ws)
         permute_activations(x, xp, order)
 
 

@@ -138,8 +138,7 @@ def run_routing(cupy, rng) -> None:
         built(bad, 3, 12, 4, build)
     # the one-launch build with several batches per route block, and with the fused GEMM's X permute beside it: the
     # multi-block protocol (single_block_items 0) and one route block running the single-block build (P = 296, and
-    # P = 2400 past its id cache; E = 1000: 1024-thread blocks); every block prefetching a share of x into L2 (a range
-    # of 4-byte granularity: the unaligned end left out)
+    # P = 2400 past its id cache; E = 1000: 1024-thread blocks)
     ws = RoutingWorkspace(2999, 8, 256, 16, build="one_launch", max_route_blocks=2, single_block_items=0)
     build_routing(cupy.asarray(routing_table(rng, 2999, 8, 256, 8)), ws)
     for rows, e, order, single_block_items in (
@@ -150,7 +149,7 @@ def run_routing(cupy, rng) -> None:
     ):
         ws = RoutingWorkspace(rows, 8, e, 16, build="one_launch", single_block_items=single_block_items)
         x, xp = permute_job(cupy, rng, rows, 512)
-        build_routing(cupy.asarray(routing_table(rng, rows, 8, e, 8)), ws, x, xp, order, prefetch=(x, x.nbytes - 4))
+        build_routing(cupy.asarray(routing_table(rng, rows, 8, e, 8)), ws, x, xp, order)
 
     top_k, k, m = 4, 96, 37
     for ids, n_experts in (
