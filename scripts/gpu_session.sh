@@ -27,8 +27,10 @@
 #                                               $BASE_KERNELS, an older kernels/ folder carried in .carry)
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
 #                                               per-tile probes; ncu with stall reasons at the T1 probe shapes, at
-#                                               T2's chosen tiles); ncu_t2src (the N_e 64 GEMM's stall samples per
-#                                               SASS instruction); ncu_t1q6 (the widest Q6_K tiles at T 2048)
+#                                               T2's chosen tiles); ncu_t2src (one GEMM's stall samples per SASS
+#                                               instruction: probe $NCU_MODE's launch $NCU_SKIP + 1, by default
+#                                               t2chosen's N_e 64; report $NCU_NAME); ncu_t1q6 (the widest Q6_K
+#                                               tiles at T 2048)
 #                                               convtests sandequant (the round trip's conversion kernels, both
 #                                               sets: GPU tests, sanitizer group)
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
@@ -162,11 +164,12 @@ for step in "${@:-env tests}"; do
         q6rtests) TAIL=30 run pytest-fused-mma-q6k-r 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py -k "q6_k_r or repacked" ;;
         ncu_t2) TAIL=60 run ncu_t2 300 bash -c "ncu_probe t2chosen" ;;
-        ncu_t2src) TAIL=20 run ncu-t2src 300 bash -c "ncu --clock-control none --section SourceCounters --section WarpStateStats \
-                -k regex:gemm_kquant_mma --launch-skip 3 --launch-count 1 -f -o $LOGS/ncu-t2-ne64 \
-                python3 scripts/probe_fused.py t2chosen --once && ncu --import $LOGS/ncu-t2-ne64.ncu-rep --page source \
-                --csv --print-source sass > $LOGS/ncu-t2-ne64-source.csv; gzip -f $LOGS/ncu-t2-ne64-source.csv; \
-                ls -la $LOGS/ncu-t2-ne64*" ;;  # the N_e 64 GEMM (the 4th t2chosen launch): stall samples per SASS line
+        ncu_t2src) mode=${NCU_MODE:-t2chosen} skip=${NCU_SKIP:-3} rep=$LOGS/${NCU_NAME:-ncu-t2-ne64}
+                TAIL=20 run "$(basename "$rep")" 300 bash -c "ncu --clock-control none --section SourceCounters \
+                --section WarpStateStats -k regex:gemm_kquant_mma --launch-skip $skip --launch-count 1 -f -o $rep \
+                python3 scripts/probe_fused.py $mode --once && ncu --import $rep.ncu-rep --page source \
+                --csv --print-source sass > $rep-source.csv; gzip -f $rep-source.csv; \
+                ls -la $rep*" ;;  # probe MODE's launch SKIP + 1 (default: t2chosen's 4th, N_e 64): stalls per SASS line
         ncu_t1q6) TAIL=60 run ncu-t1q6 300 bash -c "ncu_probe t1q6wide --section SourceCounters" ;;
         convtests) TAIL=15 run pytest-gpu-conversions 200 python3 -m pytest -m gpu -rA -p no:cacheprovider \
                 tests/gpu/test_kernels_baseline.py -k "dequant or f32_to_f16" ;;
