@@ -772,10 +772,14 @@ template <int N, int BN, int STEPS>
 __device__ __forceinline__ void zb_wgmma_piece(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4], unsigned x_half,
                                                int step0) {
     zb_wgmma_fence();
+    // A descriptor's start address is its low 14 bits in 16-byte units. A shared address (under 2^18 bytes) and an
+    // offset inside the stage never carry out of them, so each step adds its offset to the half's descriptor: one
+    // integer add per wgmma, not four uniform-datapath instructions rebuilding it (results/h200/prefetch-20261203/).
+    const unsigned long long desc = zb_wgmma_desc_sw128(x_half);
 #pragma unroll
     for (int s = 0; s < STEPS; ++s) {
         const int step = step0 + s;
-        ZbWgmma<N>::mma(acc, a[s], zb_wgmma_desc_sw128(x_half + (step >> 2) * BN * 128u + (step & 3) * 32u));
+        ZbWgmma<N>::mma(acc, a[s], desc + (((step >> 2) * BN * 128u + (step & 3) * 32u) >> 4));
     }
     zb_wgmma_commit();
 }

@@ -2,8 +2,8 @@
 
     python scripts/probe_fused.py [MODE] [--once]
 
-MODE: t2, t2chosen, t2tma, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride, q6r, q6rwide,
-ring, tma or all (the default).
+MODE: t2, t2chosen, t2tma, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
+q6r, q6rwide, ring, tma or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -85,6 +85,8 @@ T2_TMA_CHOSEN_TILES = {
     32: ["wgmma+tma:1,8,8,1,4,2,1"],
     64: ["wgmma+quarter+tma:1,12,8,1,3,2,1"],
 }
+# ... and T1's on Q4_K (128x256 stream-K quarter: 33 of the 45 cells) and repacked Q6_K (mode `chosen`, with T2's)
+T1_TMA_CHOSEN_TILES = ["wgmma+sk+quarter+tma:1,32,8,1,3", "wgmma+sk+quarter+tma:1,24,8,1,3"]
 # Tiles only the 8-token widths allow (mode `widths80`): 80 tokens (an N_e 64 bucket, 64 +- 8, in one tile of fewer
 # accumulators), a trimmed 64x32 (the M704 N_e 16 choice, untrimmed, beside it), and the 96-token choice for reference
 T2_WIDTH_TILES = [
@@ -343,8 +345,10 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng)
     if which == "t2chosen":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_CHOSEN_TILES)
-    if which == "t2tma":
+    if which in ("t2tma", "chosen"):
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_TMA_CHOSEN_TILES)
+    if which == "chosen":
+        probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_TMA_CHOSEN_TILES)
     if which == "quarter":
         probe_t2(timer, cupy, rng, tiles_by_n_e={n_e: T2_QUARTER_TILES for n_e in (8, 16, 32, 64)})
         probe_t1(timer, cupy, rng, T1_QUARTER_SHAPES, T1_QUARTER_TILES)

@@ -84,3 +84,20 @@ def test_each_warp_copy_reads_whole_sectors(bn, threads):
             units.setdefault(r, []).append(q)
         for r, qs in units.items():
             assert sorted(qs) == list(range(min(qs), min(qs) + 4)) and min(qs) % 4 == 0, f"row {r} reads units {qs}"
+
+
+def wgmma_desc_sw128(addr: int) -> int:
+    """zb_wgmma_desc_sw128(addr): start address (14 bits, 16-byte units), LBO 16 and SBO 1024 bytes, 128-B swizzle."""
+    return ((addr >> 4) & 0x3FFF) | ((16 >> 4) << 16) | ((1024 >> 4) << 32) | 1 << 62
+
+
+@pytest.mark.parametrize("bn", WGMMA_WIDTHS)
+def test_a_steps_descriptor_is_the_halfs_plus_its_offset(bn):
+    """zb_wgmma_piece adds step s's byte offset / 16 to the half's descriptor instead of building the step's own: the
+    same descriptor wherever the step's address is a shared address (under 2^18 bytes: no carry out of the 14-bit
+    start field), the half at any 1024-byte aligned stage."""
+    offsets = [(step >> 2) * bn * 128 + (step & 3) * 32 for step in range(8)]
+    for x_half in range(0, 2**18, 1024):
+        for offset in offsets:
+            if x_half + offset + 32 <= 2**18:
+                assert wgmma_desc_sw128(x_half) + (offset >> 4) == wgmma_desc_sw128(x_half + offset)
