@@ -2,7 +2,7 @@
 
     python scripts/probe_fused.py [MODE] [--once]
 
-MODE: t2, t2chosen, t2tma, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
+MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
 q6r, q6rwide, ring, tma or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
@@ -77,8 +77,8 @@ T2_TRIM_TILES = [
     "wgmma+quarter:1,12,8,1,3,2,1",
     "wgmma+quarter:1,12,16,1,4,1,1",
 ]
-# The tiles T2 chose at E256-M512 on 2026-12-03 (a99207c, TMA stages): what `t2tma` times and ncu_t2src profiles per
-# SASS line (NCU_SKIP picks the N_e)
+# The tiles T2 chose at E256-M512 on 2026-12-03 (a99207c, TMA stages), timed first by mode `chosen` (so ncu_t2src's
+# NCU_SKIP 0-3 picks the N_e)
 T2_TMA_CHOSEN_TILES = {
     8: ["wgmma+tma:1,2,8,1,4"],
     16: ["wgmma+tma:1,4,8,1,4"],
@@ -345,9 +345,8 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng)
     if which == "t2chosen":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_CHOSEN_TILES)
-    if which in ("t2tma", "chosen"):
-        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_TMA_CHOSEN_TILES)
     if which == "chosen":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_TMA_CHOSEN_TILES)
         probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_TMA_CHOSEN_TILES)
     if which == "quarter":
         probe_t2(timer, cupy, rng, tiles_by_n_e={n_e: T2_QUARTER_TILES for n_e in (8, 16, 32, 64)})
