@@ -233,6 +233,98 @@ def test_tma_tiles_refuse_what_they_cannot_map(cupy):
         gemm_for(cupy, "wgmma+tma:1,8,4,1,3,1,1", grouped=True, weights="q4_k", epilogue=EPILOGUE_SWIGLU_F16_PERM)
 
 
+# Persistent blocks (persist) beside their one-unit twins: the same units with the same sums in the same order, run by
+# one block (every unit in turn, each one's tables and first stages loaded under the last), by three, and by the GPU's
+# resident blocks (blocks past the used units exit at once). K = 256: two stages, fewer pieces than the next unit's
+# fetch steps, which then finish after the unit. M = 300: a partial last row block.
+PERSIST_TWINS = [
+    ("q4_k", "wgmma+tma:1,2,8,1,4"),
+    ("q4_k", "wgmma+tma:1,8,8,1,4,2,1"),
+    ("q4_k", "wgmma+quarter+tma:1,10,8,1,3,2,1"),
+    ("q5_k", "wgmma+tma:1,4,8,1,3"),
+    ("q6_k_r", "wgmma+tma:1,2,4,1,4"),
+]
+
+
+@pytest.mark.parametrize("weights,tile", PERSIST_TWINS)
+@pytest.mark.parametrize("k", [256, 768, 2048])
+@pytest.mark.parametrize("blocks", [1, 3, None])
+def test_persistent_tiles_give_their_twins_bits(cupy, rng, weights, tile, k, blocks):
+    from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+    fmt = get_format(weights)
+    e, m, t, top_k = 7, 300, 23, 2
+    ids = np.stack([rng.choice(e - 1, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32)
+    w_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    x_host = rng.standard_normal((t, k), dtype=np.float32)
+    twin = tile.replace(":", "+persist:", 1)
+    assert MmaTile.parse(twin).persist and not MmaTile.parse(tile).persist
+    ws = RoutingWorkspace(t, top_k, e, MmaTile.parse(tile).bn)
+    build_routing(cupy.asarray(ids), ws)
+    xp = permuted_activations(cupy, t, k)
+    permute_activations(cupy.asarray(x_host), xp, "wgmma")
+    outputs = []
+    for spec, kwargs in ((tile, {}), (twin, {"persistent_blocks": blocks})):
+        y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
+        gemm_for(cupy, spec, grouped=True, weights=weights).grouped_call(
+            cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, **kwargs
+        )
+        outputs.append(y.get())
+    assert not np.isnan(outputs[1]).any(), "unwritten outputs"
+    assert ref.rel_frobenius(outputs[1], ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
+    assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+
+
+@pytest.mark.parametrize("blocks", [2, None])
+def test_persistent_tiles_combine_into_the_hidden_state(cupy, rng, blocks):
+    """The combine epilogue (the layer's down GEMM) on persistent blocks: y += routing weight x result, per token."""
+    from zincbench.ops import fused
+    from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+    fmt = get_format("q4_k")
+    e, m, k, t, top_k = 7, 512, 768, 23, 2
+    ids = np.stack([rng.choice(e - 1, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32)
+    slot_weights = rng.random((t, top_k), dtype=np.float32)
+    table = np.concatenate([ids, slot_weights.view(np.uint32)], axis=1)
+    tile_text = "wgmma+tma+persist:1,4,8,1,3,1,1"
+    tile = fused.MmaTile.parse(tile_text)
+    ws = RoutingWorkspace(t, top_k, e, tile.bn)
+    build_routing(cupy.asarray(table), ws)
+    w_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    x_host = rng.standard_normal((t, top_k, k), dtype=np.float32)
+    xp = fused.permuted_activations(cupy, t * top_k, k)
+    fused.permute_activations(cupy.asarray(x_host.reshape(-1, k)), xp, tile.x_order)
+    hidden = rng.standard_normal((t, m), dtype=np.float32)
+    y = cupy.asarray(hidden)
+    gemm = gemm_for(cupy, tile_text, grouped=True, weights="q4_k", epilogue=fused.EPILOGUE_COMBINE)
+    gemm.grouped_call(
+        cupy.asarray(w_host),
+        xp,
+        y,
+        m,
+        k,
+        ws.tiles,
+        ws.offsets,
+        ws.sorted_ids,
+        top_k,
+        x_per_slot=True,
+        routing=cupy.asarray(table),
+        persistent_blocks=blocks,
+    )
+    added = np.einsum("ts,tsm->tm", slot_weights, ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k))
+    assert ref.rel_frobenius(y.get() - hidden, added) < TOL
+
+
+def test_persistent_tiles_refuse_dense_gemms_and_a_bad_block_count(cupy):
+    with pytest.raises(ValueError, match="grouped GEMMs"):
+        gemm_for(cupy, "wgmma+tma+persist:1,2,8,1,4", grouped=False, weights="q4_k")
+    gemm = gemm_for(cupy, "wgmma+tma+persist:1,2,8,1,4", grouped=True, weights="q4_k")
+    with pytest.raises(ValueError, match="positive"):
+        w = cupy.zeros((1, 256, 144), dtype=cupy.uint8)
+        gemm.grouped_call(w, None, None, 256, 256, cupy.zeros(4, dtype=cupy.uint32), None, None, 1, persistent_blocks=0)
+
+
 @pytest.mark.parametrize("tile", ["1,8,8,1,2", "2,8,4,1,3", "wgmma:1,24,8,1,3", "wgmma+quarter:1,24,8,1,3"])
 @pytest.mark.parametrize("m,k,t", [(197, 768, 37), (300, 512, 130)])
 def test_repacked_q6k_gives_the_gguf_layouts_bits(cupy, rng, tile, m, k, t):
