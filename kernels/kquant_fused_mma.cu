@@ -915,25 +915,6 @@ struct ZbTokenTile {
     unsigned place0;            // the tile's first place in its expert's bucket
 };
 
-// The fields of grouped tile entry `tile` (expert << 16 | j) whose tokens are places [begin, end) of sorted_ids.
-template <int BN>
-__device__ __forceinline__ void zb_grouped_tile(ZbTokenTile& tt, unsigned tile, unsigned begin, unsigned end,
-                                                int n_rows, unsigned long long expert_bytes) {
-    const unsigned expert = tile >> 16;
-    tt.bucket_row0 = expert * (unsigned)n_rows;
-    tt.place0 = (tile & 0xFFFFu) * BN;
-    tt.n_tokens = (int)min(end - begin, (unsigned)BN);
-    tt.w_base = expert * expert_bytes;
-    tt.expert = (int)expert;
-}
-
-// Column r of a grouped token tile from its token-slot id sid (ZB_INVALID: padding).
-__device__ __forceinline__ void zb_grouped_column(unsigned* s_xoff, int* s_orow, int r, unsigned sid, int K, int top_k,
-                                                  int x_per_slot) {
-    s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
-    s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
-}
-
 template <int BN, int THREADS, bool GROUPED>
 __device__ __forceinline__ bool zb_token_tile(ZbTokenTile& tt, unsigned* s_xoff, int* s_orow, int tid, int tile_n,
                                               int K, int n_rows,
@@ -945,12 +926,19 @@ __device__ __forceinline__ bool zb_token_tile(ZbTokenTile& tt, unsigned* s_xoff,
     if (GROUPED) {
         const unsigned tile = tiles[tile_n];
         if (tile == ZB_INVALID) return false;
-        const unsigned begin = offsets[tile >> 16] + (tile & 0xFFFFu) * BN;
-        const unsigned end = offsets[(tile >> 16) + 1];
-        zb_grouped_tile<BN>(tt, tile, begin, end, n_rows, expert_bytes);
+        const unsigned expert = tile >> 16;
+        const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
+        const unsigned end = offsets[expert + 1];
+        tt.bucket_row0 = expert * (unsigned)n_rows;
+        tt.place0 = (tile & 0xFFFFu) * BN;
+        tt.n_tokens = (int)min(end - begin, (unsigned)BN);
+        tt.w_base = expert * expert_bytes;
+        tt.expert = (int)expert;
         for (int r = tid; r < BN; r += THREADS) {
             const unsigned pos = begin + r;
-            zb_grouped_column(s_xoff, s_orow, r, pos < end ? sorted_ids[pos] : ZB_INVALID, K, top_k, x_per_slot);
+            const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
+            s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
+            s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
         }
     } else {
         tt.n_tokens = min(n_rows - tile_n * BN, BN);
@@ -1133,7 +1121,6 @@ struct ZbGemmArgs {
     unsigned long long expert_bytes;
     const unsigned *tiles, *offsets, *sorted_ids;
     int top_k, x_per_slot;
-    int tile_entries;  // grouped: the length of tiles
     const unsigned char* w_up;
     const unsigned* routing;
     int routing_stride;
@@ -1188,68 +1175,14 @@ struct ZbShared {
     unsigned* s_xoff;       // [BN] first 16-byte chunk of the token's X row, ZB_INVALID for padding
     int* s_orow;            // [BN] output row, -1 for padding
     int* s_last;            // stream-K: this block completed the tile
-    unsigned* s_xoff_next;  // PERSIST: the next unit's tables (the other buffer)
-    int* s_orow_next;
 };
 
-// ---- Persistent grouped blocks (template parameter PERSIST) ---------------------------------------------------------
-// A persistent block runs units u = blockIdx.x, u + gridDim.x, ... (row block u % row_blocks of tile entry
-// u / row_blocks) up to the first unused entry. Once a unit's first stages are in flight, the block fetches the next
-// unit's tile entry, bucket range and token ids and stores its token tables in the other of two buffers; the ring
-// buffers that the unit's last stages free then take the next unit's first stages, so a unit starts on landed stages.
-// The fetch stays out of the k loop: next-unit state or a thread-dependent branch inside it moves the loop's ring and
-// descriptor arithmetic off the uniform datapath (an R2UR per wgmma, +29 registers: results/h200/persist-20261203/).
-template <int BN, int THREADS, int OUT_ROWS>
-struct ZbNextUnit {
-    static constexpr bool ENABLED = true;
-    static constexpr int COLUMNS = (BN + THREADS - 1) / THREADS;  // table columns per thread
-    int unit, row0 = 0;
-    unsigned tile = ZB_INVALID, begin = 0u, end = 0u;
-
-    __device__ __forceinline__ explicit ZbNextUnit(int unit_) : unit(unit_) {}
-    __device__ __forceinline__ bool valid() const { return tile != ZB_INVALID; }
-    __device__ __forceinline__ int expert() const { return (int)(tile >> 16); }
-    // Every thread (block-uniform): the tile entry, its bucket range, the token ids, then the tables into
-    // (s_xoff, s_orow) between two block barriers: the first orders them after the epilogue of the unit two back (the
-    // buffer's last reader), the second before any thread's copies of the unit's X rows.
-    __device__ __forceinline__ void fetch(const ZbGemmArgs& a, int tid, unsigned* s_xoff, int* s_orow) {
-        const int row_blocks = (a.M + OUT_ROWS - 1) / OUT_ROWS, entry = unit / row_blocks;
-        row0 = (unit - entry * row_blocks) * OUT_ROWS;
-        tile = entry < a.tile_entries ? a.tiles[entry] : ZB_INVALID;
-        if (!valid()) return;
-        begin = a.offsets[tile >> 16] + (tile & 0xFFFFu) * BN, end = a.offsets[(tile >> 16) + 1];
-        __syncthreads();
-        for (int r = tid; r < BN; r += THREADS) {
-            const unsigned pos = begin + r;
-            zb_grouped_column(s_xoff, s_orow, r, pos < end ? a.sorted_ids[pos] : ZB_INVALID, a.K, a.top_k,
-                              a.x_per_slot);
-        }
-        __syncthreads();
-    }
-    __device__ __forceinline__ ZbTokenTile token_tile(const ZbGemmArgs& a) const {
-        ZbTokenTile tt;
-        zb_grouped_tile<BN>(tt, tile, begin, end, a.n_rows, a.expert_bytes);
-        return tt;
-    }
-};
-
-// A block that runs one unit: no next unit to prefetch.
-struct ZbNoNext {
-    static constexpr bool ENABLED = false;
-};
-
-// One unit of work of a block, its token tile tt (tables in sh, visible to every thread): the pipeline over [sb0, sb1)
-// into registers, then (a stream-K partial range) the meeting of partials, and the epilogue. ring: the wgmma path's
-// stage ring, holding `prefetched` of the unit's first stages already. next_unit (a persistent block's, Next =
-// ZbNextUnit): fetched once this unit's first stages are in flight, then given the ring buffers this unit frees;
-// returns how many of its stages the ring holds (0 without one).
+// One unit of work of a block: the token tile's tables, the cp.async pipeline over [sb0, sb1) into registers, then
+// (a stream-K partial range) the meeting of partials, and the epilogue. ring: the wgmma path's stage ring.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool TRIM_N, bool GROUPED, int EPI, bool WGMMA,
-          bool QUARTERS, int TMA, class Next = ZbNoNext>
-__device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh,
-                                            const ZbTokenTile& tt, ZbRing<STAGES>& ring, Next* next_unit = nullptr,
-                                            int prefetched = 0) {
-    constexpr bool PERSIST = Next::ENABLED;
-    static_assert(!PERSIST || (WGMMA && GROUPED && (TMA & ZB_TMA_W)), "persistent blocks: grouped, wgmma, TMA weights");
+          bool QUARTERS, int TMA>
+__device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh,
+                                             ZbRing<STAGES>& ring) {
     constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, HALVES = Q::HALVES;
@@ -1267,8 +1200,13 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
     unsigned char* const stages = sh.stages;
     const unsigned smem_base = sh.smem_base;
 
+    ZbTokenTile tt;
+    if (!zb_token_tile<BN, THREADS, GROUPED>(tt, s_xoff, s_orow, tid, unit.tile_n, K, a.n_rows, a.expert_bytes,
+                                             a.tiles, a.offsets, a.sorted_ids, a.top_k, a.x_per_slot))
+        return;  // an unused grouped tile (block-uniform, before any barrier)
     const unsigned long long w_base = tt.w_base;
     const int n_tokens = tt.n_tokens;
+    __syncthreads();
 
     const ZbRows rows{a.w + w_base, SWIGLU ? a.w_up + w_base : a.w + w_base, row0, M, row_bytes, OUT_ROWS};
     const typename Q::template Loader<BM, THREADS> loader(rows, tid);
@@ -1293,7 +1231,6 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
             for (int v = 0; v < 4; ++v) acc[mt][nt][v] = 0.f;
 
     const int step0 = 2 * unit.sb0 / HALVES, n_steps = 2 * (unit.sb1 - unit.sb0) / HALVES;
-    int next_stages = 0;  // the next unit's stages in the ring (persistent blocks)
     if constexpr (!WGMMA) {  // the mma.sync pipeline's first STAGES - 1 stages (the wgmma path's go through its ring)
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
@@ -1332,9 +1269,7 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
         constexpr bool TMA_W = (TMA & ZB_TMA_W) != 0, TMA_X = (TMA & ZB_TMA_X) != 0;
         // Every thread waits for the buffer's release, also where thread 0 alone copies (TMA): a thread waits on the
         // empty barrier between two of its arrivals on it, as compute-sanitizer's synccheck requires.
-        // Step `step` of a unit (its weight rows from w_row0 of `expert`, its X rows by the table xoff) into the ring's
-        // next buffer.
-        auto produce_for = [&](int step, int w_row0, int expert, const unsigned* xoff) {
+        auto produce = [&](int s) {  // the unit's stage s into the ring's next buffer
             const unsigned xs = smem_base + ring.write.index * Tile::STAGE_BYTES;
             ring.acquire();
             if constexpr (TMA_W) {
@@ -1342,30 +1277,22 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
                     const unsigned full = ring.full(ring.write.index);
                     if constexpr (TMA_X) zb_mbar_arrive_expect_tx(full, Tile::STAGE_BYTES);  // the phase's one arrival
                     else zb_mbar_expect_tx(full, Tile::W_BYTES);  // before its own arrive, with its X copies
-                    zb_tma_weights<Q, BM>(a.maps, xs + Tile::X_BYTES, full, step, w_row0, expert);
-                    if constexpr (TMA_X) zb_tma_x<BN>(a.maps + ZB_TMA_X_MAP, xs, full, step, unit.tile_n * BN);
+                    zb_tma_weights<Q, BM>(a.maps, xs + Tile::X_BYTES, full, step0 + s, row0, tt.expert);
+                    if constexpr (TMA_X) zb_tma_x<BN>(a.maps + ZB_TMA_X_MAP, xs, full, step0 + s, unit.tile_n * BN);
                 }
             }
             if constexpr (TMA_X) {
                 ring.write.next();
             } else {
-                x_copy.issue(xs, xp, xoff, step);
-                if constexpr (!TMA_W) loader.issue(xs + Tile::X_BYTES, step);
+                x_copy.issue(xs, xp, s_xoff, step0 + s);
+                if constexpr (!TMA_W) loader.issue(xs + Tile::X_BYTES, step0 + s);
                 ring.commit();
             }
-        };
-        auto produce = [&](int s) { produce_for(step0 + s, row0, tt.expert, s_xoff); };  // the unit's stage s
-        // A freed buffer, once the next unit's tables are visible: its next stage (a grouped unit starts at step 0)
-        auto produce_next = [&]() {
-            if constexpr (PERSIST)
-                if (next_unit->valid() && next_stages < min(STAGES, n_steps))
-                    produce_for(next_stages++, next_unit->row0, next_unit->expert(), sh.s_xoff_next);
         };
         auto stage_bytes = [&]() { return ring.read.index * Tile::STAGE_BYTES; };  // the stage being read
 #pragma unroll
         for (int s = 0; s < STAGES; ++s)
-            if (s >= prefetched && s < n_steps) produce(s);
-        if constexpr (PERSIST) next_unit->fetch(a, tid, sh.s_xoff_next, sh.s_orow_next);  // under the first stages
+            if (s < n_steps) produce(s);
         ring.template wait_read<!TMA_X>();
         zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_place[0]);
         zb_wgmma_decode<Q, STEPS>(a_frag[0], lanes, 0);
@@ -1376,10 +1303,7 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
             zb_wgmma_wait<1>();  // piece t - 1 retired
             const bool frees = j % STAGE_PIECES == 0 && t > 0;  // ... and it was the last of stage t / STAGE_PIECES - 1
             if (frees) ring.release();
-            if (t + 1 >= n_pieces) {
-                if (frees) produce_next();
-                return;
-            }
+            if (t + 1 >= n_pieces) return;
             if ((j + 1) % STAGE_PIECES == 0) {  // piece t + 1 opens the next stage
                 ring.read.next();
                 ring.template wait_read<!TMA_X>();
@@ -1389,10 +1313,7 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
                                      unit.sb0 + (t + 1) / (2 * PIECES), row_place[0]);
             zb_wgmma_decode<Q, STEPS>(a_next, lanes, j_next % PIECES);
             const int refill = t / STAGE_PIECES - 1 + STAGES;  // the stage that goes where the freed one was
-            if (frees) {
-                if (refill < n_steps) produce(refill);
-                else produce_next();
-            }
+            if (frees && refill < n_steps) produce(refill);
         };
         auto x_half = [&](int h) { return smem_base + stage_bytes() + (h % HALVES) * Tile::X_HALF_BYTES; };
         for (int t = 0; t < n_pieces; t += 2 * PIECES) {  // one superblock: its pieces j alternate between the buffers
@@ -1406,7 +1327,6 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
         zb_wgmma_wait<0>();
         ring.release();  // the unit's last stage: the ring is whole again for the block's next unit
         ring.read.next();
-        produce_next();
     } else {
         int stage = 0;
         const unsigned char* ws = stages;  // the current stage's base
@@ -1444,7 +1364,7 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
         float(&acc_all)[WM * WN * 4] = reinterpret_cast<float(&)[WM * WN * 4]>(acc);
         if (!zb_sk_fixup<WM * WN * 4, THREADS>(acc_all, a.sk, sk_block, unit.sk_tile, unit.sb1 - unit.sb0, n_sb, tid,
                                                sh.s_last))
-            return 0;
+            return;
     }
     // C fragment: c0,c1 = (row g, tokens 2c, 2c+1); c2,c3 = (row g+8, tokens 2c, 2c+1).
     if constexpr (SWIGLU) {
@@ -1453,7 +1373,6 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
     } else {
         zb_epilogue_rows<EPI, WM, WN>(acc, s_orow, a.y, M, row0, wm, wn, g, c, a.top_k, a.routing, a.routing_stride);
     }
-    return next_stages;
 }
 
 // TRIM_N: the block's token extent is its real token count rounded up to 8, not BN: a warp skips the
@@ -1464,13 +1383,12 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
 // warpgroups along M) instead of mma.sync, and X (in the wgmma order) is stored as wgmma reads it. QUARTERS (wgmma
 // only): its A fragments are decoded and multiplied a quarter superblock at a time (32 registers fewer).
 // Grid: dense, one dimension: tile b < sk_dp_tiles (row block b % row blocks, token tile b / row blocks) per block,
-// then sk_ctas stream-K blocks (ZbStreamK; none when sk_ctas is 0). Grouped: (row block, tile entry); PERSIST
-// (grouped, wgmma, TMA weights): one dimension of persistent blocks (ZbNextUnit).
+// then sk_ctas stream-K blocks (ZbStreamK; none when sk_ctas is 0). Grouped: (row block, tile entry).
 // STREAM_K compiles the stream-K blocks in (dense only): a whole tile and a stream-K block's units are separate
 // inlined copies of zb_gemm_unit, the whole tile's K range a compile-time fact in its copy; without STREAM_K the kernel
 // is the whole-tile copy alone (a second copy in the same kernel changes its register allocation: 8% on Q6_K).
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
-          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0, bool PERSIST = false>
+          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
@@ -1481,7 +1399,6 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                 const unsigned* __restrict__ offsets,     // grouped: [E + 1] bucket starts
                 const unsigned* __restrict__ sorted_ids,  // grouped: token-slot ids t * top_k + slot
                 int top_k, int x_per_slot,
-                int tile_entries,                         // grouped: the length of tiles
                 const unsigned char* __restrict__ w_up,   // SWIGLU: the up rows (same layout as w)
                 const unsigned* __restrict__ routing,     // COMBINE: [T][routing_stride], weights at +top_k
                 int routing_stride,
@@ -1509,17 +1426,17 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     constexpr int BN = Tile::BN;
     constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;
     extern __shared__ __align__(16) unsigned char smem[];
-    __shared__ unsigned s_xoff[PERSIST ? 2 * BN : BN];  // PERSIST: two buffers, the unit's and the next one's
-    __shared__ int s_orow[PERSIST ? 2 * BN : BN];
+    __shared__ unsigned s_xoff[BN];
+    __shared__ int s_orow[BN];
     __shared__ int s_last;
     __shared__ __align__(8) unsigned long long s_ring[WGMMA ? 2 * STAGES : 1];  // ZbRing's barriers (wgmma path)
     // WGMMA: the 128-byte swizzle repeats every 1024 bytes of address: stages start 1024-aligned (the host adds
     // the slack) and are multiples of 1024 bytes (BM a multiple of 64)
     static_assert(!WGMMA || Tile::STAGE_BYTES % 1024 == 0, "wgmma X atoms must stay 1024-byte aligned");
     const unsigned smem_pad = WGMMA ? (1024u - (zb_smem_addr(smem) & 1023u)) & 1023u : 0u;
-    const ZbShared sh{smem, smem + smem_pad, zb_smem_addr(smem + smem_pad), s_xoff, s_orow, &s_last, nullptr, nullptr};
+    const ZbShared sh{smem, smem + smem_pad, zb_smem_addr(smem + smem_pad), s_xoff, s_orow, &s_last};
     const ZbGemmArgs args{w,      xp,   y,     M,         K,          n_rows, expert_bytes, tiles, offsets, sorted_ids,
-                          top_k, x_per_slot, tile_entries, w_up, routing, routing_stride,
+                          top_k, x_per_slot, w_up, routing, routing_stride,
                           ZbStreamK{sk_partials, sk_counters, sk_dp_tiles, sk_ctas, sk_iters}, tma_maps};
     const int n_sb = K / 256;
     const int row_blocks = (M + OUT_ROWS - 1) / OUT_ROWS;
@@ -1533,38 +1450,12 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                     if (i < Q::TMA_BOXES || (i == ZB_TMA_X_MAP && (TMA & ZB_TMA_X))) zb_tma_prefetch(tma_maps + i);
         }
 
-    // A unit's token tile, its tables visible to every thread; false for an unused grouped tile entry (block-uniform)
-    auto token_tile = [&](ZbTokenTile& tt, const ZbWork& unit) {
-        if (!zb_token_tile<BN, Tile::THREADS, GROUPED>(tt, s_xoff, s_orow, threadIdx.x, unit.tile_n, K, n_rows,
-                                                       expert_bytes, tiles, offsets, sorted_ids, top_k, x_per_slot))
-            return false;
-        __syncthreads();
-        return true;
-    };
-    if constexpr (PERSIST) {  // units blockIdx.x, + gridDim.x, ...: each one's tables and first stages under the last
-        using Next = ZbNextUnit<BN, Tile::THREADS, OUT_ROWS>;
-        Next next((int)blockIdx.x);
-        next.fetch(args, threadIdx.x, s_xoff, s_orow);
-        for (int prefetched = 0, buffer = 0; next.valid(); buffer ^= 1) {
-            const Next current = next;
-            next = Next(current.unit + (int)gridDim.x);
-            const int other = (buffer ^ 1) * BN;
-            const ZbShared tables{sh.smem,  sh.stages,      sh.smem_base,  s_xoff + buffer * BN, s_orow + buffer * BN,
-                                  sh.s_last, s_xoff + other, s_orow + other};
-            const ZbWork unit{current.row0 / OUT_ROWS, current.unit / row_blocks, 0, n_sb, -1};
-            prefetched = zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(
-                args, unit, -1, tables, current.token_tile(args), ring, &next, prefetched);
-        }
-        return;
-    }
     if (!STREAM_K || (int)blockIdx.x < args.sk.dp_tiles) {  // a whole tile
         const int tile = (int)blockIdx.x;
         const ZbWork unit = GROUPED ? ZbWork{(int)blockIdx.x, (int)blockIdx.y, 0, n_sb, -1}
                                     : ZbWork{tile % row_blocks, tile / row_blocks, 0, n_sb, -1};
-        ZbTokenTile tt;
-        if (token_tile(tt, unit))
-            zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, -1,
-                                                                                                      sh, tt, ring);
+        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, -1, sh,
+                                                                                                  ring);
         return;
     }
     // A stream-K block: its range's one or two tiles
@@ -1574,10 +1465,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         const int u = it / n_sb, tile = args.sk.dp_tiles + u;
         const ZbWork unit{tile % row_blocks, tile / row_blocks, it - u * n_sb, min(n_sb, end - u * n_sb), u};
         if (it > begin) __syncthreads();  // the previous unit's epilogue is done with s_orow and the stages
-        ZbTokenTile tt;
-        token_tile(tt, unit);  // a dense tile: always used
         zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, j, sh,
-                                                                                                  tt, ring);
+                                                                                                  ring);
         it = u * n_sb + unit.sb1;
     }
 }
@@ -1588,8 +1477,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
 #define ZB_INSTANTIATE(Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, ...)                      \
     template __global__ void gemm_kquant_mma<Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, __VA_ARGS__>( \
         const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,            \
-        const unsigned*, const unsigned*, int, int, int, const unsigned char*, const unsigned*, int, float*, unsigned*, \
-        int, int, int, const ZbTensorMap*);
+        const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int, float*, unsigned*, int, \
+        int, int, const ZbTensorMap*);
 ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 2, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ4K, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_STORE)
@@ -1636,12 +1525,6 @@ ZB_INSTANTIATE(ZbQ4K, 1, 24, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true,
 ZB_INSTANTIATE(ZbQ5K, 1, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
 ZB_INSTANTIATE(ZbQ4K, 1, 4, 8, 1, 4, 2, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
 ZB_INSTANTIATE(ZbQ4K, 1, 10, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W)
-// Persistent blocks (grouped, TMA weights): the T2 tiles, a quarter one, one warpgroup, the combine epilogue
-ZB_INSTANTIATE(ZbQ4K, 1, 2, 8, 1, 4, 1, false, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W, true)
-ZB_INSTANTIATE(ZbQ4K, 1, 8, 8, 1, 4, 2, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W, true)
-ZB_INSTANTIATE(ZbQ4K, 1, 10, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true)
-ZB_INSTANTIATE(ZbQ4K, 1, 32, 4, 1, 3, 1, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W, true)
-ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, false, ZB_TMA_W, true)
 ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, false, ZB_TMA_W)
 #endif
 #endif

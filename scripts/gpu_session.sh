@@ -37,7 +37,6 @@
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
 #                                               layer block, T4, the baseline kernels, declared variants)
-#                                               persisttests (the persistent tiles' GPU tests)
 #
 # Expects (carried with the working tree): .whl/*.whl (packages the host lacks: nvtx, gguf) and
 # .carry/*.deb (libdw1 + libelf1, which the bundled nsys importer needs). Writes under $OUT (or ./out).
@@ -186,8 +185,6 @@ for step in "${@:-env tests}"; do
                 -k regex:gemm_kquant_mma python3 scripts/probe_fused.py t1 --once ;;
         wgtests) TAIL=40 run wgtests 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=10 \
                 tests/gpu/test_fused_mma.py ;;
-        persisttests) TAIL=30 run pytest-persist 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
-                -k persist tests/gpu/test_fused_mma.py ;;
         fusedusers) TAIL=40 run pytest-gpu-fused-users ${TESTS_LIMIT:-300} python3 -m pytest -m gpu -rA -p no:cacheprovider \
                 --durations=10 tests/gpu/test_moe_layer_gpu.py tests/gpu/test_t4_gpu.py tests/gpu/test_kernels_baseline.py \
                 tests/gpu/test_declared_gpu.py ;;

@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, persist or all (the default).
+q6r, q6rwide, ring, tma or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -266,8 +266,8 @@ T1_RING_TILES = ["wgmma+sk+quarter:1,24,8,1,3", "wgmma+sk:1,16,8,1,4"]
 
 # TMA stages against cp.async ones (mode `tma`), in one process: each tile and its tma twin in the order A B B A, on
 # the tiles the gates chose (T2 by N_e; T1's on Q4_K and repacked Q6_K)
-def abba_twins(tiles: list[str], flag: str = "tma") -> list[str]:
-    twins = [(tile, tile.replace(":", f"+{flag}:", 1)) for tile in tiles]
+def abba_twins(tiles: list[str]) -> list[str]:
+    twins = [(tile, tile.replace(":", "+tma:", 1)) for tile in tiles]
     return [spec for tile, twin in twins for spec in (tile, twin, twin, tile)]
 
 
@@ -280,16 +280,6 @@ T2_TMA_TILES = {
     64: abba_twins(["wgmma+quarter:1,10,8,1,3,2,1", "wgmma+quarter:1,12,8,1,3,2,1"]),
 }
 T1_TMA_TILES = abba_twins(T1_RING_TILES)
-
-# Persistent blocks against one unit per block (mode `persist`), in one process: T2's chosen tiles (both 96- and
-# 80-token ones at N_e 64) and their persist twins, A B B A
-T2_PERSIST_TILES = {
-    n_e: abba_twins(tiles, "persist")
-    for n_e, tiles in {
-        **T2_TMA_CHOSEN_TILES,
-        64: ["wgmma+quarter+tma:1,10,8,1,3,2,1", "wgmma+quarter+tma:1,12,8,1,3,2,1"],
-    }.items()
-}
 
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
@@ -380,8 +370,6 @@ if __name__ == "__main__":
     if which == "ring":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_RING_TILES)
         probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_RING_TILES)
-    if which == "persist":
-        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_PERSIST_TILES)
     if which == "tma":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_TMA_TILES)
         probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_TMA_TILES)

@@ -266,7 +266,7 @@ def test_the_model_follows_the_kernels_tma_protocol():
     with the bytes), and one full-barrier arrival per phase when nothing else copies."""
     source = KERNEL.read_text()
     assert "ring.init((TMA & ZB_TMA_X) ? 1 : Tile::THREADS, Tile::THREADS);" in source
-    produce = source[source.index("auto produce_for = [&](") :]
+    produce = source[source.index("auto produce = [&](int s) {") :]
     produce = produce[: produce.index("        };")]
     order = [
         "ring.acquire();",
@@ -303,7 +303,7 @@ def test_the_model_follows_the_kernel():
     assert "zb_mbar_wait(empty(write.index), write.phase ^ 1u)" in source
     assert "zb_mbar_wait(full(read.index), read.phase)" in source
     branch = source[source.index("auto produce = [&](int s) {") :]
-    assert "for (int s = 0; s < STAGES; ++s)\n            if (s >= prefetched && s < n_steps) produce(s);" in branch
+    assert "for (int s = 0; s < STAGES; ++s)\n            if (s < n_steps) produce(s);" in branch
     advance = branch[branch.index("auto advance = [&](int t, int j") :]
     advance = advance[: advance.index("};")]
     pattern = (

@@ -9,7 +9,6 @@ experiments declare candidate shapes and the autotuner picks per GPU.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,7 +62,7 @@ def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "persist")  # written "flag[+flag...]:" before the numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter", "tma")  # written "flag[+flag...]:" before the numbers
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
@@ -94,11 +93,7 @@ class MmaTile:
 
     ``tma`` (wgmma only): one thread copies a stage's weight rows as TMA boxes (the format's ``tma_widths``) and, on
     a dense GEMM, its X tile as two 2-D boxes with the 128-byte swizzle; the full barrier counts their bytes. A
-    grouped tile's X rows, gathered token by token, stay cp.asyncs of every thread.
-
-    ``persist`` (grouped, wgmma and tma; the kernel's PERSIST): one wave of blocks, each running units (row block,
-    tile entry) a grid apart up to the first unused entry; a unit's token tables and first stages are loaded under
-    the one before it (ZbNextUnit)."""
+    grouped tile's X rows, gathered token by token, stay cp.asyncs of every thread."""
 
     wm: int
     wn: int
@@ -111,7 +106,6 @@ class MmaTile:
     stream_k: bool = False
     quarter: bool = False
     tma: bool = False
-    persist: bool = False
 
     @property
     def bm(self) -> int:
@@ -132,9 +126,9 @@ class MmaTile:
 
     @property
     def static_smem_bytes(self) -> int:
-        """The kernel's static shared memory: the token tables (s_xoff, s_orow; two of each when persistent) and, on
-        the wgmma path, the stage ring's two barriers per stage."""
-        return 8 * self.bn * (2 if self.persist else 1) + (16 * self.stages if self.wgmma else 0)
+        """The kernel's static shared memory: the token tables (s_xoff, s_orow) and, on the wgmma path, the stage
+        ring's two barriers per stage."""
+        return 8 * self.bn + (16 * self.stages if self.wgmma else 0)
 
     @property
     def label(self) -> str:
@@ -144,21 +138,18 @@ class MmaTile:
         schedule = "/sk" if self.stream_k else ""
         pieces = "/qtr" if self.quarter else ""
         copies = "/tma" if self.tma else ""
-        blocks = "/pers" if self.persist else ""
         return (
             f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
-            f"{pieces}{copies}{blocks}"
+            f"{pieces}{copies}"
         )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
-        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false), TMA (0) and PERSIST (false) default to
-        # off: written up to the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a dense tile's X
-        # too.
+        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false) and TMA (0) default to off: written up to
+        # the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a dense tile's X too.
         tma = (TMA_WEIGHTS | (0 if grouped else TMA_X)) if self.tma else 0
         flags = [str(self.wgmma).lower(), str(self.stream_k).lower(), str(self.quarter).lower(), str(tma)]
-        flags.append(str(self.persist).lower())
         while flags and flags[-1] in ("false", "0"):
             flags.pop()
         flags = "".join(f",{flag}" for flag in flags)
@@ -191,16 +182,11 @@ class MmaTile:
             stream_k="sk" in names,
             quarter="quarter" in names,
             tma="tma" in names,
-            persist="persist" in names,
         )
         if tile.quarter and not tile.wgmma:
             raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
         if tile.tma and not tile.wgmma:
             raise ValueError(f"tile {text!r}: tma fills the wgmma path's stage ring: it needs wgmma")
-        if tile.persist and not tile.tma:
-            raise ValueError(f"tile {text!r}: persist loads the next unit's weights as TMA boxes: it needs wgmma+tma")
-        if tile.persist and tile.stream_k:
-            raise ValueError(f"tile {text!r}: persist schedules grouped GEMMs, stream-K dense ones")
         if tile.wgmma:
             tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
@@ -245,8 +231,6 @@ def check_tiles(texts: list[str], grouped: bool = False) -> None:
             raise ValueError(f"fused_tiles: {exc}") from None
         if grouped and tile.stream_k:
             raise ValueError(f"fused_tiles: tile {text!r}: stream-K (sk) schedules dense GEMMs, not grouped ones")
-        if not grouped and tile.persist:
-            raise ValueError(f"fused_tiles: tile {text!r}: persist schedules grouped GEMMs, not dense ones")
 
 
 # A stream-K block's share is at least this many superblocks: its partial's write and the completing block's reads
@@ -349,8 +333,6 @@ class FusedKQuantGemm:
             raise ValueError("the SwiGLU and combine epilogues are for the grouped (MoE) kernel")
         if tile.stream_k and grouped:
             raise ValueError(f"tile {tile.label}: stream-K schedules dense GEMMs, not grouped ones")
-        if tile.persist and not grouped:
-            raise ValueError(f"tile {tile.label}: persistent blocks schedule grouped GEMMs, not dense ones")
         self.tile = tile
         self.grouped = grouped
         self.weights = weights
@@ -402,7 +384,6 @@ class FusedKQuantGemm:
             )
         return self._maps[key]
 
-    @functools.cached_property
     def resident_blocks(self) -> int:
         """Blocks of this kernel the GPU holds at once (SMs x blocks per SM at its registers and shared memory)."""
         import cupy
@@ -418,7 +399,7 @@ class FusedKQuantGemm:
         if key not in self._schedules:  # once per shape: dense() is what the timer calls
             tiles = -(-m // self.tile.bm) * -(-t // self.tile.bn)
             self._schedules[key] = (
-                stream_k_schedule(tiles, k // 256, self.resident_blocks)
+                stream_k_schedule(tiles, k // 256, self.resident_blocks())
                 if self.tile.stream_k
                 else StreamKSchedule(tiles, k // 256, tiles)
             )
@@ -466,7 +447,6 @@ class FusedKQuantGemm:
                 d,
                 np.int32(1),
                 np.int32(0),
-                np.int32(0),
                 d,
                 d,
                 np.int32(0),
@@ -496,15 +476,12 @@ class FusedKQuantGemm:
         w_up=None,
         routing=None,
         capacity: int = 0,
-        persistent_blocks: int | None = None,
     ) -> None:
         """w uint8 [E][M][row bytes]; tiles/offsets/sorted_ids from the routing kernels with BN = tile.bn;
         xp rows are tokens (or token-slots when x_per_slot). y by epilogue: STORE f32 [T][top_k][M];
         SWIGLU_F16_PERM fp16 [T][top_k][M] (permuted order), SWIGLU_F16_GROUPED fp16 [E][capacity][M], from
         gate rows ``w`` and up rows ``w_up`` (same shape); COMBINE f32 [T][M] += routing weight x result,
-        ``routing`` the engine's u32 table [T][2*top_k]. A persist tile launches ``persistent_blocks`` blocks
-        (default: the GPU's resident blocks; fewer than the units gives each block several), any count giving the
-        same outputs."""
+        ``routing`` the engine's u32 table [T][2*top_k]."""
         swiglu = self.epilogue in SWIGLU_EPILOGUES
         if swiglu != (w_up is not None) or (self.epilogue == EPILOGUE_COMBINE) != (routing is not None):
             raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")
@@ -513,14 +490,6 @@ class FusedKQuantGemm:
         expert_bytes = w.shape[1] * w.shape[2]
         rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm
         grid = ((m + rows_per_block - 1) // rows_per_block, int(tiles.size))
-        if self.tile.persist:
-            units = grid[0] * grid[1]
-            blocks = self.resident_blocks if persistent_blocks is None else persistent_blocks
-            if blocks < 1:
-                raise ValueError(f"persistent_blocks must be positive, got {blocks}")
-            grid = (min(blocks, units), 1)
-        elif persistent_blocks is not None:
-            raise ValueError(f"persistent_blocks goes with a persist tile, not {self.tile.label}")
         d = self._dummy
         self.kernel(
             grid,
@@ -538,7 +507,6 @@ class FusedKQuantGemm:
                 sorted_ids,
                 np.int32(top_k),
                 np.int32(1 if x_per_slot else 0),
-                np.int32(tiles.size),
                 d if w_up is None else w_up,
                 d if routing is None else routing,
                 np.int32(0 if routing is None else routing.shape[1]),

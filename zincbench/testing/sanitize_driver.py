@@ -284,8 +284,6 @@ FUSED_DENSE_SHAPES = ((197, 256, 1), (64, 768, 37), (300, 512, 130), (300, 2304,
 # Stream-K tiles also run as on a GPU of 4 resident blocks: whole tiles, then shared ranges that cross tiles.
 FUSED_STREAM_K_SLOTS = 4
 FUSED_GROUPED_SHAPES = ((7, 100, 512), (8, 100, 256), (4, 33, 256))
-# Persistent tiles also run on 2 blocks: each block's units in turn, the next one's tables and stages under the last.
-FUSED_PERSISTENT_BLOCKS = 2
 
 
 def fused_kernels(tiles: list, grouped: bool, weights: str) -> list:
@@ -338,20 +336,18 @@ def run_fused(cupy, rng) -> None:
             for per_slot in (False, True):
                 rows = t * top_k if per_slot else t
                 y = cupy.empty((t, top_k, m), dtype=cupy.float32)
-                for blocks in (None, FUSED_PERSISTENT_BLOCKS) if tile.persist else (None,):
-                    gemm.grouped_call(
-                        w,
-                        permuted(cupy, activations(cupy, rng, (rows, k)), tile.x_order),
-                        y,
-                        m,
-                        k,
-                        ws.tiles,
-                        ws.offsets,
-                        ws.sorted_ids,
-                        top_k,
-                        x_per_slot=per_slot,
-                        persistent_blocks=blocks,
-                    )
+                gemm.grouped_call(
+                    w,
+                    permuted(cupy, activations(cupy, rng, (rows, k)), tile.x_order),
+                    y,
+                    m,
+                    k,
+                    ws.tiles,
+                    ws.offsets,
+                    ws.sorted_ids,
+                    top_k,
+                    x_per_slot=per_slot,
+                )
 
 
 def run_layer(cupy, rng) -> None:
