@@ -190,13 +190,6 @@ __device__ __forceinline__ unsigned zb_dequant_pair(unsigned biased, unsigned bi
     return r;
 }
 
-// (nibble pair as bias + q in fp16x2) -> q * dsc: fma(bias + q, dsc, -bias * dsc), exact up to its one rounding.
-__device__ __forceinline__ unsigned zb_fma_pair(unsigned biased, unsigned dsc2, unsigned neg_bias_dsc2) {
-    unsigned r;
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(biased), "r"(dsc2), "r"(neg_bias_dsc2));
-    return r;
-}
-
 __device__ __forceinline__ void zb_mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                             unsigned b0, unsigned b1) {
     asm volatile(
@@ -298,7 +291,7 @@ __device__ __forceinline__ unsigned zb_q4k_high_codes(unsigned low, unsigned top
 // selector that also writes 0x64 above each code: the fp16 1024 + code). Both products are exact fp16 x small
 // integer, so one mul.rn rounds them exactly as the f32 product converted to fp16 would.
 struct ZbScale {
-    unsigned dsc, ndm;  // d*sc and -(dmin*m) of sub-blocks j (low half) and j + 1 (high half)
+    unsigned dsc_lo, ndm_lo, dsc_hi, ndm_hi;  // d*sc and -(dmin*m) of sub-blocks j (lo) and j + 1 (hi), as splats
 };
 
 // (1024 + code pair) -> code pair * scale2: an exact subtraction, then one rounding.
@@ -312,7 +305,7 @@ __device__ __forceinline__ unsigned zb_scale_codes(unsigned biased_codes, unsign
 __device__ __forceinline__ ZbScale zb_q4k_scales(unsigned d_dmin, unsigned sc, unsigned mn, unsigned pick) {
     const unsigned dsc = zb_scale_codes(zb_prmt(sc, 0x64646464u, pick), zb_half2_lo(d_dmin));
     const unsigned ndm = zb_scale_codes(zb_prmt(mn, 0x64646464u, pick), zb_half2_hi(d_dmin) ^ 0x80008000u);
-    return {dsc, ndm};
+    return {zb_half2_lo(dsc), zb_half2_lo(ndm), zb_half2_hi(dsc), zb_half2_hi(ndm)};
 }
 
 // A stage's CHUNKS 16-byte copies dealt out to a block's THREADS threads: thread tid copies chunk tid + it * THREADS in
@@ -334,14 +327,8 @@ struct ZbChunkPasses {
 // scale/min codes): a stage is one half superblock, per row its 64 nibble bytes ([BM][64], lane c reads
 // bytes 16c..16c+15: conflict-free), the block header ([BM][16]) and, for Q5_K, the 32 qh bytes
 // ([BM][32]; bit 2j of qh[l] is the fifth bit of the low nibble of chunk j, bit 2j + 1 of the high one).
-// MINS (the wgmma path's `mins` tiles): the A fragments hold q * d*sc alone, one fma from the biased quant
-// (fma(bias + q, dsc, -bias * dsc): exact product, one rounding), and the mins' term -dmin*m * (sum of the
-// sub-block's X) is one more wgmma per superblock: A = the lanes' ndm pairs, B = the sums that
-// x_f32_to_f16_kquant_perm_wgmma_sums writes after each X row (zb_xperm.cuh). That drops a sub.f16x2 per weight
-// pair from the decode. Requires |d*sc| < 64, so that 1024 * d*sc is a finite fp16.
-template <int BLOCK_BYTES_, int QS_OFFSET, bool FIFTH_BIT, bool MINS_ = false>
+template <int BLOCK_BYTES_, int QS_OFFSET, bool FIFTH_BIT>
 struct ZbNibbleFormat {
-    static constexpr bool MINS = MINS_;
     static constexpr int BLOCK_BYTES = BLOCK_BYTES_;
     static constexpr int HALVES = 1;
     static constexpr int ROW_STAGE_BYTES = 80 + (FIFTH_BIT ? 32 : 0);
@@ -405,10 +392,7 @@ struct ZbNibbleFormat {
     struct Lane {
         uint4 nib;  // bytes 16c..16c+15 of the half's 64 nibble bytes
         uint4 qh;   // Q5_K: qh[16(c&1) ..] shifted right by 2j (chunk j = 2h + (c>>1)): fifth bits at bits 0 and 1
-        // Splats for the low nibbles (sub-block 2j) and the high ones (2j + 1): d*sc, and the fma's addend: -(dmin*m),
-        // or with MINS -1024 * d*sc (low) and -64 * d*sc (high), the bias times the scale
-        unsigned dsc_lo, ndm_lo, dsc_hi, ndm_hi;
-        unsigned ndm_pair;  // MINS: -(dmin*m) of sub-blocks 2j, 2j + 1 (the min wgmma's A)
+        unsigned dsc_lo, ndm_lo, dsc_hi, ndm_hi;  // low nibbles: sub-block 2j, high nibbles: 2j + 1
     };
 
     __device__ __forceinline__ static unsigned row_place(const ZbRows&, int) { return 0u; }  // rows are 16-byte aligned
@@ -424,15 +408,7 @@ struct ZbNibbleFormat {
         const unsigned sc = h ? zb_q4k_high_codes(hdr.w, hdr.y) : hdr.y & 0x3F3F3F3Fu;
         const unsigned mn = h ? zb_q4k_high_codes(hdr.w >> 4, hdr.z) : hdr.z & 0x3F3F3F3Fu;
         const ZbScale s = zb_q4k_scales(hdr.x, sc, mn, (c >> 1) ? 0x4342u : 0x4140u);
-        l.dsc_lo = zb_half2_lo(s.dsc), l.dsc_hi = zb_half2_hi(s.dsc);
-        if (MINS) {
-            unsigned bias_dsc;  // {-1024 * dsc_lo, -64 * dsc_hi}: powers of two, exact
-            asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(bias_dsc) : "r"(s.dsc), "r"(0xD400E400u));
-            l.ndm_lo = zb_half2_lo(bias_dsc), l.ndm_hi = zb_half2_hi(bias_dsc);
-            l.ndm_pair = s.ndm;
-        } else {
-            l.ndm_lo = zb_half2_lo(s.ndm), l.ndm_hi = zb_half2_hi(s.ndm);
-        }
+        l.dsc_lo = s.dsc_lo, l.ndm_lo = s.ndm_lo, l.dsc_hi = s.dsc_hi, l.ndm_hi = s.ndm_hi;
         if (FIFTH_BIT) {
             const uint4 qh = zb_lds128(ws + BM * 80 + r * 32 + 16 * (c & 1));
             const int shift = 2 * (2 * h + (c >> 1));
@@ -454,29 +430,21 @@ struct ZbNibbleFormat {
             b_hi0 = zb_and_or(q << 7, 0x01000100u, b_hi0);
             b_hi1 = zb_and_or(q >> 1, 0x01000100u, b_hi1);
         }
-        if (MINS) {
-            lo[0] = zb_fma_pair(b_lo0, l.dsc_lo, l.ndm_lo), lo[1] = zb_fma_pair(b_lo1, l.dsc_lo, l.ndm_lo);
-            hi[0] = zb_fma_pair(b_hi0, l.dsc_hi, l.ndm_hi), hi[1] = zb_fma_pair(b_hi1, l.dsc_hi, l.ndm_hi);
-        } else {
-            lo[0] = zb_dequant_pair(b_lo0, ZB_BIAS_LOW, l.dsc_lo, l.ndm_lo);
-            lo[1] = zb_dequant_pair(b_lo1, ZB_BIAS_LOW, l.dsc_lo, l.ndm_lo);
-            hi[0] = zb_dequant_pair(b_hi0, ZB_BIAS_HIGH, l.dsc_hi, l.ndm_hi);
-            hi[1] = zb_dequant_pair(b_hi1, ZB_BIAS_HIGH, l.dsc_hi, l.ndm_hi);
-        }
+        lo[0] = zb_dequant_pair(b_lo0, ZB_BIAS_LOW, l.dsc_lo, l.ndm_lo);
+        lo[1] = zb_dequant_pair(b_lo1, ZB_BIAS_LOW, l.dsc_lo, l.ndm_lo);
+        hi[0] = zb_dequant_pair(b_hi0, ZB_BIAS_HIGH, l.dsc_hi, l.ndm_hi);
+        hi[1] = zb_dequant_pair(b_hi1, ZB_BIAS_HIGH, l.dsc_hi, l.ndm_hi);
     }
 };
 
 struct ZbQ4K : ZbNibbleFormat<144, 16, false> {};
 struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
-struct ZbQ4KMins : ZbNibbleFormat<144, 16, false, true> {};
-struct ZbQ5KMins : ZbNibbleFormat<176, 48, true, true> {};
 
 // Q6_K's lanes and their decode, shared by the GGUF-layout policies (ZbQ6KFormat) and the repacked one (ZbQ6KR): in
 // half h, lane c holds the low nibbles (c < 2) or high nibbles (c >= 2) of ql[64h + 16(c&1) + ...] and
 // ql[64h + 32 + ...], two bits of each weight from qh[32h + 16(c&1) + ...], and the fp16 scales d * sc of its two
 // 16-weight sub-blocks 8h + 4(c>>1) + (c&1) and that + 2.
 struct ZbQ6KDecode {
-    static constexpr bool MINS = false;  // symmetric quants: no min term
     struct Lane {
         uint4 ql_lo, ql_hi, qh;  // quarters 2n (ql_lo) and 2n + 1 (ql_hi) of the half, n = c >> 1
         unsigned dsc_lo, dsc_hi;
@@ -697,23 +665,16 @@ struct ZbQ6KR : ZbQ6KDecode {
 
 extern "C" __global__ void x_f32_to_f16_kquant_perm(const float* __restrict__ x, uint4* __restrict__ xp, int rows,
                                                     int K) {
-    zb_permute_x<ZB_X_MMA>(x, xp, rows, K, blockIdx.x, gridDim.x);
+    zb_permute_x<false>(x, xp, rows, K, blockIdx.x, gridDim.x);
 }
 
 extern "C" __global__ void x_f32_to_f16_kquant_perm_wgmma(const float* __restrict__ x, uint4* __restrict__ xp,
                                                           int rows, int K) {
-    zb_permute_x<ZB_X_WGMMA>(x, xp, rows, K, blockIdx.x, gridDim.x);
-}
-
-// The wgmma order with each row's sub-block sums after its X (the `mins` tiles' input; blockDim a multiple of 32).
-extern "C" __global__ void x_f32_to_f16_kquant_perm_wgmma_sums(const float* __restrict__ x, uint4* __restrict__ xp,
-                                                               int rows, int K) {
-    zb_permute_x<ZB_X_WGMMA_SUMS>(x, xp, rows, K, blockIdx.x, gridDim.x);
+    zb_permute_x<true>(x, xp, rows, K, blockIdx.x, gridDim.x);
 }
 
 // Shared memory per pipeline stage: X tile [HALVES][BN][256 B] (swizzled; WGMMA: per half the 128-byte-swizzle
-// atoms of zb_wgmma_x_offset), then the format's weight area [BM][ROW_STAGE_BYTES], then (Q::MINS) the superblock's
-// X sums [2][BN][16 B] (two K-major core-matrix columns of the min wgmma's B), padded to keep stages 1024-aligned.
+// atoms of zb_wgmma_x_offset), then the format's weight area [BM][ROW_STAGE_BYTES].
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N>
 struct ZbTile {
     static constexpr int BM = 16 * WM * WARPS_M;
@@ -722,8 +683,7 @@ struct ZbTile {
     static constexpr int X_HALF_BYTES = BN * 256;
     static constexpr int X_BYTES = Q::HALVES * X_HALF_BYTES;
     static constexpr int W_BYTES = BM * Q::ROW_STAGE_BYTES;
-    static constexpr int SUMS_BYTES = Q::MINS ? (32 * BN + 1023) / 1024 * 1024 : 0;
-    static constexpr int STAGE_BYTES = X_BYTES + W_BYTES + SUMS_BYTES;
+    static constexpr int STAGE_BYTES = X_BYTES + W_BYTES;
 };
 
 // One half superblock's math: this warp's rows (decoded lane slices) times its first n_tiles 8-token
@@ -806,23 +766,11 @@ __device__ __forceinline__ void zb_wgmma_decode(unsigned (&a)[STEPS][4], const t
         }
 }
 
-// The min wgmma of a `mins` tile's superblock (Q::MINS): A = each row's ndm pairs (rows g, g + 8: a0 = a2, a1 = a3,
-// k = 2c, 2c + 1 and 2c + 8, 2c + 9 being the same sub-blocks' two halves), B = the stage's sums ([2][BN][16 B]).
-struct ZbMinsOp {
-    unsigned a[4];
-    unsigned long long desc;
-};
-
-template <int BN>
-__device__ __forceinline__ ZbMinsOp zb_mins_op(const unsigned (&ndm)[2], unsigned sums) {
-    return {{ndm[0], ndm[1], ndm[0], ndm[1]}, zb_wgmma_desc(sums, BN * 16u, 128u)};
-}
-
 // The STEPS wgmmas of one piece (steps step0 .. step0 + STEPS - 1 of the half whose X is at shared address x_half),
-// and with MINS the superblock's min wgmma, committed as one group, into the first N columns of acc.
-template <int N, int BN, int STEPS, bool MINS>
+// committed as one group, into the first N columns of acc.
+template <int N, int BN, int STEPS>
 __device__ __forceinline__ void zb_wgmma_piece(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4], unsigned x_half,
-                                               int step0, const ZbMinsOp& mins) {
+                                               int step0) {
     zb_wgmma_fence();
     // A descriptor's start address is its low 14 bits in 16-byte units. A shared address (under 2^18 bytes) and an
     // offset inside the stage never carry out of them, so each step adds its offset to the half's descriptor: one
@@ -833,31 +781,29 @@ __device__ __forceinline__ void zb_wgmma_piece(float (&acc)[BN / 2], const unsig
         const int step = step0 + s;
         ZbWgmma<N>::mma(acc, a[s], desc + (((step >> 2) * BN * 128u + (step & 3) * 32u) >> 4));
     }
-    if constexpr (MINS) ZbWgmma<N>::mma(acc, mins.a, mins.desc);
     zb_wgmma_commit();
 }
 
 // With TRIM_N a block multiplies only its first 8 * n_cols columns, its tokens rounded up to 8 (zb_wgmma.cuh spells
 // out every m64nNk16 width, N a multiple of 8): the widths 8 * LO .. 8 * HI halved down to one, block-uniform, so all of
 // the block's wgmmas have one shape.
-template <int BN, int STEPS, bool MINS, int LO = 1, int HI = BN / 8>
+template <int BN, int STEPS, int LO = 1, int HI = BN / 8>
 __device__ __forceinline__ void zb_wgmma_issue_trimmed(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4],
-                                                       unsigned x_half, int step0, int n_cols, const ZbMinsOp& mins) {
+                                                       unsigned x_half, int step0, int n_cols) {
     if constexpr (LO == HI) {
-        zb_wgmma_piece<8 * LO, BN, STEPS, MINS>(acc, a, x_half, step0, mins);
+        zb_wgmma_piece<8 * LO, BN, STEPS>(acc, a, x_half, step0);
     } else {
         constexpr int MID = (LO + HI) / 2;
-        if (n_cols <= MID) zb_wgmma_issue_trimmed<BN, STEPS, MINS, LO, MID>(acc, a, x_half, step0, n_cols, mins);
-        else zb_wgmma_issue_trimmed<BN, STEPS, MINS, MID + 1, HI>(acc, a, x_half, step0, n_cols, mins);
+        if (n_cols <= MID) zb_wgmma_issue_trimmed<BN, STEPS, LO, MID>(acc, a, x_half, step0, n_cols);
+        else zb_wgmma_issue_trimmed<BN, STEPS, MID + 1, HI>(acc, a, x_half, step0, n_cols);
     }
 }
 
-template <int BN, bool TRIM_N, int STEPS, bool MINS = false>
+template <int BN, bool TRIM_N, int STEPS>
 __device__ __forceinline__ void zb_wgmma_issue_piece(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4],
-                                                     unsigned x_half, int step0, int n_tokens,
-                                                     const ZbMinsOp& mins = ZbMinsOp{}) {
-    if constexpr (TRIM_N) zb_wgmma_issue_trimmed<BN, STEPS, MINS>(acc, a, x_half, step0, (n_tokens + 7) >> 3, mins);
-    else zb_wgmma_piece<BN, BN, STEPS, MINS>(acc, a, x_half, step0, mins);
+                                                     unsigned x_half, int step0, int n_tokens) {
+    if constexpr (TRIM_N) zb_wgmma_issue_trimmed<BN, STEPS>(acc, a, x_half, step0, (n_tokens + 7) >> 3);
+    else zb_wgmma_piece<BN, BN, STEPS>(acc, a, x_half, step0);
 }
 
 // ---- Epilogues (template parameter EPI) ---------------------------------------------------------
@@ -955,31 +901,6 @@ struct ZbXCopy<true, BN, THREADS> {
     }
 };
 
-// A `mins` tile's sums of one superblock (Q::MINS): per token row r its two 16-byte chunks kc after its X row (at
-// x_row_k8 = K / 8 chunks into it) into [kc][BN][16 B] of the stage's sums area; thread tid copies chunk (r, kc) =
-// (tid >> 1, tid & 1) (+ THREADS / 2 rows per pass). A padding row's come zero-filled.
-template <int BN, int THREADS>
-struct ZbSumsCopy {
-    using Passes = ZbChunkPasses<2 * BN, THREADS>;
-    Passes passes;
-    int r0, kc;
-
-    __device__ __forceinline__ explicit ZbSumsCopy(int tid) : passes(tid), r0(tid >> 1), kc(tid & 1) {}
-
-    __device__ __forceinline__ void issue(unsigned sums, const uint4* xp, const unsigned* s_xoff, int x_row_k8,
-                                          int sb) const {
-#pragma unroll
-        for (int it = 0; it < Passes::ITERS; ++it) {
-            if (!passes.copies(it)) continue;
-            const int r = min(r0 + it * (THREADS / 2), BN - 1);
-            const unsigned xoff = s_xoff[r];
-            const bool valid = xoff != ZB_INVALID;
-            zb_cp_async16(sums + kc * BN * 16 + r * 16, xp + (valid ? xoff + x_row_k8 + 2 * sb + kc : 0u),
-                          valid ? 16u : 0u);
-        }
-    }
-};
-
 // ---- Steps of gemm_kquant_mma --------------------------------------------------------------------
 
 // The block's token tile tile_n: for each of its BN columns r, s_orow[r] = the output row (token, or
@@ -996,7 +917,7 @@ struct ZbTokenTile {
 
 template <int BN, int THREADS, bool GROUPED>
 __device__ __forceinline__ bool zb_token_tile(ZbTokenTile& tt, unsigned* s_xoff, int* s_orow, int tid, int tile_n,
-                                              int x_row_chunks, int n_rows,
+                                              int K, int n_rows,
                                               unsigned long long expert_bytes, const unsigned* tiles,
                                               const unsigned* offsets,
                                               const unsigned* sorted_ids, int top_k, int x_per_slot) {
@@ -1017,14 +938,14 @@ __device__ __forceinline__ bool zb_token_tile(ZbTokenTile& tt, unsigned* s_xoff,
             const unsigned pos = begin + r;
             const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
             s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
-            s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)x_row_chunks;
+            s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
         }
     } else {
         tt.n_tokens = min(n_rows - tile_n * BN, BN);
         for (int r = tid; r < BN; r += THREADS) {
             const int t = tile_n * BN + r;
             s_orow[r] = t < n_rows ? t : -1;
-            s_xoff[r] = t < n_rows ? (unsigned)t * (unsigned)x_row_chunks : ZB_INVALID;
+            s_xoff[r] = t < n_rows ? (unsigned)t * (unsigned)(K / 8) : ZB_INVALID;
         }
     }
     return true;
@@ -1280,8 +1201,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
     const unsigned smem_base = sh.smem_base;
 
     ZbTokenTile tt;
-    if (!zb_token_tile<BN, THREADS, GROUPED>(tt, s_xoff, s_orow, tid, unit.tile_n, zb_x_row_chunks(K, Q::MINS),
-                                             a.n_rows, a.expert_bytes,
+    if (!zb_token_tile<BN, THREADS, GROUPED>(tt, s_xoff, s_orow, tid, unit.tile_n, K, a.n_rows, a.expert_bytes,
                                              a.tiles, a.offsets, a.sorted_ids, a.top_k, a.x_per_slot))
         return;  // an unused grouped tile (block-uniform, before any barrier)
     const unsigned long long w_base = tt.w_base;
@@ -1347,20 +1267,6 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         unsigned a_frag[2][STEPS][4];  // piece t's A fragments in a_frag[t & 1]
         typename Q::Lane lanes[2];     // the current half's slices (its pieces decode from them)
         constexpr bool TMA_W = (TMA & ZB_TMA_W) != 0, TMA_X = (TMA & ZB_TMA_X) != 0;
-        // Q::MINS: the superblock's sums come with its second half's stage, and the lanes' ndm pairs of the two halves
-        // meet in mins_h0 (half 0, every lane) and mins (half 1: odd lanes take it, even ones keep half 0's). The min
-        // wgmma reads `mins` until the next superblock's first piece retires; half 0 writes only mins_h0.
-        const ZbSumsCopy<BN, THREADS> sums_copy(tid);
-        const unsigned odd_lane = (c & 1) ? ~0u : 0u;
-        unsigned mins_h0[2] = {0u, 0u}, mins[2] = {0u, 0u};
-        auto keep_mins = [&](int h) {
-            if constexpr (Q::MINS) {
-                for (int rr = 0; rr < 2; ++rr) {
-                    if (h == 0) mins_h0[rr] = lanes[rr].ndm_pair;
-                    else mins[rr] = (lanes[rr].ndm_pair & odd_lane) | (mins_h0[rr] & ~odd_lane);
-                }
-            }
-        };
         // Every thread waits for the buffer's release, also where thread 0 alone copies (TMA): a thread waits on the
         // empty barrier between two of its arrivals on it, as compute-sanitizer's synccheck requires.
         auto produce = [&](int s) {  // the unit's stage s into the ring's next buffer
@@ -1380,9 +1286,6 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             } else {
                 x_copy.issue(xs, xp, s_xoff, step0 + s);
                 if constexpr (!TMA_W) loader.issue(xs + Tile::X_BYTES, step0 + s);
-                if constexpr (Q::MINS)
-                    if ((step0 + s) & 1)  // a superblock's second half (a constant once the loops are unrolled)
-                        sums_copy.issue(xs + Tile::X_BYTES + Tile::W_BYTES, xp, s_xoff, K / 8, (step0 + s) >> 1);
                 ring.commit();
             }
         };
@@ -1392,7 +1295,6 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             if (s < n_steps) produce(s);
         ring.template wait_read<!TMA_X>();
         zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_place[0]);
-        keep_mins(0);
         zb_wgmma_decode<Q, STEPS>(a_frag[0], lanes, 0);
         const int n_pieces = 2 * PIECES * (unit.sb1 - unit.sb0);
         // After piece t's wgmmas are issued; j: its place in its superblock (a constant once unrolled).
@@ -1406,11 +1308,9 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
                 ring.read.next();
                 ring.template wait_read<!TMA_X>();
             }
-            if (j_next % PIECES == 0) {  // piece t + 1 opens a half (stages hold whole halves: its stage is resident)
+            if (j_next % PIECES == 0)  // piece t + 1 opens a half (stages hold whole halves: its stage is resident)
                 zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, j_next / PIECES,
                                      unit.sb0 + (t + 1) / (2 * PIECES), row_place[0]);
-                keep_mins(j_next / PIECES);
-            }
             zb_wgmma_decode<Q, STEPS>(a_next, lanes, j_next % PIECES);
             const int refill = t / STAGE_PIECES - 1 + STAGES;  // the stage that goes where the freed one was
             if (frees && refill < n_steps) produce(refill);
@@ -1419,13 +1319,8 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         for (int t = 0; t < n_pieces; t += 2 * PIECES) {  // one superblock: its pieces j alternate between the buffers
 #pragma unroll
             for (int j = 0; j < 2 * PIECES; ++j) {
-                if (Q::MINS && j == 2 * PIECES - 1)  // the superblock's last piece: its second half's stage holds the sums
-                    zb_wgmma_issue_piece<BN, TRIM_N, STEPS, true>(
-                        acc_flat, a_frag[j & 1], x_half(j / PIECES), (j % PIECES) * STEPS, n_tokens,
-                        zb_mins_op<BN>(mins, smem_base + stage_bytes() + Tile::X_BYTES + Tile::W_BYTES));
-                else
-                    zb_wgmma_issue_piece<BN, TRIM_N, STEPS>(acc_flat, a_frag[j & 1], x_half(j / PIECES),
-                                                            (j % PIECES) * STEPS, n_tokens);
+                zb_wgmma_issue_piece<BN, TRIM_N, STEPS>(acc_flat, a_frag[j & 1], x_half(j / PIECES),
+                                                        (j % PIECES) * STEPS, n_tokens);
                 advance(t + j, j, a_frag[(j + 1) & 1]);
             }
         }
@@ -1527,8 +1422,6 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                   "TMA stages: the wgmma path's ring, a format of aligned boxes, one weight matrix");
     static_assert(!TMA || zb_tma_row_bytes<Q>() == Q::ROW_STAGE_BYTES, "the boxes fill a row's stage bytes");
     static_assert(!(TMA & ZB_TMA_X) || !GROUPED, "a grouped tile's X rows are gathered token by token (cp.async)");
-    static_assert(!Q::MINS || (WGMMA && GROUPED && !SWIGLU),
-                  "the min wgmma: the wgmma path, its sums gathered with a grouped tile's X rows, one weight matrix");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BN = Tile::BN;
     constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;
@@ -1633,10 +1526,5 @@ ZB_INSTANTIATE(ZbQ5K, 1, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE, true, false,
 ZB_INSTANTIATE(ZbQ4K, 1, 4, 8, 1, 4, 2, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
 ZB_INSTANTIATE(ZbQ4K, 1, 10, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W)
 ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, false, ZB_TMA_W)
-// mins: the sub-block mins as their own wgmma (grouped; cp.async or TMA weights, halves or quarters)
-ZB_INSTANTIATE(ZbQ4KMins, 1, 2, 8, 1, 4, 1, false, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
-ZB_INSTANTIATE(ZbQ4KMins, 1, 4, 8, 1, 4, 2, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
-ZB_INSTANTIATE(ZbQ4KMins, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W)
-ZB_INSTANTIATE(ZbQ5KMins, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
 #endif
 #endif

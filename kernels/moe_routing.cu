@@ -320,7 +320,7 @@ union RouteOneLaunchShared {
 // The routing build in one launch, with the fused GEMM's X permute (zb_xperm.cuh) beside it: blocks [0, n_route)
 // build the routing as above, each keeping its chunk's histogram in shared memory across a wait for the last
 // block's scan (its ready flag, release/acquire); blocks [n_route, gridDim) permute x_rows rows of x into xp
-// (x_order: ZB_X_* of zb_xperm.cuh, MmaTile.x_order), or nothing when x_rows is 0. The permute runs while the routing waits on
+// (wgmma_order: MmaTile.x_order "wgmma"), or nothing when x_rows is 0. The permute runs while the routing waits on
 // its global round trips; the GEMM that reads both is the next launch.
 // single_block != 0 (then n_route is 1): block 0 runs the single-block build instead and never touches scratch. At
 // small P the protocol's ~7 dependent L2 round trips (counts, done-counter, scan, ready flag, cursors) cost more than
@@ -332,12 +332,10 @@ extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offs
                                              unsigned top_k, unsigned routing_stride, unsigned n_experts,
                                              unsigned tile_n, unsigned max_tiles, unsigned n_route, unsigned chunk_len,
                                              const float* __restrict__ x, uint4* __restrict__ xp, int x_rows, int K,
-                                             int x_order, unsigned single_block) {
+                                             int wgmma_order, unsigned single_block) {
     if (blockIdx.x >= n_route) {
-        const unsigned block = blockIdx.x - n_route, n_blocks = gridDim.x - n_route;
-        if (x_order == ZB_X_WGMMA_SUMS) zb_permute_x<ZB_X_WGMMA_SUMS>(x, xp, x_rows, K, block, n_blocks);
-        else if (x_order == ZB_X_WGMMA) zb_permute_x<ZB_X_WGMMA>(x, xp, x_rows, K, block, n_blocks);
-        else zb_permute_x<ZB_X_MMA>(x, xp, x_rows, K, block, n_blocks);
+        if (wgmma_order) zb_permute_x<true>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
+        else zb_permute_x<false>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
         return;
     }
     __shared__ RouteOneLaunchShared sh;

@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, mins or all (the default).
+q6r, q6rwide, ring, tma or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -168,7 +168,7 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None)
         t = n_e * e // top_k
         ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
         x = activations(cupy, rng, (t, k))
-        xps = {order: permuted(cupy, x, order) for order in ("mma", "wgmma", "wgmma_sums")}
+        xps = {order: permuted(cupy, x, order) for order in ("mma", "wgmma")}
         xp = xps["mma"]
         y = cupy.empty((t, top_k, m), dtype=cupy.float32)
         flops = 2 * t * top_k * m * k
@@ -187,10 +187,6 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None)
             print(f"T2 E{e} M{m} Ne{n_e}: route ({alone}) us, permute {permute:.1f} us; both ({both}) us", flush=True)
         else:
             print(f"T2 E{e} M{m} Ne{n_e}: the GEMM alone", flush=True)
-            if any(MmaTile.parse(spec).mins for spec in tiles_by_n_e[n_e]):  # what the sums cost the permute, A B B A
-                orders = ("wgmma", "wgmma_sums", "wgmma_sums", "wgmma")
-                us = [timed(timer, lambda order=order: permute_activations(x, xps[order], order)) for order in orders]
-                print("  permute " + ", ".join(f"{o} {u:.2f}" for o, u in zip(orders, us)) + " us", flush=True)
         for spec in tiles_by_n_e[n_e] if tiles_by_n_e else T2_TILES:
             gemm = kernel_or_none(spec, True, "q4_k")
             if gemm is None:
@@ -270,8 +266,8 @@ T1_RING_TILES = ["wgmma+sk+quarter:1,24,8,1,3", "wgmma+sk:1,16,8,1,4"]
 
 # TMA stages against cp.async ones (mode `tma`), in one process: each tile and its tma twin in the order A B B A, on
 # the tiles the gates chose (T2 by N_e; T1's on Q4_K and repacked Q6_K)
-def abba_twins(tiles: list[str], flag: str = "tma") -> list[str]:
-    twins = [(tile, tile.replace(":", f"+{flag}:", 1)) for tile in tiles]
+def abba_twins(tiles: list[str]) -> list[str]:
+    twins = [(tile, tile.replace(":", "+tma:", 1)) for tile in tiles]
     return [spec for tile, twin in twins for spec in (tile, twin, twin, tile)]
 
 
@@ -284,14 +280,6 @@ T2_TMA_TILES = {
     64: abba_twins(["wgmma+quarter:1,10,8,1,3,2,1", "wgmma+quarter:1,12,8,1,3,2,1"]),
 }
 T1_TMA_TILES = abba_twins(T1_RING_TILES)
-# The sub-block mins as their own wgmma (mode `mins`): T2's TMA choices and their mins twins, A B B A, with the 64x16
-# tile at N_e 8 and the 80-token quarter at N_e 64 beside them
-T2_MINS_TILES = {
-    8: abba_twins(["wgmma+tma:1,2,8,1,4", "wgmma+tma:1,2,4,1,4"], "mins"),
-    16: abba_twins(["wgmma+tma:1,4,8,1,4", "wgmma+tma:1,4,8,1,4,2,1"], "mins"),
-    32: abba_twins(["wgmma+tma:1,8,8,1,4,2,1"], "mins"),
-    64: abba_twins(["wgmma+quarter+tma:1,12,8,1,3,2,1", "wgmma+quarter+tma:1,10,8,1,3,2,1"], "mins"),
-}
 
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
@@ -382,8 +370,6 @@ if __name__ == "__main__":
     if which == "ring":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_RING_TILES)
         probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_RING_TILES)
-    if which == "mins":
-        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_MINS_TILES)
     if which == "tma":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_TMA_TILES)
         probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_TMA_TILES)

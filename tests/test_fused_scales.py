@@ -96,9 +96,7 @@ def test_the_model_is_the_kernel_code():
         "h ? zb_q4k_high_codes(hdr.w >> 4, hdr.z) : hdr.z & 0x3F3F3F3Fu",
         "zb_scale_codes(zb_prmt(sc, 0x64646464u, pick), zb_half2_lo(d_dmin))",
         "zb_scale_codes(zb_prmt(mn, 0x64646464u, pick), zb_half2_hi(d_dmin) ^ 0x80008000u)",
-        "return {dsc, ndm};",
-        "l.dsc_lo = zb_half2_lo(s.dsc), l.dsc_hi = zb_half2_hi(s.dsc);",
-        "l.ndm_lo = zb_half2_lo(s.ndm), l.ndm_hi = zb_half2_hi(s.ndm);",
+        "{zb_half2_lo(dsc), zb_half2_lo(ndm), zb_half2_hi(dsc), zb_half2_hi(ndm)}",
     ):
         assert expression in source, expression
 

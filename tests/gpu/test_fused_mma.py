@@ -83,19 +83,6 @@ TILES = {
     ],
 }
 CASES = [(weights, tile) for weights, tiles in TILES.items() for tile in tiles]
-# The mins tiles (grouped Q4_K and Q5_K: the sub-block mins as their own wgmma, X read with its sums): halves and
-# quarters, cp.async and TMA weights, 16 to 128 tokens, trimmed and not. Their fp16 weights carry no min, so they differ
-# from the other tiles by rounding: checked against float64 like every tile.
-MINS_CASES = [
-    ("q4_k", "wgmma+mins:1,2,4,1,4"),
-    ("q4_k", "wgmma+tma+mins:1,2,8,1,4"),
-    ("q4_k", "wgmma+tma+mins:1,4,8,1,4,2,1"),
-    ("q4_k", "wgmma+quarter+tma+mins:1,12,8,1,3,2,1"),
-    ("q4_k", "wgmma+quarter+mins:1,8,8,1,3,2,1"),
-    ("q4_k", "wgmma+mins:1,16,8,1,3,1,1"),
-    ("q5_k", "wgmma+mins:1,4,8,1,3"),
-    ("q5_k", "wgmma+tma+mins:1,8,8,1,4,2,1"),
-]
 
 
 def gemm_for(cupy, tile: str, **kwargs):
@@ -141,25 +128,6 @@ def test_wgmma_activation_order_transposes_each_group_of_four_chunks(cupy, rng):
     permute_activations(x, wgmma, "wgmma")
     words = mma.get().reshape(rows, k // 32, 4, 4)  # [row][group of 4 chunks (i)][chunk c][word w]
     assert np.array_equal(wgmma.get().reshape(rows, k // 32, 4, 4), words.transpose(0, 1, 3, 2))
-
-
-def test_wgmma_sums_order_is_the_wgmma_order_then_each_rows_sums(cupy, rng):
-    """x_f32_to_f16_kquant_perm_wgmma_sums: each row's K/8 chunks as the wgmma order writes them, then per superblock
-    two chunks of fp16 sums of its sub-blocks' 16-value halves (kernels_ref.x_sub_block_sums) in the min order."""
-    from zincbench.ops.fused import permute_activations, permuted_activations
-
-    rows, k = 5, 768
-    x = rng.standard_normal((rows, k), dtype=np.float32) * 3
-    wgmma, sums = permuted_activations(cupy, rows, k, "wgmma"), permuted_activations(cupy, rows, k, "wgmma_sums")
-    sums.fill(0xFFFFFFFF)
-    permute_activations(cupy.asarray(x), wgmma, "wgmma")
-    permute_activations(cupy.asarray(x), sums, "wgmma_sums")
-    got = sums.get()
-    assert np.array_equal(got[:, : k // 8], wgmma.get())
-    got_sums = got[:, k // 8 :].view(np.float16).reshape(rows, k // 256, 2, 8).astype(np.float64)
-    want = ref.x_sub_block_sums(x)
-    # f32 sums in another order than float64's, then one rounding to fp16: within one fp16 ulp
-    assert np.all(np.abs(got_sums - want) <= np.spacing(np.abs(want).astype(np.float16)).astype(np.float64))
 
 
 @pytest.mark.parametrize("weights,tile", CASES)
@@ -286,7 +254,7 @@ def test_repacked_q6k_gives_the_gguf_layouts_bits(cupy, rng, tile, m, k, t):
     assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
 
 
-@pytest.mark.parametrize("weights,tile", [c for c in CASES if c[1] != TILES[c[0]][-1]] + MINS_CASES)
+@pytest.mark.parametrize("weights,tile", [c for c in CASES if c[1] != TILES[c[0]][-1]])
 @pytest.mark.parametrize("x_per_slot", [False, True])
 @pytest.mark.parametrize("k", [512, 768])
 def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
@@ -303,7 +271,7 @@ def test_grouped_matches_reference(cupy, rng, weights, tile, x_per_slot, k):
     tile_obj = MmaTile.parse(tile)
     ws = RoutingWorkspace(t, top_k, e, tile_obj.bn)
     build_routing(cupy.asarray(ids), ws)
-    xp = permuted_activations(cupy, x_rows, k, tile_obj.x_order)
+    xp = permuted_activations(cupy, x_rows, k)
     permute_activations(cupy.asarray(x_host.reshape(x_rows, k)), xp, tile_obj.x_order)
     y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
     gemm_for(cupy, tile, grouped=True, weights=weights).grouped_call(
@@ -361,9 +329,6 @@ TRIM_BUCKETS = [
         ("q4_k", "wgmma:1,16,8,1,3,1,1"),
         ("q6_k", "wgmma:1,16,8,1,4,1,1"),
         ("q4_k", "1,8,4,1,3,1,1"),
-        ("q4_k", "wgmma+quarter+tma+mins:1,12,8,1,3,2,1"),
-        ("q4_k", "wgmma+mins:1,16,8,1,3,1,1"),
-        ("q5_k", "wgmma+tma+mins:1,8,8,1,4,2,1"),
     ],
 )
 def test_trimmed_tiles_match_reference_at_every_width(cupy, rng, weights, tile):
@@ -383,7 +348,7 @@ def test_trimmed_tiles_match_reference_at_every_width(cupy, rng, weights, tile):
     ws = RoutingWorkspace(t, top_k, e, tile_obj.bn)
     build_routing(cupy.asarray(ids), ws)
     assert np.array_equal(np.diff(ws.offsets.get()), TRIM_BUCKETS)
-    xp = permuted_activations(cupy, t, k, tile_obj.x_order)
+    xp = permuted_activations(cupy, t, k)
     permute_activations(cupy.asarray(x_host), xp, tile_obj.x_order)
     y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
     gemm_for(cupy, tile, grouped=True, weights=weights).grouped_call(
@@ -394,20 +359,13 @@ def test_trimmed_tiles_match_reference_at_every_width(cupy, rng, weights, tile):
     assert ref.rel_frobenius(got, ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
 
 
-EPILOGUE_TILES = (
+@pytest.mark.parametrize(
+    "weights,tile",
     [(w, t) for w in ("q4_k", "q5_k", "q6_k") for t in ("1,2,4,1,3", "1,8,8,1,2", "1,8,4,1,2,1,1")]
     + [("q4_k", "wgmma:1,8,4,1,3,1,1"), ("q4_k", "wgmma:1,4,8,1,3"), ("q6_k", "wgmma:1,8,8,1,3,1,1")]
-    + [("q4_k", "wgmma+quarter:1,8,4,1,3,1,1"), ("q5_k", "wgmma+quarter:1,4,8,1,3")]
+    + [("q4_k", "wgmma+quarter:1,8,4,1,3,1,1"), ("q5_k", "wgmma+quarter:1,4,8,1,3")],
 )
-EPILOGUES = ["swiglu_perm", "swiglu_grouped", "combine"]
-
-
-# The mins tiles take the combine epilogue (the down GEMM's) only: the SwiGLU ones read two weight matrices
-@pytest.mark.parametrize(
-    "weights,tile,epilogue",
-    [(w, t, epi) for w, t in EPILOGUE_TILES for epi in EPILOGUES]
-    + [("q4_k", "wgmma+mins:1,8,4,1,3,1,1", "combine"), ("q5_k", "wgmma+tma+mins:1,4,8,1,3", "combine")],
-)
+@pytest.mark.parametrize("epilogue", ["swiglu_perm", "swiglu_grouped", "combine"])
 def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
     """Each epilogue on each format (the layer block's gate+up and down launches, in isolation): E=7 with
     expert 6 never routed, T=23, K=768 (Q6_K blocks at every even misalignment), M=512 output rows (a
@@ -430,7 +388,7 @@ def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
     x_host = rng.standard_normal((t, top_k, k) if per_slot else (t, k), dtype=np.float32)
     if not per_slot:
         x_host *= 0.01  # gate and up of order 1-10: silu(gate) * up stays far inside fp16's range
-    xp = fused.permuted_activations(cupy, x_host.size // k, k, tile_obj.x_order)
+    xp = fused.permuted_activations(cupy, x_host.size // k, k)
     fused.permute_activations(cupy.asarray(x_host.reshape(-1, k)), xp, tile_obj.x_order)
     gemm = gemm_for(
         cupy,

@@ -288,14 +288,11 @@ class T2Family(FamilyBase):
         from zincbench.ops.routing import RoutingWorkspace, route_and_permute
 
         x_rows = inp.t * inp.top_k if cfg.x_per_slot else inp.t
-        xps = {}  # x order -> its permuted workspace, shared by the tiles that read it
+        xp = permuted_activations(cupy, x_rows, inp.k)
         x2d = inp.x.reshape(x_rows, inp.k)
 
         def make_run(tile_text: str):
             tile = MmaTile.parse(tile_text)
-            if tile.x_order not in xps:
-                xps[tile.x_order] = permuted_activations(cupy, x_rows, inp.k, tile.x_order)
-            xp = xps[tile.x_order]
             gemm = FusedKQuantGemm(tile, grouped=True, weights=cfg.weights)
             ws = RoutingWorkspace(inp.t, inp.top_k, inp.e, tile.bn, build=cfg.routing_build)
 

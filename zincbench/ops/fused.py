@@ -55,10 +55,6 @@ POLICIES = {
 WGMMA_POLICIES = {**POLICIES, "q6_k": WeightPolicy("ZbQ6KHalf", 1, 176)}
 
 
-# The `mins` tiles' policies: Q4_K and Q5_K with the sub-block mins as their own wgmma (ZbNibbleFormat's MINS)
-MINS_POLICIES = {"q4_k": "ZbQ4KMins", "q5_k": "ZbQ5KMins"}
-
-
 def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
     policy = (WGMMA_POLICIES if wgmma else POLICIES).get(weights)
     if policy is None:
@@ -66,7 +62,7 @@ def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "mins")  # written "flag[+flag...]:" before the numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter", "tma")  # written "flag[+flag...]:" before the numbers
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
@@ -97,13 +93,7 @@ class MmaTile:
 
     ``tma`` (wgmma only): one thread copies a stage's weight rows as TMA boxes (the format's ``tma_widths``) and, on
     a dense GEMM, its X tile as two 2-D boxes with the 128-byte swizzle; the full barrier counts their bytes. A
-    grouped tile's X rows, gathered token by token, stay cp.asyncs of every thread.
-
-    ``mins`` (wgmma only; grouped Q4_K and Q5_K, store and combine epilogues): the A fragments hold q * d*sc alone
-    (one fma per weight pair instead of a subtraction and an fma) and the sub-block mins' term is one more wgmma per
-    superblock, whose B is the sums of X's sub-blocks that the permute writes after each row (x order
-    ``wgmma_sums``). Its outputs differ from the other tiles' by rounding (the mins are no longer rounded into each
-    fp16 weight)."""
+    grouped tile's X rows, gathered token by token, stay cp.asyncs of every thread."""
 
     wm: int
     wn: int
@@ -116,7 +106,6 @@ class MmaTile:
     stream_k: bool = False
     quarter: bool = False
     tma: bool = False
-    mins: bool = False
 
     @property
     def bm(self) -> int:
@@ -132,9 +121,7 @@ class MmaTile:
 
     def smem_bytes(self, weights: str) -> int:
         policy = weight_policy(weights, self.wgmma)
-        # mins: each stage's sums area ([2][BN][16 B], ZbTile::SUMS_BYTES) rounded up to keep stages 1024-aligned
-        sums = -(-32 * self.bn // WGMMA_ALIGN_SLACK) * WGMMA_ALIGN_SLACK if self.mins else 0
-        stages = self.stages * (policy.halves_per_stage * self.bn * 256 + self.bm * policy.row_stage_bytes + sums)
+        stages = self.stages * (policy.halves_per_stage * self.bn * 256 + self.bm * policy.row_stage_bytes)
         return stages + (WGMMA_ALIGN_SLACK if self.wgmma else 0)
 
     @property
@@ -151,10 +138,9 @@ class MmaTile:
         schedule = "/sk" if self.stream_k else ""
         pieces = "/qtr" if self.quarter else ""
         copies = "/tma" if self.tma else ""
-        mins = "/mins" if self.mins else ""
         return (
             f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
-            f"{pieces}{copies}{mins}"
+            f"{pieces}{copies}"
         )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
@@ -168,11 +154,6 @@ class MmaTile:
             flags.pop()
         flags = "".join(f",{flag}" for flag in flags)
         policy = weight_policy(weights, self.wgmma).policy
-        if self.mins:
-            if weights not in MINS_POLICIES:
-                formats = ", ".join(MINS_POLICIES)
-                raise ValueError(f"tile {self.label}: {weights} has no sub-block mins (mins: {formats})")
-            policy = MINS_POLICIES[weights]
         return (
             f"gemm_kquant_mma<{policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
             f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}{flags}>"
@@ -201,14 +182,11 @@ class MmaTile:
             stream_k="sk" in names,
             quarter="quarter" in names,
             tma="tma" in names,
-            mins="mins" in names,
         )
         if tile.quarter and not tile.wgmma:
             raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
         if tile.tma and not tile.wgmma:
             raise ValueError(f"tile {text!r}: tma fills the wgmma path's stage ring: it needs wgmma")
-        if tile.mins and not tile.wgmma:
-            raise ValueError(f"tile {text!r}: mins adds a wgmma per superblock: it needs wgmma")
         if tile.wgmma:
             tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
@@ -224,7 +202,7 @@ class MmaTile:
     @property
     def x_order(self) -> str:
         """The order ``permute_activations`` must write X in for this tile."""
-        return "wgmma_sums" if self.mins else "wgmma" if self.wgmma else "mma"
+        return "wgmma" if self.wgmma else "mma"
 
     def check_wgmma(self, text: str) -> None:
         if self.wm != 1 or self.warps_n != 1 or self.warps_m % 4:
@@ -253,8 +231,6 @@ def check_tiles(texts: list[str], grouped: bool = False) -> None:
             raise ValueError(f"fused_tiles: {exc}") from None
         if grouped and tile.stream_k:
             raise ValueError(f"fused_tiles: tile {text!r}: stream-K (sk) schedules dense GEMMs, not grouped ones")
-        if not grouped and tile.mins:
-            raise ValueError(f"fused_tiles: tile {text!r}: mins gathers its sums with a grouped tile's X rows")
 
 
 # A stream-K block's share is at least this many superblocks: its partial's write and the completing block's reads
@@ -327,39 +303,19 @@ def tma_map_specs(
     return specs
 
 
-# MmaTile.x_order -> the permute kernel; the order's code in moe_route_permute (ZB_X_* of kernels/zb_xperm.cuh)
-X_ORDERS = {
-    "mma": "x_f32_to_f16_kquant_perm",
-    "wgmma": "x_f32_to_f16_kquant_perm_wgmma",
-    "wgmma_sums": "x_f32_to_f16_kquant_perm_wgmma_sums",
-}
-X_ORDER_CODES = {"mma": 0, "wgmma": 1, "wgmma_sums": 2}
-
-
-def x_row_chunks(k: int, order: str = "mma") -> int:
-    """16-byte chunks per row of permuted X: K/8 of fp16, then for ``wgmma_sums`` two per superblock (the fp16 sums
-    of each sub-block's two 16-value halves, kernels/zb_xperm.cuh)."""
-    return k // 8 + (k // 128 if order == "wgmma_sums" else 0)
-
-
-def permuted_activations(cupy, rows: int, k: int, order: str = "mma"):
-    """Workspace for the permute's output in ``order``: rows of x_row_chunks 16-byte chunks."""
+def permuted_activations(cupy, rows: int, k: int):
+    """Workspace for x_f32_to_f16_kquant_perm's output: rows x K fp16 stored as K/8 16-byte chunks."""
     check_row_length(k)
-    return cupy.empty((rows, x_row_chunks(k, order), 4), dtype=cupy.uint32)
+    return cupy.empty((rows, k // 8, 4), dtype=cupy.uint32)
 
 
-def check_permuted(xp, rows: int, k: int, order: str) -> None:
-    """ValueError unless xp is a permuted_activations workspace of ``rows`` rows for K ``k`` in ``order``."""
-    want = (rows, x_row_chunks(k, order), 4)
-    if tuple(xp.shape) != want or xp.dtype != np.uint32:
-        raise ValueError(f"permuted x for order {order!r}: expected uint32 {want}, got {xp.dtype} {tuple(xp.shape)}")
+X_ORDERS = {"mma": "x_f32_to_f16_kquant_perm", "wgmma": "x_f32_to_f16_kquant_perm_wgmma"}  # MmaTile.x_order
 
 
 def permute_activations(x, xp, order: str = "mma") -> None:
     """x f32 [rows][K] -> xp (permuted fp16 in the ``order`` a tile reads, MmaTile.x_order; see the kernel
     source), enqueued on the current stream."""
     rows, k = x.shape
-    check_permuted(xp, rows, k, order)
     kernel = get_kernel(SOURCE, X_ORDERS[order])
     n_chunks = rows * (k // 8)
     blocks = max(1, min((n_chunks + PERMUTE_THREADS - 1) // PERMUTE_THREADS, PERMUTE_MAX_BLOCKS))
@@ -395,8 +351,6 @@ class FusedKQuantGemm:
             tma_widths(tile, weights)
         if tile.tma and epilogue in SWIGLU_EPILOGUES:
             raise ValueError(f"tile {tile.label}: the SwiGLU epilogues read two weight matrices, the TMA boxes one")
-        if tile.mins and (not grouped or epilogue in SWIGLU_EPILOGUES):
-            raise ValueError(f"tile {tile.label}: mins is for the grouped store and combine epilogues")
         arch = cupy.cuda.Device().compute_capability
         if tile.wgmma and arch != "90":
             raise ValueError(f"tile {tile.label}: the wgmma path runs on sm_90, not sm_{arch}")
@@ -528,8 +482,6 @@ class FusedKQuantGemm:
         SWIGLU_F16_PERM fp16 [T][top_k][M] (permuted order), SWIGLU_F16_GROUPED fp16 [E][capacity][M], from
         gate rows ``w`` and up rows ``w_up`` (same shape); COMBINE f32 [T][M] += routing weight x result,
         ``routing`` the engine's u32 table [T][2*top_k]."""
-        if xp.ndim != 3 or xp.shape[1:] != (x_row_chunks(k, self.tile.x_order), 4):
-            raise ValueError(f"tile {self.tile.label} reads x permuted in order {self.tile.x_order!r}: xp {xp.shape}")
         swiglu = self.epilogue in SWIGLU_EPILOGUES
         if swiglu != (w_up is not None) or (self.epilogue == EPILOGUE_COMBINE) != (routing is not None):
             raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")

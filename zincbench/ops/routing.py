@@ -21,7 +21,7 @@ from zincbench.errors import InputError
 from zincbench.gpu.runtime import get_kernel
 from zincbench.measure.traffic import Traffic
 from zincbench.ops.dequant import check_array
-from zincbench.ops.fused import PERMUTE_MAX_BLOCKS, X_ORDER_CODES, X_ORDERS, check_permuted, permute_activations
+from zincbench.ops.fused import PERMUTE_MAX_BLOCKS, X_ORDERS, permute_activations
 
 SOURCE = "moe_routing.cu"
 ROUTE_THREADS = 1024  # one expert per thread in the block scans
@@ -184,7 +184,7 @@ def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order:
     if x is not None:
         rows, k = x.shape
         check_array(x, np.float32, (rows, k), "x")
-        check_permuted(xp, rows, k, order)
+        check_array(xp, np.uint32, (rows, k // 8, 4), "xp")
         permute_blocks = min(-(-rows * (k // 8) // ws.block_threads), PERMUTE_MAX_BLOCKS)
     ws.kernels[0](
         (ws.blocks + permute_blocks,),
@@ -205,7 +205,7 @@ def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order:
             ws.scratch if xp is None else xp,
             np.int32(rows),
             np.int32(k),
-            np.int32(X_ORDER_CODES[order]),
+            np.int32(1 if order == "wgmma" else 0),
             u32(1 if ws.single_block else 0),  # then ws.blocks is 1: block 0 runs the single-block build
         ),
     )

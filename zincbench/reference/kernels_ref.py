@@ -73,18 +73,3 @@ def rel_frobenius(actual: np.ndarray, reference: np.ndarray) -> float:
     if norm == 0:
         return 0.0 if error == 0 else math.inf
     return float(error / norm)
-
-
-# The min order of a `mins` tile's sums (kernels/zb_xperm.cuh, zb_write_sums): word c of each of the two chunks holds
-# sub-blocks MINS_WORD_SUBBLOCKS[c] + {0, 1} (lane c's pair of the min wgmma's A), chunk kc their 16-value halves kc.
-MINS_WORD_SUBBLOCKS = tuple(4 * (c & 1) + 2 * (c >> 1) for c in range(4))
-
-
-def x_sub_block_sums(x: np.ndarray) -> np.ndarray:
-    """The sums a ``wgmma_sums`` permute writes after each row of x [rows][K], in float64 (of x rounded to fp16), as
-    [rows][superblock][chunk kc][8 values]: value 2c + e of chunk kc is the sum of the 16-value half kc of sub-block
-    MINS_WORD_SUBBLOCKS[c] + e."""
-    rows, k = x.shape
-    halves = as_f64(x, fp16=True).reshape(rows, k // 256, 8, 2, 16).sum(axis=-1)  # [row][sb][sub-block][half]
-    order = [s + e for s in MINS_WORD_SUBBLOCKS for e in (0, 1)]
-    return halves[:, :, order, :].transpose(0, 1, 3, 2)

@@ -64,16 +64,16 @@ def permuted(cupy, x, order: str = "mma"):
     """f32 activations [rows][K] in the fused kernel's permuted fp16 layout (``order``: MmaTile.x_order)."""
     from zincbench.ops.fused import permute_activations, permuted_activations
 
-    xp = permuted_activations(cupy, x.shape[0], x.shape[1], order)
+    xp = permuted_activations(cupy, x.shape[0], x.shape[1])
     permute_activations(x, xp, order)
     return xp
 
 
-def permute_job(cupy, rng, rows: int, k: int, order: str = "mma"):
+def permute_job(cupy, rng, rows: int, k: int):
     """(x, xp) for a one-launch routing build's X permute: f32 activations and their fp16 workspace."""
     from zincbench.ops.fused import permuted_activations
 
-    return activations(cupy, rng, (rows, k)), permuted_activations(cupy, rows, k, order)
+    return activations(cupy, rng, (rows, k)), permuted_activations(cupy, rows, k)
 
 
 def run_matvec(cupy, rng) -> None:
@@ -146,11 +146,9 @@ def run_routing(cupy, rng) -> None:
         (300, 256, "wgmma", 0),
         (37, 256, "wgmma", ONE_LAUNCH_SINGLE_BLOCK_ITEMS),
         (300, 1000, "mma", 300 * 8),
-        (300, 256, "wgmma_sums", 0),
-        (37, 1000, "wgmma_sums", ONE_LAUNCH_SINGLE_BLOCK_ITEMS),
     ):
         ws = RoutingWorkspace(rows, 8, e, 16, build="one_launch", single_block_items=single_block_items)
-        x, xp = permute_job(cupy, rng, rows, 512, order)
+        x, xp = permute_job(cupy, rng, rows, 512)
         build_routing(cupy.asarray(routing_table(rng, rows, 8, e, 8)), ws, x, xp, order)
 
     top_k, k, m = 4, 96, 37
