@@ -323,23 +323,69 @@ struct ZbChunkPasses {
     __device__ __forceinline__ bool copies(int it) const { return CHUNKS % THREADS == 0 || it < ITERS - 1 || in_last; }
 };
 
+// std::conditional without the standard headers (NVRTC compiles this file alone)
+template <bool B, class T, class F>
+struct ZbIf {
+    using type = T;
+};
+template <class T, class F>
+struct ZbIf<false, T, F> {
+    using type = F;
+};
+
 // Q4_K and Q5_K (144- and 176-byte blocks, 16-byte aligned; the same 16-byte header d, dmin, 6-bit
 // scale/min codes): a stage is one half superblock, per row its 64 nibble bytes ([BM][64], lane c reads
 // bytes 16c..16c+15: conflict-free), the block header ([BM][16]) and, for Q5_K, the 32 qh bytes
 // ([BM][32]; bit 2j of qh[l] is the fifth bit of the low nibble of chunk j, bit 2j + 1 of the high one).
-template <int BLOCK_BYTES_, int QS_OFFSET, bool FIFTH_BIT>
+// WHOLE (ZbQ4KWhole, ZbQ5KWhole): a stage is a whole superblock, each row's block as it is ([BM][BLOCK_BYTES], one TMA
+// box or BLOCK_BYTES / 16 copies). A half stage reads a block's header twice and its bytes in 16- and 64-byte pieces
+// that straddle 32-byte sectors: 7 sectors (224 bytes) a Q4_K block on average from L2, against 5 whole.
+template <int BLOCK_BYTES_, int QS_OFFSET, bool FIFTH_BIT, bool WHOLE_ = false>
 struct ZbNibbleFormat {
+    static constexpr bool WHOLE = WHOLE_;
     static constexpr int BLOCK_BYTES = BLOCK_BYTES_;
-    static constexpr int HALVES = 1;
-    static constexpr int ROW_STAGE_BYTES = 80 + (FIFTH_BIT ? 32 : 0);
-    // The half's nibbles ([BM][64]), the header ([BM][16]) and Q5_K's qh ([BM][32]): Loader's regions
-    static constexpr int TMA_BOXES = FIFTH_BIT ? 3 : 2;
+    static constexpr int HALVES = WHOLE ? 2 : 1;
+    static constexpr int ROW_STAGE_BYTES = WHOLE ? BLOCK_BYTES : 80 + (FIFTH_BIT ? 32 : 0);
+    // Half stages: the half's nibbles ([BM][64]), the header ([BM][16]) and Q5_K's qh ([BM][32]): Loader's regions
+    static constexpr int TMA_BOXES = WHOLE ? 1 : FIFTH_BIT ? 3 : 2;
     __host__ __device__ static constexpr ZbTmaBox tma_box(int i) {
-        return i == 0 ? ZbTmaBox{QS_OFFSET, 64, 64, 0} : i == 1 ? ZbTmaBox{0, 0, 16, 64} : ZbTmaBox{16, 0, 32, 80};
+        return WHOLE    ? ZbTmaBox{0, 0, BLOCK_BYTES, 0}
+               : i == 0 ? ZbTmaBox{QS_OFFSET, 64, 64, 0}
+               : i == 1 ? ZbTmaBox{0, 0, 16, 64}
+                        : ZbTmaBox{16, 0, 32, 80};
     }
+    // Where lane data sits in a row's stage bytes (WHOLE: the block's own offsets)
+    static constexpr int HEADER_AT = WHOLE ? 0 : 64, QH_AT = WHOLE ? 16 : 80;
+
+    // WHOLE: each row's block, BLOCK_BYTES / 16 chunks; stage `step` is superblock `step`
+    template <int BM, int THREADS>
+    struct WholeLoader {
+        static constexpr int CHUNKS_PER_ROW = BLOCK_BYTES / 16;
+        using Passes = ZbChunkPasses<BM * CHUNKS_PER_ROW, THREADS>;
+        static constexpr int ITERS = Passes::ITERS;
+        Passes passes;
+        const unsigned char* src[ITERS];
+        unsigned dst[ITERS];
+
+        __device__ __forceinline__ WholeLoader(const ZbRows& rows, int tid) : passes(tid) {
+#pragma unroll
+            for (int it = 0; it < ITERS; ++it) {
+                const int idx = Passes::chunk(tid, it);
+                const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
+                src[it] = rows.at(r) + 16 * q;
+                dst[it] = r * BLOCK_BYTES + 16 * q;
+            }
+        }
+
+        __device__ __forceinline__ void issue(unsigned ws, int step) const {
+#pragma unroll
+            for (int it = 0; it < ITERS; ++it)
+                if (passes.copies(it)) zb_cp_async16(ws + dst[it], src[it] + step * BLOCK_BYTES, 16u);
+        }
+    };
 
     template <int BM, int THREADS>
-    struct Loader {
+    struct HalfLoader {
         static constexpr int CHUNKS = BM * 4, QH_CHUNKS = FIFTH_BIT ? BM * 2 : 0;
         using Passes = ZbChunkPasses<CHUNKS, THREADS>;
         using QhPasses = ZbChunkPasses<QH_CHUNKS, THREADS>;
@@ -355,7 +401,7 @@ struct ZbNibbleFormat {
         const unsigned char* qh_src[QH_ITERS > 0 ? QH_ITERS : 1];
         unsigned qh_dst[QH_ITERS > 0 ? QH_ITERS : 1];
 
-        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : passes(tid), qh_passes(tid) {
+        __device__ __forceinline__ HalfLoader(const ZbRows& rows, int tid) : passes(tid), qh_passes(tid) {
 #pragma unroll
             for (int it = 0; it < ITERS; ++it) {
                 const int idx = Passes::chunk(tid, it);
@@ -389,6 +435,9 @@ struct ZbNibbleFormat {
         }
     };
 
+    template <int BM, int THREADS>
+    using Loader = typename ZbIf<WHOLE, WholeLoader<BM, THREADS>, HalfLoader<BM, THREADS>>::type;
+
     struct Lane {
         uint4 nib;  // bytes 16c..16c+15 of the half's 64 nibble bytes
         uint4 qh;   // Q5_K: qh[16(c&1) ..] shifted right by 2j (chunk j = 2h + (c>>1)): fifth bits at bits 0 and 1
@@ -399,18 +448,21 @@ struct ZbNibbleFormat {
 
     template <int BM>
     __device__ __forceinline__ static Lane load(const unsigned char* ws, int r, int c, int h, int, unsigned) {
+        // Half stages: nibbles [BM][64], then headers [BM][16], then qh [BM][32]; WHOLE: block r at r * BLOCK_BYTES
+        const unsigned char* const row = ws + r * (WHOLE ? BLOCK_BYTES : 0);
+        const unsigned char* const header = WHOLE ? row : ws + BM * 64 + r * 16;
         Lane l;
-        l.nib = zb_lds128(ws + r * 64 + c * 16);
+        l.nib = zb_lds128(WHOLE ? row + QS_OFFSET + 64 * h + c * 16 : ws + r * 64 + c * 16);
         // Header: d, dmin, then scales[12]: bytes 0-3 (hdr.y) and 4-7 (hdr.z) hold the scale and min codes of
         // sub-blocks 0-3, bytes 8-11 (hdr.w) the low bits of 4-7's. This lane's sub-blocks are j, j + 1 of the half's
         // four, j = 2 * (c >> 1) (+ 4 in the second half).
-        const uint4 hdr = zb_lds128(ws + BM * 64 + r * 16);
+        const uint4 hdr = zb_lds128(header);
         const unsigned sc = h ? zb_q4k_high_codes(hdr.w, hdr.y) : hdr.y & 0x3F3F3F3Fu;
         const unsigned mn = h ? zb_q4k_high_codes(hdr.w >> 4, hdr.z) : hdr.z & 0x3F3F3F3Fu;
         const ZbScale s = zb_q4k_scales(hdr.x, sc, mn, (c >> 1) ? 0x4342u : 0x4140u);
         l.dsc_lo = s.dsc_lo, l.ndm_lo = s.ndm_lo, l.dsc_hi = s.dsc_hi, l.ndm_hi = s.ndm_hi;
         if (FIFTH_BIT) {
-            const uint4 qh = zb_lds128(ws + BM * 80 + r * 32 + 16 * (c & 1));
+            const uint4 qh = zb_lds128((WHOLE ? row + 16 : ws + BM * 80 + r * 32) + 16 * (c & 1));
             const int shift = 2 * (2 * h + (c >> 1));
             l.qh = make_uint4(qh.x >> shift, qh.y >> shift, qh.z >> shift, qh.w >> shift);
         }
@@ -439,12 +491,15 @@ struct ZbNibbleFormat {
 
 struct ZbQ4K : ZbNibbleFormat<144, 16, false> {};
 struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
+struct ZbQ4KWhole : ZbNibbleFormat<144, 16, false, true> {};
+struct ZbQ5KWhole : ZbNibbleFormat<176, 48, true, true> {};
 
 // Q6_K's lanes and their decode, shared by the GGUF-layout policies (ZbQ6KFormat) and the repacked one (ZbQ6KR): in
 // half h, lane c holds the low nibbles (c < 2) or high nibbles (c >= 2) of ql[64h + 16(c&1) + ...] and
 // ql[64h + 32 + ...], two bits of each weight from qh[32h + 16(c&1) + ...], and the fp16 scales d * sc of its two
 // 16-weight sub-blocks 8h + 4(c>>1) + (c&1) and that + 2.
 struct ZbQ6KDecode {
+    static constexpr bool WHOLE = false;  // (ZbNibbleFormat's whole-superblock stages)
     struct Lane {
         uint4 ql_lo, ql_hi, qh;  // quarters 2n (ql_lo) and 2n + 1 (ql_hi) of the half, n = c >> 1
         unsigned dsc_lo, dsc_hi;
@@ -1150,7 +1205,7 @@ __host__ __device__ constexpr int zb_tma_row_bytes() {
 template <class Q, int BM>
 __device__ __forceinline__ void zb_tma_weights(const ZbTensorMap* maps, unsigned ws, unsigned bar, int step, int row0,
                                                int expert) {
-    const int sb = step >> 1, h = step & 1;
+    const int half = step * Q::HALVES, sb = half >> 1, h = half & 1;  // a stage is a half, or (WHOLE) a superblock
 #pragma unroll
     for (int i = 0; i < Q::TMA_BOXES; ++i) {
         const ZbTmaBox box = Q::tma_box(i);
@@ -1278,13 +1333,19 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
                     if constexpr (TMA_X) zb_mbar_arrive_expect_tx(full, Tile::STAGE_BYTES);  // the phase's one arrival
                     else zb_mbar_expect_tx(full, Tile::W_BYTES);  // before its own arrive, with its X copies
                     zb_tma_weights<Q, BM>(a.maps, xs + Tile::X_BYTES, full, step0 + s, row0, tt.expert);
-                    if constexpr (TMA_X) zb_tma_x<BN>(a.maps + ZB_TMA_X_MAP, xs, full, step0 + s, unit.tile_n * BN);
+                    if constexpr (TMA_X)
+#pragma unroll
+                        for (int hh = 0; hh < HALVES; ++hh)
+                            zb_tma_x<BN>(a.maps + ZB_TMA_X_MAP, xs + hh * Tile::X_HALF_BYTES, full,
+                                         (step0 + s) * HALVES + hh, unit.tile_n * BN);
                 }
             }
             if constexpr (TMA_X) {
                 ring.write.next();
             } else {
-                x_copy.issue(xs, xp, s_xoff, step0 + s);
+#pragma unroll
+                for (int hh = 0; hh < HALVES; ++hh)
+                    x_copy.issue(xs + hh * Tile::X_HALF_BYTES, xp, s_xoff, (step0 + s) * HALVES + hh);
                 if constexpr (!TMA_W) loader.issue(xs + Tile::X_BYTES, step0 + s);
                 ring.commit();
             }
@@ -1416,7 +1477,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     static_assert(!(STREAM_K && GROUPED), "stream-K schedules dense GEMMs");
     static_assert(!QUARTERS || WGMMA, "QUARTERS pipelines the wgmma path's A fragments");
     // ZbRing's full barrier orders a stage's cp.asyncs, not ZbQ6K's plain tail store, which only ZbQ6KHalf fences
-    static_assert(!WGMMA || Q::HALVES == 1, "the wgmma path stages half superblocks (Q6_K: ZbQ6KHalf)");
+    static_assert(!WGMMA || Q::HALVES == 1 || Q::WHOLE,
+                  "the wgmma path stages half superblocks (Q6_K: ZbQ6KHalf), or whole Q4_K / Q5_K blocks");
     static_assert(TMA == 0 || TMA == ZB_TMA_W || TMA == (ZB_TMA_W | ZB_TMA_X), "TMA: the weights, or weights and X");
     static_assert(!TMA || (WGMMA && Q::TMA_BOXES > 0 && Q::TMA_BOXES <= ZB_TMA_W_MAPS && !SWIGLU),
                   "TMA stages: the wgmma path's ring, a format of aligned boxes, one weight matrix");
@@ -1495,6 +1557,8 @@ ZB_INSTANTIATE(ZbQ6KR, 2, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
 ZB_INSTANTIATE(ZbQ5K, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ5K, 1, 8, 8, 1, 2, 1, false, true, ZB_EPI_COMBINE)
+ZB_INSTANTIATE(ZbQ4KWhole, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
+ZB_INSTANTIATE(ZbQ5KWhole, 2, 8, 4, 1, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE, false, true)
 ZB_INSTANTIATE(ZbQ6K, 1, 16, 8, 1, 2, 1, false, false, ZB_EPI_STORE, false, true)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the wgmma path (sm_90a): dense, trimmed grouped, and the SwiGLU epilogue
@@ -1526,5 +1590,11 @@ ZB_INSTANTIATE(ZbQ5K, 1, 8, 4, 1, 3, 1, false, false, ZB_EPI_STORE, true, false,
 ZB_INSTANTIATE(ZbQ4K, 1, 4, 8, 1, 4, 2, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
 ZB_INSTANTIATE(ZbQ4K, 1, 10, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W)
 ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, false, ZB_TMA_W)
+// whole-superblock stages: grouped and dense, TMA or cp.async, halves or quarters, SwiGLU and combine epilogues
+ZB_INSTANTIATE(ZbQ4KWhole, 1, 2, 8, 1, 4, 1, false, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
+ZB_INSTANTIATE(ZbQ4KWhole, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W)
+ZB_INSTANTIATE(ZbQ4KWhole, 1, 16, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true, ZB_TMA_W | ZB_TMA_X)
+ZB_INSTANTIATE(ZbQ5KWhole, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
+ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM, true)
 #endif
 #endif

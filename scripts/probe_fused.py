@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma or all (the default).
+q6r, q6rwide, ring, tma, occupancy, whole or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -196,9 +196,10 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None)
             build_routing(ids_d, ws)
             xt = xps[tile.x_order]
             us = timed(timer, lambda: gemm.grouped_call(w, xt, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k))
+            per_sm = gemm.resident_blocks() // cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
             print(
                 f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  "
-                f"{w.nbytes / us / 1e3:6.0f} GB/s(w)",
+                f"{w.nbytes / us / 1e3:6.0f} GB/s(w)  {per_sm} blocks/SM",
                 flush=True,
             )
 
@@ -266,8 +267,8 @@ T1_RING_TILES = ["wgmma+sk+quarter:1,24,8,1,3", "wgmma+sk:1,16,8,1,4"]
 
 # TMA stages against cp.async ones (mode `tma`), in one process: each tile and its tma twin in the order A B B A, on
 # the tiles the gates chose (T2 by N_e; T1's on Q4_K and repacked Q6_K)
-def abba_twins(tiles: list[str]) -> list[str]:
-    twins = [(tile, tile.replace(":", "+tma:", 1)) for tile in tiles]
+def abba_twins(tiles: list[str], flag: str = "tma") -> list[str]:
+    twins = [(tile, tile.replace(":", f"+{flag}:", 1)) for tile in tiles]
     return [spec for tile, twin in twins for spec in (tile, twin, twin, tile)]
 
 
@@ -280,6 +281,22 @@ T2_TMA_TILES = {
     64: abba_twins(["wgmma+quarter:1,10,8,1,3,2,1", "wgmma+quarter:1,12,8,1,3,2,1"]),
 }
 T1_TMA_TILES = abba_twins(T1_RING_TILES)
+# More warps per SM at N_e <= 32 (mode `occupancy`): the quarter pipeline's registers (ptxas: 68 at 128x16, 76 at
+# 128x32, 72 at 64x16, against 98 / 106 / 101) let three 256-thread blocks, or seven 128-thread ones, share an SM;
+# each tile beside its quarter twin, A B B A (results/h200/whole-20261204/: within 1.5%)
+T2_OCCUPANCY_TILES = {
+    8: abba_twins(["wgmma+tma:1,2,8,1,4", "wgmma+tma:1,2,4,1,3", "wgmma+tma:1,2,8,1,3"], "quarter"),
+    16: abba_twins(["wgmma+tma:1,4,8,1,4", "wgmma+tma:1,4,8,1,3", "wgmma+tma:1,4,4,1,4"], "quarter"),
+    32: abba_twins(["wgmma+tma:1,8,8,1,4,2,1", "wgmma+tma:1,8,8,1,3,2,1", "wgmma+tma:1,4,8,1,4,2,1"], "quarter"),
+}
+# Whole-superblock stages (mode `whole`): each tile beside its whole twin, A B B A. A whole stage holds twice a half
+# stage's bytes, so some twins fit fewer blocks per SM (the probe prints them)
+T2_WHOLE_TILES = {
+    8: abba_twins(["wgmma+tma:1,2,8,1,4", "wgmma+quarter+tma:1,2,8,1,3", "wgmma+tma:1,2,4,1,4"], "whole"),
+    16: abba_twins(["wgmma+tma:1,4,8,1,4", "wgmma+tma:1,4,8,1,3", "wgmma+quarter+tma:1,4,8,1,3"], "whole"),
+    32: abba_twins(["wgmma+tma:1,8,8,1,4,2,1", "wgmma+quarter+tma:1,8,8,1,3,2,1"], "whole"),
+    64: abba_twins(["wgmma+quarter+tma:1,12,8,1,3,2,1"], "whole"),
+}
 
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
@@ -370,6 +387,10 @@ if __name__ == "__main__":
     if which == "ring":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_RING_TILES)
         probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_RING_TILES)
+    if which == "occupancy":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_OCCUPANCY_TILES)
+    if which == "whole":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_TILES)
     if which == "tma":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_TMA_TILES)
         probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_TMA_TILES)

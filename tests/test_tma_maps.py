@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from zincbench.gpu.tma import TensorMapSpec
-from zincbench.ops.fused import POLICIES, TMA_X_MAP, MmaTile, tma_map_specs
+from zincbench.ops.fused import POLICIES, TMA_X_MAP, WHOLE_POLICIES, MmaTile, tma_map_specs
 from zincbench.quant import get_format
 
 
@@ -48,6 +48,34 @@ def test_weight_boxes_cover_a_stage_of_bm_rows(weights):
         assert spec.dims == (row_bytes, m, experts) and spec.strides == (row_bytes, m * row_bytes)
         assert spec.box[1:] == (tile.bm, 1) and spec.swizzle == 0
     assert sum(s.box_bytes for s in boxes) == tile.bm * POLICIES[weights].row_stage_bytes
+
+
+@pytest.mark.parametrize("weights", list(WHOLE_POLICIES))
+def test_a_whole_stage_is_one_box_of_each_rows_block(weights):
+    """``whole`` tiles: one box of the block's bytes per row and stage (a superblock), at the block's start."""
+    tile = MmaTile.parse("wgmma+tma+whole:1,2,8,1,4")
+    block = get_format(weights).row_bytes(256)
+    (box,) = [s for s in tma_map_specs(tile, weights, 512, 2048, 256) if s is not None]
+    assert box.box == (block, tile.bm, 1) and box.box_bytes == tile.bm * WHOLE_POLICIES[weights].row_stage_bytes
+
+
+def sectors(start: int, length: int) -> int:
+    """32-byte L2 sectors that bytes [start, start + length) touch."""
+    return (start + length - 1) // 32 - start // 32 + 1
+
+
+# ZbNibbleFormat::tma_box of Q4_K's half stages, (offset, half step, width): the half's nibbles, the header
+HALF_Q4K_BOXES = [(16, 64, 64), (0, 0, 16)]
+
+
+def test_whole_stages_read_fewer_sectors_than_half_stages():
+    """A Q4_K block (144 bytes, 16-byte aligned: its start is 0 or 16 mod 32) by half stages is each half's 64 nibble
+    bytes and the 16-byte header again: 8 or 6 sectors, 7 on average; whole, its 144 bytes once: 5."""
+    half = [
+        sum(sectors(start + offset + h * step, width) for h in (0, 1) for offset, step, width in HALF_Q4K_BOXES)
+        for start in (0, 16)
+    ]
+    assert half == [8, 6] and [sectors(start, 144) for start in (0, 16)] == [5, 5]
 
 
 def test_dense_x_box_is_one_swizzle_atom_of_the_token_tile():

@@ -222,6 +222,79 @@ def test_tma_tiles_give_their_twins_bits(cupy, rng, weights, tile, m, k, t):
     assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
 
 
+# Whole-superblock stages beside their half-stage twins (the same tile without whole): the same lanes decode the same
+# bytes, and the wgmmas (mma.syncs) sum in the same order, so the outputs are equal bit for bit. Both paths, cp.async
+# and TMA weights (and a dense tile's X by TMA), halves and quarters, trimmed, Q4_K and Q5_K.
+WHOLE_TWINS = [
+    ("q4_k", "1,2,4,1,3"),
+    ("q4_k", "wgmma:1,2,8,1,4"),
+    ("q4_k", "wgmma+tma:1,2,8,1,4"),
+    ("q4_k", "wgmma+quarter+tma:1,2,8,1,3"),
+    ("q4_k", "wgmma+tma:1,4,8,1,3,2,1"),
+    ("q4_k", "wgmma+sk+tma:1,8,8,1,3"),
+    ("q5_k", "2,8,4,1,2"),
+    ("q5_k", "wgmma+tma:1,4,8,1,3"),
+    ("q5_k", "wgmma+quarter:1,8,4,1,3,1,1"),
+]
+
+
+def whole_twin(tile: str) -> str:
+    return tile.replace(":", "+whole:", 1) if ":" in tile else f"whole:{tile}"
+
+
+@pytest.mark.parametrize("weights,tile", WHOLE_TWINS)
+@pytest.mark.parametrize("m,k,t", [(197, 256, 1), (300, 768, 130), (131, 1280, 37)])
+def test_whole_stage_tiles_give_their_twins_bits_dense(cupy, rng, weights, tile, m, k, t):
+    from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
+
+    w = cupy.asarray(get_format(weights).random_blocks(rng, m, k))
+    xp = permuted_activations(cupy, t, k)
+    permute_activations(cupy.asarray(rng.standard_normal((t, k), dtype=np.float32)), xp, MmaTile.parse(tile).x_order)
+    twin = whole_twin(tile)
+    assert MmaTile.parse(twin).whole and not MmaTile.parse(tile).whole
+    outputs = []
+    for spec in (tile, twin):
+        y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
+        gemm_for(cupy, spec, grouped=False, weights=weights).dense(w, xp, y, m, k, t)
+        outputs.append(y.get())
+    assert not np.isnan(outputs[1]).any(), "unwritten outputs"
+    assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+
+
+@pytest.mark.parametrize("weights,tile", [c for c in WHOLE_TWINS if "sk" not in c[1]])
+@pytest.mark.parametrize("k", [512, 768])
+def test_whole_stage_tiles_give_their_twins_bits_grouped(cupy, rng, weights, tile, k):
+    """E=7 (expert 6 never routed), T=23, M=100, and the float64 reference as well."""
+    from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+    fmt = get_format(weights)
+    e, m, t, top_k = 7, 100, 23, 2
+    ids = np.stack([rng.choice(e - 1, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32)
+    w_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    x_host = rng.standard_normal((t, k), dtype=np.float32)
+    tile_obj = MmaTile.parse(tile)
+    ws = RoutingWorkspace(t, top_k, e, tile_obj.bn)
+    build_routing(cupy.asarray(ids), ws)
+    xp = permuted_activations(cupy, t, k)
+    permute_activations(cupy.asarray(x_host), xp, tile_obj.x_order)
+    outputs = []
+    for spec in (tile, whole_twin(tile)):
+        y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
+        gemm_for(cupy, spec, grouped=True, weights=weights).grouped_call(
+            cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k
+        )
+        outputs.append(y.get())
+    assert not np.isnan(outputs[1]).any(), "unwritten outputs"
+    assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+    assert ref.rel_frobenius(outputs[1], ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
+
+
+def test_whole_stages_are_for_q4k_and_q5k(cupy):
+    with pytest.raises(ValueError, match="whole-superblock stages read"):
+        gemm_for(cupy, "wgmma+whole:1,2,8,1,4", grouped=True, weights="q6_k")
+
+
 def test_tma_tiles_refuse_what_they_cannot_map(cupy):
     """GGUF Q6_K blocks (210 bytes) have no 16-byte aligned box, and the SwiGLU epilogues read two weight matrices:
     a ValueError, which the autotuner takes as a candidate that does not apply."""
@@ -329,6 +402,8 @@ TRIM_BUCKETS = [
         ("q4_k", "wgmma:1,16,8,1,3,1,1"),
         ("q6_k", "wgmma:1,16,8,1,4,1,1"),
         ("q4_k", "1,8,4,1,3,1,1"),
+        ("q4_k", "wgmma+quarter+tma+whole:1,12,8,1,3,1,1"),
+        ("q4_k", "wgmma+tma+whole:1,8,8,1,3,1,1"),
     ],
 )
 def test_trimmed_tiles_match_reference_at_every_width(cupy, rng, weights, tile):

@@ -53,16 +53,27 @@ POLICIES = {
 # The wgmma path's own: half-superblock Q6_K stages (10 chunks: the half's ql, qh, and the scales), so that its
 # 128- and 192-token tiles fit the three stages it needs.
 WGMMA_POLICIES = {**POLICIES, "q6_k": WeightPolicy("ZbQ6KHalf", 1, 176)}
+# The `whole` tiles' (either path): a stage is a whole superblock, each row's block as it is (one TMA box): fewer
+# 32-byte sectors from L2 than the half stages' pieces (ZbNibbleFormat's WHOLE)
+WHOLE_POLICIES = {
+    "q4_k": WeightPolicy("ZbQ4KWhole", 2, 144, (144,)),
+    "q5_k": WeightPolicy("ZbQ5KWhole", 2, 176, (176,)),
+}
 
 
-def weight_policy(weights: str, wgmma: bool = False) -> WeightPolicy:
+def weight_policy(weights: str, wgmma: bool = False, whole: bool = False) -> WeightPolicy:
     policy = (WGMMA_POLICIES if wgmma else POLICIES).get(weights)
     if policy is None:
         raise InputError(f"the fused kernel reads {', '.join(POLICIES)} weights, not {weights!r}")
+    if whole:
+        if weights not in WHOLE_POLICIES:
+            # ValueError: the autotuner skips a tile that does not apply to this format
+            raise ValueError(f"whole-superblock stages read {', '.join(WHOLE_POLICIES)} weights, not {weights}")
+        return WHOLE_POLICIES[weights]
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk", "quarter", "tma")  # written "flag[+flag...]:" before the numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole")  # written "flag[+flag...]:" before the numbers
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
@@ -93,7 +104,12 @@ class MmaTile:
 
     ``tma`` (wgmma only): one thread copies a stage's weight rows as TMA boxes (the format's ``tma_widths``) and, on
     a dense GEMM, its X tile as two 2-D boxes with the 128-byte swizzle; the full barrier counts their bytes. A
-    grouped tile's X rows, gathered token by token, stay cp.asyncs of every thread."""
+    grouped tile's X rows, gathered token by token, stay cp.asyncs of every thread.
+
+    ``whole`` (Q4_K and Q5_K): a pipeline stage is a whole superblock, each weight row's block copied as it is (one TMA
+    box of the block's bytes), not a half superblock in pieces (the half's nibbles, the header again, Q5_K's qh). The
+    pieces straddle 32-byte sectors and the header is read twice: a Q4_K block costs 7 sectors from L2 on average,
+    whole 5. A stage then holds twice the X and the weights."""
 
     wm: int
     wn: int
@@ -106,6 +122,7 @@ class MmaTile:
     stream_k: bool = False
     quarter: bool = False
     tma: bool = False
+    whole: bool = False
 
     @property
     def bm(self) -> int:
@@ -120,7 +137,7 @@ class MmaTile:
         return 32 * self.warps_m * self.warps_n
 
     def smem_bytes(self, weights: str) -> int:
-        policy = weight_policy(weights, self.wgmma)
+        policy = weight_policy(weights, self.wgmma, self.whole)
         stages = self.stages * (policy.halves_per_stage * self.bn * 256 + self.bm * policy.row_stage_bytes)
         return stages + (WGMMA_ALIGN_SLACK if self.wgmma else 0)
 
@@ -138,9 +155,10 @@ class MmaTile:
         schedule = "/sk" if self.stream_k else ""
         pieces = "/qtr" if self.quarter else ""
         copies = "/tma" if self.tma else ""
+        whole = "/sb" if self.whole else ""
         return (
             f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
-            f"{pieces}{copies}"
+            f"{pieces}{copies}{whole}"
         )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
@@ -153,7 +171,7 @@ class MmaTile:
         while flags and flags[-1] in ("false", "0"):
             flags.pop()
         flags = "".join(f",{flag}" for flag in flags)
-        policy = weight_policy(weights, self.wgmma).policy
+        policy = weight_policy(weights, self.wgmma, self.whole).policy
         return (
             f"gemm_kquant_mma<{policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
             f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}{flags}>"
@@ -182,6 +200,7 @@ class MmaTile:
             stream_k="sk" in names,
             quarter="quarter" in names,
             tma="tma" in names,
+            whole="whole" in names,
         )
         if tile.quarter and not tile.wgmma:
             raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
@@ -280,7 +299,7 @@ def stream_k_schedule(
 
 def tma_widths(tile: MmaTile, weights: str) -> tuple[int, ...]:
     """The widths of ``weights``' TMA boxes; ValueError for a format without them (the autotuner skips the tile)."""
-    widths = weight_policy(weights, wgmma=True).tma_widths
+    widths = weight_policy(weights, wgmma=True, whole=tile.whole).tma_widths
     if not widths:
         raise ValueError(f"tile {tile.label}: {weights} blocks are not 16-byte aligned: no TMA boxes")
     return widths
