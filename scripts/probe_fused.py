@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, occupancy, whole or all (the default).
+q6r, q6rwide, ring, tma, occupancy, whole, whole256 or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -298,6 +298,21 @@ T2_WHOLE_TILES = {
     64: abba_twins(["wgmma+quarter+tma:1,12,8,1,3,2,1"], "whole"),
 }
 
+
+def abba(a: str, b: str) -> list[str]:
+    return [a, b, b, a]
+
+
+# 256 weight rows a block (mode `whole256`): X, gathered per token tile, is read from L2 once per 256 rows instead of
+# per 128; one 16-warp block per SM. Each beside the whole tile T2 chose (N_e 8, 16) or the TMA choice (N_e 32)
+T2_WHOLE_256_TILES = {
+    8: abba("wgmma+tma+whole:1,2,8,1,4", "wgmma+tma+whole:1,2,16,1,4"),
+    16: abba("wgmma+tma+whole:1,4,8,1,3", "wgmma+tma+whole:1,4,16,1,3")
+    + abba("wgmma+tma+whole:1,4,8,1,3", "wgmma+tma+whole:1,4,16,1,4"),
+    32: abba("wgmma+tma:1,8,8,1,4,2,1", "wgmma+tma+whole:1,8,16,1,3,1,1")
+    + abba("wgmma+tma:1,8,8,1,4,2,1", "wgmma+tma:1,8,16,1,4,1,1"),
+}
+
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
 T1_SMALL_TILES = [
@@ -391,6 +406,8 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_OCCUPANCY_TILES)
     if which == "whole":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_TILES)
+    if which == "whole256":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_256_TILES)
     if which == "tma":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_TMA_TILES)
         probe_t1(timer, cupy, rng, T1_RING_SHAPES, T1_TMA_TILES)
