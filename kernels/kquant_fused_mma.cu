@@ -333,6 +333,34 @@ struct ZbIf<false, T, F> {
     using type = F;
 };
 
+// A stage's copies of CHUNKS_PER_ROW contiguous 16-byte chunks of each of BM rows, to [BM][CHUNKS_PER_ROW * 16]:
+// issue(ws, offset) copies the chunks that start `offset` bytes into each row (the formats whose stage is one piece
+// of a row: ZbQ6KR's half blocks, ZbNibbleFormat's WHOLE blocks).
+template <int BM, int THREADS, int CHUNKS_PER_ROW>
+struct ZbRowChunks {
+    using Passes = ZbChunkPasses<BM * CHUNKS_PER_ROW, THREADS>;
+    static constexpr int ITERS = Passes::ITERS;
+    Passes passes;
+    const unsigned char* src[ITERS];
+    unsigned dst[ITERS];
+
+    __device__ __forceinline__ ZbRowChunks(const ZbRows& rows, int tid) : passes(tid) {
+#pragma unroll
+        for (int it = 0; it < ITERS; ++it) {
+            const int idx = Passes::chunk(tid, it);
+            const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
+            src[it] = rows.at(r) + 16 * q;
+            dst[it] = (r * CHUNKS_PER_ROW + q) * 16;
+        }
+    }
+
+    __device__ __forceinline__ void issue(unsigned ws, int offset) const {
+#pragma unroll
+        for (int it = 0; it < ITERS; ++it)
+            if (passes.copies(it)) zb_cp_async16(ws + dst[it], src[it] + offset, 16u);
+    }
+};
+
 // Q4_K and Q5_K (144- and 176-byte blocks, 16-byte aligned; the same 16-byte header d, dmin, 6-bit
 // scale/min codes): a stage is one half superblock, per row its 64 nibble bytes ([BM][64], lane c reads
 // bytes 16c..16c+15: conflict-free), the block header ([BM][16]) and, for Q5_K, the 32 qh bytes
@@ -357,31 +385,12 @@ struct ZbNibbleFormat {
     // Where lane data sits in a row's stage bytes (WHOLE: the block's own offsets)
     static constexpr int HEADER_AT = WHOLE ? 0 : 64, QH_AT = WHOLE ? 16 : 80;
 
-    // WHOLE: each row's block, BLOCK_BYTES / 16 chunks; stage `step` is superblock `step`
+    // WHOLE: each row's block; stage `step` is superblock `step`
     template <int BM, int THREADS>
     struct WholeLoader {
-        static constexpr int CHUNKS_PER_ROW = BLOCK_BYTES / 16;
-        using Passes = ZbChunkPasses<BM * CHUNKS_PER_ROW, THREADS>;
-        static constexpr int ITERS = Passes::ITERS;
-        Passes passes;
-        const unsigned char* src[ITERS];
-        unsigned dst[ITERS];
-
-        __device__ __forceinline__ WholeLoader(const ZbRows& rows, int tid) : passes(tid) {
-#pragma unroll
-            for (int it = 0; it < ITERS; ++it) {
-                const int idx = Passes::chunk(tid, it);
-                const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
-                src[it] = rows.at(r) + 16 * q;
-                dst[it] = r * BLOCK_BYTES + 16 * q;
-            }
-        }
-
-        __device__ __forceinline__ void issue(unsigned ws, int step) const {
-#pragma unroll
-            for (int it = 0; it < ITERS; ++it)
-                if (passes.copies(it)) zb_cp_async16(ws + dst[it], src[it] + step * BLOCK_BYTES, 16u);
-        }
+        ZbRowChunks<BM, THREADS, BLOCK_BYTES / 16> chunks;
+        __device__ __forceinline__ WholeLoader(const ZbRows& rows, int tid) : chunks(rows, tid) {}
+        __device__ __forceinline__ void issue(unsigned ws, int step) const { chunks.issue(ws, step * BLOCK_BYTES); }
     };
 
     template <int BM, int THREADS>
@@ -675,28 +684,12 @@ struct ZbQ6KR : ZbQ6KDecode {
     template <int BM, int THREADS>
     struct Loader {
         // 7 chunks a row: the last pass is partial with one 16-row slice per warp (BM * 7 / THREADS = 3.5)
-        using Passes = ZbChunkPasses<BM * CHUNKS_PER_ROW, THREADS>;
-        static constexpr int ITERS = Passes::ITERS;
-        Passes passes;
-        const unsigned char* src[ITERS];  // chunk q of the row's first half
-        unsigned dst[ITERS];
-
-        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : passes(tid) {
-#pragma unroll
-            for (int it = 0; it < ITERS; ++it) {
-                const int idx = Passes::chunk(tid, it);
-                const int r = idx / CHUNKS_PER_ROW, q = idx - r * CHUNKS_PER_ROW;
-                src[it] = rows.at(r) + 16 * q;
-                dst[it] = r * ROW_STAGE_BYTES + 16 * q;
-            }
-        }
+        ZbRowChunks<BM, THREADS, CHUNKS_PER_ROW> chunks;
+        __device__ __forceinline__ Loader(const ZbRows& rows, int tid) : chunks(rows, tid) {}
 
         // Stage `step` = half step & 1 of superblock step >> 1, into the stage's weight area at shared address ws.
         __device__ __forceinline__ void issue(unsigned ws, int step) const {
-            const int offset = (step >> 1) * BLOCK_BYTES + (step & 1) * ROW_STAGE_BYTES;
-#pragma unroll
-            for (int it = 0; it < ITERS; ++it)
-                if (passes.copies(it)) zb_cp_async16(ws + dst[it], src[it] + offset, 16u);
+            chunks.issue(ws, (step >> 1) * BLOCK_BYTES + (step & 1) * ROW_STAGE_BYTES);
         }
     };
 

@@ -203,16 +203,13 @@ TMA_TWINS = [
 ]
 
 
-@pytest.mark.parametrize("weights,tile", TMA_TWINS)
-@pytest.mark.parametrize("m,k,t", [(197, 256, 1), (300, 768, 130), (131, 1280, 37)])
-def test_tma_tiles_give_their_twins_bits(cupy, rng, weights, tile, m, k, t):
+def assert_dense_twins_agree_bit_for_bit(cupy, rng, weights, tile, twin, m, k, t):
+    """``tile`` and ``twin`` (the same X order) on the same fresh weights and X: the same f32 bits."""
     from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
 
     w = cupy.asarray(get_format(weights).random_blocks(rng, m, k))
     xp = permuted_activations(cupy, t, k)
     permute_activations(cupy.asarray(rng.standard_normal((t, k), dtype=np.float32)), xp, MmaTile.parse(tile).x_order)
-    twin = tile.replace(":", "+tma:", 1)
-    assert MmaTile.parse(twin).tma and not MmaTile.parse(tile).tma
     outputs = []
     for spec in (tile, twin):
         y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
@@ -220,6 +217,16 @@ def test_tma_tiles_give_their_twins_bits(cupy, rng, weights, tile, m, k, t):
         outputs.append(y.get())
     assert not np.isnan(outputs[1]).any(), "unwritten outputs"
     assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+
+
+@pytest.mark.parametrize("weights,tile", TMA_TWINS)
+@pytest.mark.parametrize("m,k,t", [(197, 256, 1), (300, 768, 130), (131, 1280, 37)])
+def test_tma_tiles_give_their_twins_bits(cupy, rng, weights, tile, m, k, t):
+    from zincbench.ops.fused import MmaTile
+
+    twin = tile.replace(":", "+tma:", 1)
+    assert MmaTile.parse(twin).tma and not MmaTile.parse(tile).tma
+    assert_dense_twins_agree_bit_for_bit(cupy, rng, weights, tile, twin, m, k, t)
 
 
 # Whole-superblock stages beside their half-stage twins (the same tile without whole): the same lanes decode the same
@@ -245,20 +252,11 @@ def whole_twin(tile: str) -> str:
 @pytest.mark.parametrize("weights,tile", WHOLE_TWINS)
 @pytest.mark.parametrize("m,k,t", [(197, 256, 1), (300, 768, 130), (131, 1280, 37)])
 def test_whole_stage_tiles_give_their_twins_bits_dense(cupy, rng, weights, tile, m, k, t):
-    from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
+    from zincbench.ops.fused import MmaTile
 
-    w = cupy.asarray(get_format(weights).random_blocks(rng, m, k))
-    xp = permuted_activations(cupy, t, k)
-    permute_activations(cupy.asarray(rng.standard_normal((t, k), dtype=np.float32)), xp, MmaTile.parse(tile).x_order)
     twin = whole_twin(tile)
     assert MmaTile.parse(twin).whole and not MmaTile.parse(tile).whole
-    outputs = []
-    for spec in (tile, twin):
-        y = cupy.full((t, m), cupy.nan, dtype=cupy.float32)
-        gemm_for(cupy, spec, grouped=False, weights=weights).dense(w, xp, y, m, k, t)
-        outputs.append(y.get())
-    assert not np.isnan(outputs[1]).any(), "unwritten outputs"
-    assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+    assert_dense_twins_agree_bit_for_bit(cupy, rng, weights, tile, twin, m, k, t)
 
 
 @pytest.mark.parametrize("weights,tile", [c for c in WHOLE_TWINS if "sk" not in c[1]])
