@@ -204,11 +204,14 @@ def _repacked_constants() -> tuple[int, int, int]:
 
 def repacked_stage(block: bytes, h: int, chunks: int) -> bytes:
     """ZbQ6KR::Loader: a row's stage area for half h of a repacked block, chunk q from 112h + 16q (the half's bytes
-    in order); ZbQ6KR::tma_box: the same 112 bytes as one box."""
+    in order), through ZbRowChunks (chunk q of row r from the row's byte offset + 16q to stage byte 16 (r *
+    CHUNKS_PER_ROW + q)); ZbQ6KR::tma_box: the same 112 bytes as one box."""
     source = kernel_source("kquant_fused_mma.cu")
+    copier = source[source.index("struct ZbRowChunks {") :]
+    assert "src[it] = rows.at(r) + 16 * q;" in copier and "dst[it] = (r * CHUNKS_PER_ROW + q) * 16;" in copier
     body = source[source.index("struct ZbQ6KR : ZbQ6KDecode {") :]
-    assert "src[it] = rows.at(r) + 16 * q;" in body
-    assert "(step >> 1) * BLOCK_BYTES + (step & 1) * ROW_STAGE_BYTES" in body
+    assert "ZbRowChunks<BM, THREADS, CHUNKS_PER_ROW> chunks;" in body
+    assert "chunks.issue(ws, (step >> 1) * BLOCK_BYTES + (step & 1) * ROW_STAGE_BYTES);" in body
     assert "ZbTmaBox{0, ROW_STAGE_BYTES, ROW_STAGE_BYTES, 0}" in body
     return b"".join(block[112 * h + 16 * q : 112 * h + 16 * q + 16] for q in range(chunks))
 
