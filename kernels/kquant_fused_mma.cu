@@ -382,8 +382,6 @@ struct ZbNibbleFormat {
                : i == 1 ? ZbTmaBox{0, 0, 16, 64}
                         : ZbTmaBox{16, 0, 32, 80};
     }
-    // Where lane data sits in a row's stage bytes (WHOLE: the block's own offsets)
-    static constexpr int HEADER_AT = WHOLE ? 0 : 64, QH_AT = WHOLE ? 16 : 80;
 
     // WHOLE: each row's block; stage `step` is superblock `step`
     template <int BM, int THREADS>

@@ -35,8 +35,8 @@
 #                                               sets: GPU tests, sanitizer group)
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles and
-#                                               their whole twins, opcode counts); wholetests (the whole-stage,
-#                                               TMA and repacked Q6_K tiles' GPU tests)
+#                                               their whole twins, opcode counts); wholetests (the fused kernel's
+#                                               GPU tests, every tile and twin, -rA)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
 #                                               layer block, T4, the baseline kernels, declared variants)
 #
@@ -204,7 +204,7 @@ for step in "${@:-env tests}"; do
                 scripts/sass_t2.cu && cuobjdump -sass /tmp/t2.cubin > '"$LOGS"'/t2.sass \
                 && python3 scripts/sass_opcodes.py '"$LOGS"'/t2.sass' ;;
         wholetests) TAIL=30 run pytest-whole 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
-                tests/gpu/test_fused_mma.py -k "whole or tma or repacked or q6_k_r" ;;
+                tests/gpu/test_fused_mma.py ;;
         ncu_*) TAIL=60 run "ncu-${step#ncu_}" 300 bash -c "ncu_probe ${step#ncu_}" ;;  # ncu_MODE: probe_fused.py MODE
         sass) run sass 120 bash -c 'nvcc -std=c++17 -arch=sm_90 -cubin -DZINCBENCH_COMPILE_CHECK -o /tmp/f.cubin \
                 kernels/kquant_fused_mma.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;

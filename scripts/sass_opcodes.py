@@ -26,7 +26,14 @@ def kernels(listing: str) -> dict[str, Counter]:
 
 
 def main() -> None:
-    listing = open(sys.argv[1]).read()
+    if len(sys.argv) < 2:
+        print("usage: python scripts/sass_opcodes.py LISTING [OPCODE...]", file=sys.stderr)
+        sys.exit(2)
+    try:
+        listing = open(sys.argv[1], errors="replace").read()
+    except OSError as exc:
+        print(f"sass_opcodes: cannot read {sys.argv[1]}: {exc.strerror}", file=sys.stderr)
+        sys.exit(2)
     wanted = sys.argv[2:] or DEFAULT
     for name, ops in kernels(listing).items():
         print(f"{name[:90]}\n  total {sum(ops.values())}: " + ", ".join(f"{op} {ops[op]}" for op in wanted))
