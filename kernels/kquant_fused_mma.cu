@@ -1181,12 +1181,6 @@ struct ZbGemmArgs {
 // boxes' at maps[0 ..], X's at maps[ZB_TMA_X_MAP].
 #define ZB_TMA_W 1
 #define ZB_TMA_X 2
-// With ZB_TMA_W, on a grouped tile: the unit's first warp asks L2 for the block's whole weight slice (its rows, every
-// superblock; zb_prefetch_l2 in ZB_L2_PIECE pieces) before the ring's first stages, so every stage's boxes after the
-// first ones find their bytes in L2 or on the way. A tile's rows are read once per token tile; a dense tile's are
-// shared by its token tiles already.
-#define ZB_TMA_L2 4
-#define ZB_L2_PIECE 16384u
 #define ZB_TMA_W_MAPS 3
 #define ZB_TMA_X_MAP 3
 
@@ -1261,13 +1255,6 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
     __syncthreads();
 
     const ZbRows rows{a.w + w_base, SWIGLU ? a.w_up + w_base : a.w + w_base, row0, M, row_bytes, OUT_ROWS};
-    if constexpr ((TMA & ZB_TMA_L2) != 0)
-        if (warp == 0) {
-            const unsigned char* const slice = rows.w + (unsigned long long)row0 * row_bytes;
-            const unsigned long long bytes = (unsigned long long)min(BM, M - row0) * row_bytes;
-            for (unsigned long long at = (unsigned long long)lane * ZB_L2_PIECE; at < bytes; at += 32ull * ZB_L2_PIECE)
-                zb_prefetch_l2(slice + at, (unsigned)min((unsigned long long)ZB_L2_PIECE, bytes - at));
-        }
     const typename Q::template Loader<BM, THREADS> loader(rows, tid);
 
     // Stage s holds `HALVES` half superblocks starting at half 2 * sb + h (step = (2 * sb + h) / HALVES); the
@@ -1483,9 +1470,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     // ZbRing's full barrier orders a stage's cp.asyncs, not ZbQ6K's plain tail store, which only ZbQ6KHalf fences
     static_assert(!WGMMA || Q::HALVES == 1 || Q::WHOLE,
                   "the wgmma path stages half superblocks (Q6_K: ZbQ6KHalf), or whole Q4_K / Q5_K blocks");
-    static_assert(TMA == 0 || TMA == ZB_TMA_W || TMA == (ZB_TMA_W | ZB_TMA_X) || TMA == (ZB_TMA_W | ZB_TMA_L2),
-                  "TMA: the weights, the weights and X, or the weights with the slice asked of L2 first");
-    static_assert(!(TMA & ZB_TMA_L2) || GROUPED, "ZB_TMA_L2: a grouped tile's slice, read once per token tile");
+    static_assert(TMA == 0 || TMA == ZB_TMA_W || TMA == (ZB_TMA_W | ZB_TMA_X), "TMA: the weights, or weights and X");
     static_assert(!TMA || (WGMMA && Q::TMA_BOXES > 0 && Q::TMA_BOXES <= ZB_TMA_W_MAPS && !SWIGLU),
                   "TMA stages: the wgmma path's ring, a format of aligned boxes, one weight matrix");
     static_assert(!TMA || zb_tma_row_bytes<Q>() == Q::ROW_STAGE_BYTES, "the boxes fill a row's stage bytes");
@@ -1602,8 +1587,5 @@ ZB_INSTANTIATE(ZbQ4KWhole, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, fa
 ZB_INSTANTIATE(ZbQ4KWhole, 1, 16, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true, ZB_TMA_W | ZB_TMA_X)
 ZB_INSTANTIATE(ZbQ5KWhole, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
 ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM, true)
-// the weight slice asked of L2 first (grouped TMA tiles): half and whole stages
-ZB_INSTANTIATE(ZbQ4KWhole, 1, 4, 8, 1, 3, 1, false, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W | ZB_TMA_L2)
-ZB_INSTANTIATE(ZbQ4K, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W | ZB_TMA_L2)
 #endif
 #endif

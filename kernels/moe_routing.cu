@@ -10,7 +10,6 @@
 //                   the j-th tile of expert e, 0xFFFFFFFF for unused slots; max_tiles = ceil(P/tile_n) + E
 //   status[2]       [0] ids >= E (skipped), [1] largest bucket: read by the caller after timing
 #include "zb_half.cuh"
-#include "zb_tma.cuh"
 #include "zb_xperm.cuh"
 
 #define INVALID_ENTRY 0xFFFFFFFFu
@@ -318,29 +317,11 @@ union RouteOneLaunchShared {
     } single;
 };
 
-// The grouped GEMM's first weights warmed into L2 while the routing runs: the route blocks wait on L2 round trips
-// and DRAM idles meanwhile. Permute block b of n issues bulk L2 prefetches of [warm, warm + bytes) in ROUTE_WARM_CHUNK
-// pieces b + n * threadIdx.x (then every n * blockDim.x further), before its permute: the first threads of all blocks
-// ask for the front of the range first. A hint only (zb_prefetch_l2: sm_90 and later, nothing before). warm 16-byte
-// aligned, bytes a multiple of 16 (ops/routing.py checks both).
-#define ROUTE_WARM_CHUNK 16384u
-
-__device__ __forceinline__ void route_warm_l2(const unsigned char* warm, unsigned long long bytes, unsigned block,
-                                              unsigned n_blocks) {
-    const unsigned long long pieces = (bytes + ROUTE_WARM_CHUNK - 1u) / ROUTE_WARM_CHUNK;
-    for (unsigned long long p = block + (unsigned long long)threadIdx.x * n_blocks; p < pieces;
-         p += (unsigned long long)n_blocks * blockDim.x) {
-        const unsigned long long at = p * ROUTE_WARM_CHUNK;
-        zb_prefetch_l2(warm + at, (unsigned)min((unsigned long long)ROUTE_WARM_CHUNK, bytes - at));
-    }
-}
-
 // The routing build in one launch, with the fused GEMM's X permute (zb_xperm.cuh) beside it: blocks [0, n_route)
 // build the routing as above, each keeping its chunk's histogram in shared memory across a wait for the last
 // block's scan (its ready flag, release/acquire); blocks [n_route, gridDim) permute x_rows rows of x into xp
 // (wgmma_order: MmaTile.x_order "wgmma"), or nothing when x_rows is 0. The permute runs while the routing waits on
-// its global round trips; the GEMM that reads both is the next launch. warm_bytes > 0: the permute blocks first warm
-// L2 with that many bytes from warm (route_warm_l2), the GEMM's first weights.
+// its global round trips; the GEMM that reads both is the next launch.
 // single_block != 0 (then n_route is 1): block 0 runs the single-block build instead and never touches scratch. At
 // small P the protocol's ~7 dependent L2 round trips (counts, done-counter, scan, ready flag, cursors) cost more than
 // one block's two passes: on an H200 at P = 2048, route + permute take 8.4 us this way and 10.2 us with the protocol.
@@ -351,10 +332,8 @@ extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offs
                                              unsigned top_k, unsigned routing_stride, unsigned n_experts,
                                              unsigned tile_n, unsigned max_tiles, unsigned n_route, unsigned chunk_len,
                                              const float* __restrict__ x, uint4* __restrict__ xp, int x_rows, int K,
-                                             int wgmma_order, unsigned single_block,
-                                             const unsigned char* __restrict__ warm, unsigned long long warm_bytes) {
+                                             int wgmma_order, unsigned single_block) {
     if (blockIdx.x >= n_route) {
-        if (warm_bytes) route_warm_l2(warm, warm_bytes, blockIdx.x - n_route, gridDim.x - n_route);
         if (wgmma_order) zb_permute_x<true>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
         else zb_permute_x<false>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
         return;

@@ -43,11 +43,3 @@ __device__ __forceinline__ void zb_tma_load_3d(unsigned dst, const ZbTensorMap* 
 __device__ __forceinline__ void zb_tma_prefetch(const ZbTensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
 }
-
-// Ask L2 for [p, p + bytes) ahead of its readers (p 16-byte aligned, bytes a multiple of 16): the bulk prefetch, a
-// hint nothing waits for. It exists from sm_90; compiled for an earlier GPU this does nothing.
-__device__ __forceinline__ void zb_prefetch_l2(const void* p, unsigned bytes) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}

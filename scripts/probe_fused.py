@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, occupancy, whole, whole256, warm, l2 or all (the default).
+q6r, q6rwide, ring, tma, occupancy, whole, whole256 or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -18,12 +18,11 @@ import sys
 
 import numpy as np
 
-from zincbench.gpu.device import current_device
 from zincbench.judge import summarize
 from zincbench.measure.stopping.count import FixedCountRule
 from zincbench.measure.timer import GpuTimer, TimerConfig
 from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations
-from zincbench.ops.routing import ROUTING_BUILDS, RoutingWorkspace, build_routing, route_and_permute, warm_prefix
+from zincbench.ops.routing import ROUTING_BUILDS, RoutingWorkspace, build_routing, route_and_permute
 from zincbench.testing.sanitize_driver import activations, permuted, quantized, routing_table
 
 T2_TILES = [
@@ -314,48 +313,6 @@ T2_WHOLE_256_TILES = {
     + abba("wgmma+tma:1,8,8,1,4,2,1", "wgmma+tma:1,8,16,1,4,1,1"),
 }
 
-# The L2 warm-up (mode `warm`): the whole op T2 times (one-launch route + permute, then the GEMM) with the route
-# kernel's permute blocks warming L2 with these fractions of it (the first experts' weights), in the order A B C D E
-# E D C B A, on the tiles T2 chose at E256-M512 on 2026-12-04 (c1599df, results/h200/whole-20261204/) and their `l2`
-# twins (each block asks L2 for its weight slice first). Mode `l2`: the GEMM alone, each tile beside its twin, A B B A
-T2_WHOLE_CHOSEN_TILES = {
-    8: "wgmma+tma+whole:1,2,8,1,4",
-    16: "wgmma+tma+whole:1,4,8,1,3",
-    32: "wgmma+tma+whole:1,8,16,1,3,1,1",
-    64: "wgmma+quarter+tma:1,12,8,1,3,2,1",
-}
-WARM_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
-T2_L2_TILES = {n_e: abba_twins([spec], "l2") for n_e, spec in T2_WHOLE_CHOSEN_TILES.items()}
-
-
-def probe_warm(timer, cupy, rng, e=256, m=512, k=2048, top_k=8):
-    w = quantized(cupy, rng, "q4_k", (e, m), k)
-    l2 = current_device().l2_bytes
-    for n_e, chosen in T2_WHOLE_CHOSEN_TILES.items():
-        t = n_e * e // top_k
-        ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
-        x = activations(cupy, rng, (t, k))
-        y = cupy.empty((t, top_k, m), dtype=cupy.float32)
-        for spec in (chosen, chosen.replace(":", "+l2:", 1)):
-            gemm = kernel_or_none(spec, True, "q4_k")
-            if gemm is None:
-                continue
-            tile = gemm.tile
-            ws = RoutingWorkspace(t, top_k, e, tile.bn, build="one_launch")
-            xp = permuted(cupy, x, tile.x_order)
-            print(f"T2 E{e} M{m} Ne{n_e} {tile.label}: route + permute + GEMM, L2 {l2 / 2**20:.0f} MiB", flush=True)
-            for fraction in WARM_FRACTIONS + WARM_FRACTIONS[::-1]:
-                warm = warm_prefix(w, int(fraction * l2)) if fraction else None
-
-                def op():
-                    route_and_permute(ids_d, ws, x, xp, tile.x_order, warm)
-                    gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
-
-                us = timed(timer, op)
-                mib = 0 if warm is None else warm.size / 2**20
-                print(f"  warm {fraction:4.2f} ({mib:5.1f} MiB) {us:8.1f} us", flush=True)
-
-
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
 T1_SMALL_TILES = [
@@ -449,10 +406,6 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_OCCUPANCY_TILES)
     if which == "whole":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_TILES)
-    if which == "warm":
-        probe_warm(timer, cupy, rng)
-    if which == "l2":
-        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_L2_TILES)
     if which == "whole256":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_256_TILES)
     if which == "tma":

@@ -17,7 +17,7 @@ from zincbench.config import experiment_path
 from zincbench.errors import ConfigError, InputError
 from zincbench.measure.stopping.count import QUICK_SAMPLES, FixedCountRule
 from zincbench.measure.stopping.noise import QUICK_MAX_TIME_S, QUICK_MIN_SAMPLES, MedianNoiseRule
-from zincbench.ops.fused import EPILOGUE_COMBINE, MmaTile, check_tiles
+from zincbench.ops.fused import EPILOGUE_COMBINE, MmaTile
 
 
 def test_bundled_experiments_load():
@@ -54,10 +54,6 @@ def test_bundled_experiments_load():
         ({"fused_tiles": ["1,2,4,1,3", "wgmma:"]}, r"fused_tiles: tile must be .*\(integers\), got 'wgmma:'"),
         ({"fused_tiles": ["wgmma:2,8,4,1,3"]}, "fused_tiles: tile 'wgmma:2,8,4,1,3': the wgmma path needs wm 1"),
         ({"fused_tiles": []}, "fused_tiles must list at least one tile"),
-        ({"l2_warm": 1.5}, r"l2_warm is a fraction of the L2 \(0 to 1\), got 1.5"),
-        ({"l2_warm": -0.1}, "l2_warm is a fraction of the L2"),
-        ({"l2_warm": 0.5, "routing_build": "multi_block"}, "l2_warm: the one-launch routing build warms L2"),
-        ({"fused_tiles": ["wgmma+l2:1,4,8,1,3"]}, "l2 asks L2 for what the TMA boxes read next: it needs tma"),
     ],
 )
 def test_bad_t2_experiments_are_config_errors(tmp_path, edit, message):
@@ -219,20 +215,6 @@ def test_quarter_tile_specs():
         MmaTile.parse("quarter:1,2,4,1,3")
     with pytest.raises(ValueError, match="flags wgmma, sk, quarter"):
         MmaTile.parse("wgmma+quarter+quarter:1,8,8,1,3")
-
-
-def test_l2_tile_specs():
-    """``l2`` (tma, grouped): the kernel's ZB_TMA_L2 bit (4) beside ZB_TMA_W in the TMA template argument."""
-    tile = MmaTile.parse("wgmma+tma+whole+l2:1,4,8,1,3")
-    assert tile.l2 and tile.label == "128x32/w8x1/s3/wgmma/tma/sb/l2"
-    assert tile.expression(grouped=True, weights="q4_k") == (
-        "gemm_kquant_mma<ZbQ4KWhole,1,4,8,1,3,1,false,true,0,true,false,false,5>"
-    )
-    assert tile.smem_bytes("q4_k") == MmaTile.parse("wgmma+tma+whole:1,4,8,1,3").smem_bytes("q4_k")
-    assert MmaTile.parse("wgmma+tma:1,4,8,1,3").expression(grouped=True, weights="q4_k").endswith(",1>")
-    with pytest.raises(ValueError, match="l2 warms a grouped tile's slice"):
-        check_tiles(["wgmma+tma+l2:1,16,8,1,3"])
-    check_tiles(["wgmma+tma+l2:1,16,8,1,3"], grouped=True)
 
 
 @pytest.mark.parametrize("family,experiment", [("t2", "t2_moe_expert"), ("layer", None)])

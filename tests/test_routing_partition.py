@@ -1,8 +1,7 @@
 """The one-launch routing build's split of items over route blocks (zincbench.ops.routing.route_partition and
 one_launch_route_blocks), on the CPU: the kernel's wait for the scan is safe only with few route blocks, every item
 must fall in exactly one block's chunk of whole batches, and up to single_block_items items one block runs the
-single-block build instead (the kernel's single_block flag: n_route must then be 1). And the range its permute blocks
-warm L2 with."""
+single-block build instead (the kernel's single_block flag: n_route must then be 1)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from zincbench.ops.routing import (
     ONE_LAUNCH_SINGLE_BLOCK_ITEMS,
     one_launch_route_blocks,
     route_partition,
-    warm_prefix,
 )
 
 
@@ -84,16 +82,3 @@ def test_a_threshold_that_is_not_a_non_negative_int_is_refused(bad):
 def test_a_numpy_integer_threshold_is_accepted():
     assert one_launch_route_blocks(100, 256, 32, np.int64(100)) == (1, 100, True)
     assert one_launch_route_blocks(101, 256, 32, np.uint32(100))[2] is False
-
-
-def test_the_warm_prefix_is_a_view_of_the_first_whole_16_byte_units():
-    """warm_prefix (the L2 warm-up's range): the array's own first bytes, never a copy, cut to 16-byte units."""
-    weights = np.arange(4 * 3 * 144, dtype=np.uint32).astype(np.uint8).reshape(4, 3, 144)
-    warm = warm_prefix(weights, 1000)
-    assert warm.size == 992 and np.shares_memory(warm, weights)
-    np.testing.assert_array_equal(warm, weights.reshape(-1)[:992])
-    assert warm_prefix(weights, 10**9).size == weights.size and warm_prefix(weights, 15).size == 0
-    with pytest.raises(ValueError, match="C-contiguous"):
-        warm_prefix(weights[:, :, ::2], 64)
-    with pytest.raises(ValueError, match=">= 0"):
-        warm_prefix(weights, -16)

@@ -259,13 +259,15 @@ def test_whole_stage_tiles_give_their_twins_bits_dense(cupy, rng, weights, tile,
     assert_dense_twins_agree_bit_for_bit(cupy, rng, weights, tile, twin, m, k, t)
 
 
-def assert_grouped_twins_agree_bit_for_bit(cupy, rng, weights, tile, twin, k, m=100):
-    """E=7 (expert 6 never routed), T=23, M rows each, and the float64 reference as well."""
+@pytest.mark.parametrize("weights,tile", [c for c in WHOLE_TWINS if "sk" not in c[1]])
+@pytest.mark.parametrize("k", [512, 768])
+def test_whole_stage_tiles_give_their_twins_bits_grouped(cupy, rng, weights, tile, k):
+    """E=7 (expert 6 never routed), T=23, M=100, and the float64 reference as well."""
     from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
     fmt = get_format(weights)
-    e, t, top_k = 7, 23, 2
+    e, m, t, top_k = 7, 100, 23, 2
     ids = np.stack([rng.choice(e - 1, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32)
     w_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
     x_host = rng.standard_normal((t, k), dtype=np.float32)
@@ -275,7 +277,7 @@ def assert_grouped_twins_agree_bit_for_bit(cupy, rng, weights, tile, twin, k, m=
     xp = permuted_activations(cupy, t, k)
     permute_activations(cupy.asarray(x_host), xp, tile_obj.x_order)
     outputs = []
-    for spec in (tile, twin):
+    for spec in (tile, whole_twin(tile)):
         y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
         gemm_for(cupy, spec, grouped=True, weights=weights).grouped_call(
             cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k
@@ -284,39 +286,6 @@ def assert_grouped_twins_agree_bit_for_bit(cupy, rng, weights, tile, twin, k, m=
     assert not np.isnan(outputs[1]).any(), "unwritten outputs"
     assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
     assert ref.rel_frobenius(outputs[1], ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
-
-
-@pytest.mark.parametrize("weights,tile", [c for c in WHOLE_TWINS if "sk" not in c[1]])
-@pytest.mark.parametrize("k", [512, 768])
-def test_whole_stage_tiles_give_their_twins_bits_grouped(cupy, rng, weights, tile, k):
-    assert_grouped_twins_agree_bit_for_bit(cupy, rng, weights, tile, whole_twin(tile), k)
-
-
-# The weight slice asked of L2 first (l2: bulk prefetches, a hint) changes no copy and no sum: bit for bit the tile
-# without it. Half and whole stages, halves and quarters, trimmed, 256 rows; M = 100 and 300 leave the last row block
-# short (its slice ends at row M - 1); at K = 1280 a 128-row Q4_K slice is 90 KB, six prefetch pieces, the last short.
-L2_TWINS = [
-    ("q4_k", "wgmma+tma:1,2,8,1,4"),
-    ("q4_k", "wgmma+tma+whole:1,4,8,1,3"),
-    ("q4_k", "wgmma+quarter+tma:1,12,8,1,3,2,1"),
-    ("q4_k", "wgmma+tma+whole:1,8,16,1,3,1,1"),
-    ("q5_k", "wgmma+tma:1,4,8,1,3"),
-]
-
-
-@pytest.mark.parametrize("weights,tile", L2_TWINS)
-@pytest.mark.parametrize("m,k", [(100, 512), (300, 1280)])
-def test_l2_tiles_give_their_twins_bits_grouped(cupy, rng, weights, tile, m, k):
-    from zincbench.ops.fused import MmaTile
-
-    twin = tile.replace(":", "+l2:", 1)
-    assert MmaTile.parse(twin).l2 and not MmaTile.parse(tile).l2
-    assert_grouped_twins_agree_bit_for_bit(cupy, rng, weights, tile, twin, k, m)
-
-
-def test_l2_tiles_are_grouped(cupy):
-    with pytest.raises(ValueError, match="l2 warms a grouped tile"):
-        gemm_for(cupy, "wgmma+tma+l2:1,8,8,1,3", grouped=False, weights="q4_k")
 
 
 def test_whole_stages_are_for_q4k_and_q5k(cupy):

@@ -281,7 +281,6 @@ def test_one_launch_build_with_several_batches_per_route_block(cupy, rng, t, top
         assert_routing_matches(ws, ids)
 
 
-@pytest.mark.parametrize("warm_bytes", [0, (3 << 20) + 48], ids=["cold", "warm"])
 @pytest.mark.parametrize("path", list(ONE_LAUNCH_PATHS))
 @pytest.mark.parametrize("order", ["mma", "wgmma"])
 @pytest.mark.parametrize(
@@ -294,13 +293,12 @@ def test_one_launch_build_with_several_batches_per_route_block(cupy, rng, t, top
     ],
 )
 def test_one_launch_build_permutes_activations_as_the_permute_kernel_does(
-    cupy, rng, monkeypatch, order, t, top_k, n_experts, x_per_slot, permute_cap, path, warm_bytes
+    cupy, rng, monkeypatch, order, t, top_k, n_experts, x_per_slot, permute_cap, path
 ):
     """The permute blocks of the one-launch build write the bytes permute_activations writes (any grid: a cap of
     three blocks makes them stride), while its route blocks build the same routing, by either path (the multi-block
     protocol, one block running the single-block build, or the one the default threshold picks); twice on one
-    workspace. Warming L2 first (3 MB and 48 bytes: a short last piece; three permute blocks issue 64 or 65 pieces each)
-    changes none of it."""
+    workspace."""
     if permute_cap:
         monkeypatch.setattr(routing, "PERMUTE_MAX_BLOCKS", permute_cap)
     k = 768
@@ -316,30 +314,9 @@ def test_one_launch_build_permutes_activations_as_the_permute_kernel_does(
         got = permuted_activations(cupy, rows, k)
         got.fill(0xFFFFFFFF)
         ws.sorted_ids.fill(0xFFFFFFFF)
-        warm = routing.warm_prefix(cupy.ones(4 << 20, dtype=cupy.uint8), warm_bytes) if warm_bytes else None
-        build_routing(cupy.asarray(ids), ws, x, got, order, warm)
+        build_routing(cupy.asarray(ids), ws, x, got, order)
         np.testing.assert_array_equal(got.get(), expected.get())
         assert_routing_matches(ws, ids)
-
-
-def test_the_one_launch_l2_warm_up_takes_aligned_bytes_beside_a_permute(cupy, rng):
-    ids = cupy.asarray(routing_table(rng, 5, 2, 4, 2))
-    x, xp = cupy.zeros((5, 256), dtype=cupy.float32), permuted_activations(cupy, 5, 256)
-    weights = cupy.zeros((4, 3, 144), dtype=cupy.uint8)
-    warm = routing.warm_prefix(weights, 1000)
-    assert warm.size == 992 and warm.data.ptr == weights.data.ptr
-    assert routing.warm_prefix(weights, 1 << 30).size == weights.size // 16 * 16
-    one_launch = RoutingWorkspace(5, 2, 4, 8, build="one_launch")
-    with pytest.raises(ValueError, match="warm goes with x and xp"):
-        build_routing(ids, one_launch, warm=warm)
-    flat = weights.reshape(-1)
-    for bad in (flat[1:17], flat[:24]):
-        with pytest.raises(ValueError, match="16-byte boundaries"):
-            build_routing(ids, one_launch, x, xp, warm=bad)
-    with pytest.raises(ValueError, match="does not warm L2"):
-        routing.route_and_permute(ids, RoutingWorkspace(5, 2, 4, 8, build="multi_block"), x, xp, warm=warm)
-    with pytest.raises(ValueError, match="C-contiguous"):
-        routing.warm_prefix(weights[:, :, ::2], 64)
 
 
 def test_only_the_one_launch_build_permutes(cupy, rng):

@@ -42,9 +42,6 @@ class T2Config(ExperimentConfig):
     # over many blocks, or one launch over many blocks, which for fused_grouped also permutes x
     # (zincbench.ops.routing). Part of the timed op either way.
     routing_build: Literal["single_block", "multi_block", "one_launch"] = "single_block"
-    # fused_grouped with the one-launch build: the fraction of the GPU's L2 its permute blocks warm with the GEMM's
-    # first weights (the first experts' rows, which its first blocks read) while the routing runs; 0: none
-    l2_warm: float = 0.0
     # The routing llama_cpp_us was measured with: its numbers show only beside cases routed the same way.
     llama_cpp_routing: Optional[Literal["uniform", "zipf"]] = None
     variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
@@ -74,10 +71,6 @@ class T2Config(ExperimentConfig):
         if any(n < 1 for n in self.tokens_per_expert):
             raise ValueError("tokens_per_expert must be >= 1")
         self.gate.check_when({"min_tokens_per_expert"})
-        if not 0.0 <= self.l2_warm <= 1.0:
-            raise ValueError(f"l2_warm is a fraction of the L2 (0 to 1), got {self.l2_warm}")
-        if self.l2_warm and self.routing_build != "one_launch":
-            raise ValueError(f"l2_warm: the one-launch routing build warms L2, not {self.routing_build}")
         check_tiles(self.fused_tiles, grouped=True)
 
 
@@ -286,19 +279,17 @@ class T2Family(FamilyBase):
     def _prepare_fused(self, cfg: T2Config, case: Case, inp: T2Inputs, tuner) -> Prepared:
         import cupy
 
-        from zincbench.gpu.device import current_device
         from zincbench.ops.fused import (
             FusedKQuantGemm,
             MmaTile,
             grouped_traffic,
             permuted_activations,
         )
-        from zincbench.ops.routing import RoutingWorkspace, route_and_permute, warm_prefix
+        from zincbench.ops.routing import RoutingWorkspace, route_and_permute
 
         x_rows = inp.t * inp.top_k if cfg.x_per_slot else inp.t
         xp = permuted_activations(cupy, x_rows, inp.k)
         x2d = inp.x.reshape(x_rows, inp.k)
-        warm = warm_prefix(inp.w, int(cfg.l2_warm * current_device().l2_bytes)) if cfg.l2_warm else None
 
         def make_run(tile_text: str):
             tile = MmaTile.parse(tile_text)
@@ -306,7 +297,7 @@ class T2Family(FamilyBase):
             ws = RoutingWorkspace(inp.t, inp.top_k, inp.e, tile.bn, build=cfg.routing_build)
 
             def run():
-                route_and_permute(inp.ids, ws, x2d, xp, tile.x_order, warm)
+                route_and_permute(inp.ids, ws, x2d, xp, tile.x_order)
                 gemm.grouped_call(
                     inp.w,
                     xp,
@@ -323,18 +314,13 @@ class T2Family(FamilyBase):
             run.tile = tile
             return run
 
-        warmed = f"/l2warm{cfg.l2_warm:g}" if warm is not None else ""  # a tile chosen with the warm-up, or without
-        key = f"t2/fused_grouped/{case.key}/{cfg.routing}/{cfg.routing_build}{warmed}"
-        tuning = tuner(key, cfg.fused_tiles, make_run)
+        tuning = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}/{cfg.routing_build}", cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
-        detail = {"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)}
-        if warm is not None:
-            detail["l2_warm_bytes"] = int(warm.size)
         return Prepared(
             run,
             inp.y,
             grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile, cfg.weights),
-            detail=detail,
+            detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)},
         )
 
     def declared_binding(self, cfg: T2Config, case: Case, inp: T2Inputs):

@@ -73,11 +73,11 @@ def weight_policy(weights: str, wgmma: bool = False, whole: bool = False) -> Wei
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole", "l2")  # written "flag[+flag...]:" before the numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole")  # written "flag[+flag...]:" before the numbers
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
-TMA_WEIGHTS, TMA_X, TMA_L2 = 1, 2, 4  # the kernel's ZB_TMA_W, ZB_TMA_X, ZB_TMA_L2
+TMA_WEIGHTS, TMA_X = 1, 2  # the kernel's ZB_TMA_W, ZB_TMA_X
 TMA_X_MAP = 3  # ZB_TMA_X_MAP: X's map follows the weight boxes' (at most 3, ZB_TMA_W_MAPS)
 X_ATOM_HALVES = 64  # one 128-byte swizzle atom of X: 64 fp16 of BN rows
 MAX_CACHED_MAPS = 64  # per kernel: (arrays, shape) pairs whose maps stay on the device
@@ -109,10 +109,7 @@ class MmaTile:
     ``whole`` (Q4_K and Q5_K): a pipeline stage is a whole superblock, each weight row's block copied as it is (one TMA
     box of the block's bytes), not a half superblock in pieces (the half's nibbles, the header again, Q5_K's qh). The
     pieces straddle 32-byte sectors and the header is read twice: a Q4_K block costs 7 sectors from L2 on average,
-    whole 5. A stage then holds twice the X and the weights.
-
-    ``l2`` (tma, grouped only): the block first asks L2 for its whole weight slice (its rows of every superblock, bulk
-    prefetches), so that the stages after the first ones find their bytes in L2 or on the way from DRAM."""
+    whole 5. A stage then holds twice the X and the weights."""
 
     wm: int
     wn: int
@@ -126,7 +123,6 @@ class MmaTile:
     quarter: bool = False
     tma: bool = False
     whole: bool = False
-    l2: bool = False
 
     @property
     def bm(self) -> int:
@@ -160,19 +156,17 @@ class MmaTile:
         pieces = "/qtr" if self.quarter else ""
         copies = "/tma" if self.tma else ""
         whole = "/sb" if self.whole else ""
-        warm = "/l2" if self.l2 else ""
         return (
             f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
-            f"{pieces}{copies}{whole}{warm}"
+            f"{pieces}{copies}{whole}"
         )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
         # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false) and TMA (0) default to off: written up to
-        # the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a dense tile's X too, | ZB_TMA_L2 (4)
-        # a grouped tile's slice asked of L2 first.
-        tma = (TMA_WEIGHTS | (0 if grouped else TMA_X) | (TMA_L2 if self.l2 else 0)) if self.tma else 0
+        # the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a dense tile's X too.
+        tma = (TMA_WEIGHTS | (0 if grouped else TMA_X)) if self.tma else 0
         flags = [str(self.wgmma).lower(), str(self.stream_k).lower(), str(self.quarter).lower(), str(tma)]
         while flags and flags[-1] in ("false", "0"):
             flags.pop()
@@ -207,14 +201,11 @@ class MmaTile:
             quarter="quarter" in names,
             tma="tma" in names,
             whole="whole" in names,
-            l2="l2" in names,
         )
         if tile.quarter and not tile.wgmma:
             raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
         if tile.tma and not tile.wgmma:
             raise ValueError(f"tile {text!r}: tma fills the wgmma path's stage ring: it needs wgmma")
-        if tile.l2 and not tile.tma:
-            raise ValueError(f"tile {text!r}: l2 asks L2 for what the TMA boxes read next: it needs tma")
         if tile.wgmma:
             tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
@@ -259,8 +250,6 @@ def check_tiles(texts: list[str], grouped: bool = False) -> None:
             raise ValueError(f"fused_tiles: {exc}") from None
         if grouped and tile.stream_k:
             raise ValueError(f"fused_tiles: tile {text!r}: stream-K (sk) schedules dense GEMMs, not grouped ones")
-        if not grouped and tile.l2:
-            raise ValueError(f"fused_tiles: tile {text!r}: l2 warms a grouped tile's slice, read once per token tile")
 
 
 # A stream-K block's share is at least this many superblocks: its partial's write and the completing block's reads
@@ -363,8 +352,6 @@ class FusedKQuantGemm:
             raise ValueError("the SwiGLU and combine epilogues are for the grouped (MoE) kernel")
         if tile.stream_k and grouped:
             raise ValueError(f"tile {tile.label}: stream-K schedules dense GEMMs, not grouped ones")
-        if tile.l2 and not grouped:
-            raise ValueError(f"tile {tile.label}: l2 warms a grouped tile's slice; a dense tile's rows stay in L2")
         self.tile = tile
         self.grouped = grouped
         self.weights = weights

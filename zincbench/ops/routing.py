@@ -6,8 +6,7 @@ of a grouped GEMM) with one single-block launch (``build="single_block"``), two 
 blocks (``build="multi_block"``: count + scan by the last block, then scatter) or one launch
 (``build="one_launch"``: up to ``single_block_items`` items one route block running the single-block build,
 past that many route blocks running the multi-block build, waiting in the kernel for the scan), which can
-also permute the fused GEMM's activations in its other blocks and, first, warm L2 with the GEMM's first weights
-(``warm``: the route blocks wait on L2 round trips while DRAM idles). All give the same offsets, tiles, status and
+also permute the fused GEMM's activations in its other blocks. All give the same offsets, tiles, status and
 bucket contents; the order inside a bucket is arbitrary in all.
 ``GatherRows`` / ``ScatterRows`` move activations into and results out of expert-grouped rows, either
 contiguous ``[P][*]`` or padded to a fixed capacity per expert ``[E][capacity][*]``. Nothing here
@@ -40,7 +39,6 @@ ONE_LAUNCH_MAX_ROUTE_BLOCKS = 32
 # are read from global memory twice.
 ONE_LAUNCH_SINGLE_BLOCK_ITEMS = 2048
 ROUTING_BUILDS = ("single_block", "multi_block", "one_launch")
-WARM_ALIGN = 16  # the bulk L2 prefetch's address and size unit (route_warm_l2)
 
 
 def route_partition(items: int, threads: int, max_blocks: int) -> tuple[int, int]:
@@ -136,33 +134,14 @@ class RoutingWorkspace:
         return bad, largest
 
 
-def warm_prefix(w, nbytes: int):
-    """The first ``nbytes`` of ``w``'s bytes (rounded down to 16, at most all of them) as a uint8 view, for
-    ``build_routing(..., warm=)``: a grouped GEMM's blocks run in tile order, the first experts' rows first."""
-    if nbytes < 0:
-        raise ValueError(f"warm bytes must be >= 0, got {nbytes}")
-    if not w.flags.c_contiguous:
-        raise ValueError("warm_prefix views a C-contiguous array's bytes (a copy would warm the copy)")
-    flat = w.reshape(-1).view(np.uint8)
-    return flat[: min(int(nbytes), flat.size) // WARM_ALIGN * WARM_ALIGN]
-
-
-def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, order: str = "mma", warm=None) -> None:
+def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, order: str = "mma") -> None:
     """Fill ``ws`` from expert_ids uint32 [T][routing_stride] (first top_k entries per row), by ws.build.
 
     With ``x`` f32 [rows][K] and ``xp`` (zincbench.ops.fused.permuted_activations), a one-launch build also
-    permutes x into xp in the ``order`` of zincbench.ops.fused.permute_activations, in the same launch; with
-    ``warm`` (contiguous uint8, 16-byte aligned, a multiple of 16 bytes: ``warm_prefix``) its permute blocks first
-    ask L2 to fetch those bytes (a bulk prefetch, sm_90 and later; a hint: nothing waits for it)."""
+    permutes x into xp in the ``order`` of zincbench.ops.fused.permute_activations, in the same launch."""
     check_array(expert_ids, np.uint32, (ws.t, None), "expert_ids")
     if (x is None) != (xp is None):
         raise ValueError("x and xp go together")
-    if warm is not None:
-        if x is None:
-            raise ValueError("the permute blocks warm L2: warm goes with x and xp")
-        check_array(warm, np.uint8, (None,), "warm")
-        if warm.data.ptr % WARM_ALIGN or warm.size % WARM_ALIGN:
-            raise ValueError(f"warm must start and end on {WARM_ALIGN}-byte boundaries (warm_prefix)")
     if order not in X_ORDERS:
         raise ValueError(f"x order {order!r}: expected one of {', '.join(X_ORDERS)}")
     if x is not None and ws.build != "one_launch":
@@ -188,7 +167,7 @@ def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, order: str 
         )
         return
     if ws.build == "one_launch":
-        _route_permute(expert_ids, ws, shape, x, xp, order, warm)
+        _route_permute(expert_ids, ws, shape, x, xp, order)
         return
     count, scatter = ws.kernels
     count(
@@ -199,7 +178,7 @@ def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, order: str 
     scatter((ws.blocks,), (ws.block_threads,), (expert_ids, ws.sorted_ids, ws.scratch, *shape))
 
 
-def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order: str, warm) -> None:
+def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order: str) -> None:
     u32 = np.uint32
     rows, k, permute_blocks = 0, 0, 0
     if x is not None:
@@ -228,23 +207,18 @@ def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order:
             np.int32(k),
             np.int32(1 if order == "wgmma" else 0),
             u32(1 if ws.single_block else 0),  # then ws.blocks is 1: block 0 runs the single-block build
-            ws.scratch if warm is None else warm,  # unread when its size is 0
-            np.uint64(0 if warm is None else warm.size),
         ),
     )
 
 
-def route_and_permute(expert_ids, ws: RoutingWorkspace, x, xp, order: str = "mma", warm=None) -> None:
+def route_and_permute(expert_ids, ws: RoutingWorkspace, x, xp, order: str = "mma") -> None:
     """A grouped fused GEMM's two inputs: the routing in ``ws`` and x permuted into xp in ``order``. A one-launch
-    build does both in one launch (and warms L2 with ``warm``, see build_routing); another build is followed by
-    permute_activations, and warms nothing."""
+    build does both in one launch; another build is followed by permute_activations."""
     if ws.build == "one_launch":
-        build_routing(expert_ids, ws, x, xp, order, warm)
-        return
-    if warm is not None:
-        raise ValueError(f"the {ws.build} build does not warm L2; the one-launch build does")
-    build_routing(expert_ids, ws)
-    permute_activations(x, xp, order)
+        build_routing(expert_ids, ws, x, xp, order)
+    else:
+        build_routing(expert_ids, ws)
+        permute_activations(x, xp, order)
 
 
 def routing_traffic(t: int, top_k: int, n_experts: int, tile_n: int) -> Traffic:

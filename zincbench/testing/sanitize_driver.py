@@ -114,7 +114,6 @@ def run_routing(cupy, rng) -> None:
         RoutingWorkspace,
         ScatterRows,
         build_routing,
-        warm_prefix,
     )
 
     def built(
@@ -139,20 +138,18 @@ def run_routing(cupy, rng) -> None:
         built(bad, 3, 12, 4, build)
     # the one-launch build with several batches per route block, and with the fused GEMM's X permute beside it: the
     # multi-block protocol (single_block_items 0) and one route block running the single-block build (P = 296, and
-    # P = 2400 past its id cache; E = 1000: 1024-thread blocks); two of them warm L2 with the whole of a weight buffer
-    # (its last piece short)
+    # P = 2400 past its id cache; E = 1000: 1024-thread blocks)
     ws = RoutingWorkspace(2999, 8, 256, 16, build="one_launch", max_route_blocks=2, single_block_items=0)
     build_routing(cupy.asarray(routing_table(rng, 2999, 8, 256, 8)), ws)
-    weights = quantized(cupy, rng, "q4_k", (3, 700), 512)
-    for rows, e, order, single_block_items, warm in (
-        (37, 256, "mma", 0, None),
-        (300, 256, "wgmma", 0, warm_prefix(weights, weights.nbytes)),
-        (37, 256, "wgmma", ONE_LAUNCH_SINGLE_BLOCK_ITEMS, warm_prefix(weights, weights.nbytes)),
-        (300, 1000, "mma", 300 * 8, None),
+    for rows, e, order, single_block_items in (
+        (37, 256, "mma", 0),
+        (300, 256, "wgmma", 0),
+        (37, 256, "wgmma", ONE_LAUNCH_SINGLE_BLOCK_ITEMS),
+        (300, 1000, "mma", 300 * 8),
     ):
         ws = RoutingWorkspace(rows, 8, e, 16, build="one_launch", single_block_items=single_block_items)
         x, xp = permute_job(cupy, rng, rows, 512)
-        build_routing(cupy.asarray(routing_table(rng, rows, 8, e, 8)), ws, x, xp, order, warm)
+        build_routing(cupy.asarray(routing_table(rng, rows, 8, e, 8)), ws, x, xp, order)
 
     top_k, k, m = 4, 96, 37
     for ids, n_experts in (
