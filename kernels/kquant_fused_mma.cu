@@ -26,12 +26,13 @@
 // - cp.async multi-stage pipeline for both the weight tile and the X tile; the X tile is XOR-swizzled
 //   on row parity so the 16-byte fragment loads are bank-conflict free. The wgmma path's stages pass through
 //   async barriers (ZbRing), not a block barrier per stage.
-// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh, zb_tma.cuh,
-// zb_wgmma.cuh, zb_xperm.cuh).
+// Portable to sm_80+ (sm_89, sm_90, sm_120): plain PTX, no CUDA headers (only ours: zb_half.cuh, zb_pdl.cuh,
+// zb_tma.cuh, zb_wgmma.cuh, zb_xperm.cuh).
 // On sm_90 a Hopper instantiation (template parameter WGMMA, compiled for sm_90a) keeps the weight decode and
 // replaces the mma.sync loop with warpgroup wgmma reading X from shared memory (see "The Hopper path" below).
 
 #include "zb_half.cuh"
+#include "zb_pdl.cuh"
 #include "zb_tma.cuh"
 #include "zb_wgmma.cuh"
 #include "zb_xperm.cuh"
@@ -1502,6 +1503,9 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                 for (int i = 0; i < ZB_TMA_W_MAPS + 1; ++i)
                     if (i < Q::TMA_BOXES || (i == ZB_TMA_X_MAP && (TMA & ZB_TMA_X))) zb_tma_prefetch(tma_maps + i);
         }
+    // Launched as the routing launch's programmatic dependent (T2), the block may be here before the tiles, buckets and
+    // permuted X exist: nothing above reads what a previous kernel writes, everything below may.
+    zb_pdl_wait();
 
     if (!STREAM_K || (int)blockIdx.x < args.sk.dp_tiles) {  // a whole tile
         const int tile = (int)blockIdx.x;

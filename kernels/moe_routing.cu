@@ -10,6 +10,7 @@
 //                   the j-th tile of expert e, 0xFFFFFFFF for unused slots; max_tiles = ceil(P/tile_n) + E
 //   status[2]       [0] ids >= E (skipped), [1] largest bucket: read by the caller after timing
 #include "zb_half.cuh"
+#include "zb_pdl.cuh"
 #include "zb_xperm.cuh"
 
 #define INVALID_ENTRY 0xFFFFFFFFu
@@ -321,7 +322,9 @@ union RouteOneLaunchShared {
 // build the routing as above, each keeping its chunk's histogram in shared memory across a wait for the last
 // block's scan (its ready flag, release/acquire); blocks [n_route, gridDim) permute x_rows rows of x into xp
 // (wgmma_order: MmaTile.x_order "wgmma"), or nothing when x_rows is 0. The permute runs while the routing waits on
-// its global round trips; the GEMM that reads both is the next launch.
+// its global round trips; the GEMM that reads both is the next launch. Every block lets that launch start at once
+// (zb_pdl_launch_dependents): a GEMM launched as its programmatic dependent waits in the kernel (zb_pdl_wait) instead
+// of behind the launch gap.
 // single_block != 0 (then n_route is 1): block 0 runs the single-block build instead and never touches scratch. At
 // small P the protocol's ~7 dependent L2 round trips (counts, done-counter, scan, ready flag, cursors) cost more than
 // one block's two passes: on an H200 at P = 2048, route + permute take 8.4 us this way and 10.2 us with the protocol.
@@ -333,6 +336,7 @@ extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offs
                                              unsigned tile_n, unsigned max_tiles, unsigned n_route, unsigned chunk_len,
                                              const float* __restrict__ x, uint4* __restrict__ xp, int x_rows, int K,
                                              int wgmma_order, unsigned single_block) {
+    zb_pdl_launch_dependents();
     if (blockIdx.x >= n_route) {
         if (wgmma_order) zb_permute_x<true>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
         else zb_permute_x<false>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);

@@ -36,7 +36,8 @@
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles and
 #                                               their whole twins, opcode counts); wholetests (the fused kernel's
-#                                               GPU tests, every tile and twin, -rA)
+#                                               GPU tests, every tile and twin, -rA); pdltests (the GEMM as the
+#                                               routing launch's dependent, and the routing builds)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
 #                                               layer block, T4, the baseline kernels, declared variants)
 #
@@ -205,6 +206,8 @@ for step in "${@:-env tests}"; do
                 && python3 scripts/sass_opcodes.py '"$LOGS"'/t2.sass' ;;
         wholetests) TAIL=30 run pytest-whole 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py ;;
+        pdltests) TAIL=30 run pytest-pdl 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
+                tests/gpu/test_fused_mma.py tests/gpu/test_kernels_baseline.py -k "dependent or routing or one_launch" ;;
         ncu_*) TAIL=60 run "ncu-${step#ncu_}" 300 bash -c "ncu_probe ${step#ncu_}" ;;  # ncu_MODE: probe_fused.py MODE
         sass) run sass 120 bash -c 'nvcc -std=c++17 -arch=sm_90 -cubin -DZINCBENCH_COMPILE_CHECK -o /tmp/f.cubin \
                 kernels/kquant_fused_mma.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;

@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, occupancy, whole, whole256 or all (the default).
+q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -313,6 +313,48 @@ T2_WHOLE_256_TILES = {
     + abba("wgmma+tma:1,8,8,1,4,2,1", "wgmma+tma:1,8,16,1,4,1,1"),
 }
 
+# The GEMM as the routing launch's programmatic dependent (mode `pdl`): the whole op T2 times (one-launch route +
+# permute, then the GEMM), launched as usual and as a dependent, A B B A, on the tiles T2 chose at E256-M512 on
+# 2026-12-04 (c1599df, results/h200/whole-20261204/), and the 256x96 quarter TMA tile at N_e 64 (X read from L2 once per
+# 256 weight rows)
+T2_PDL_TILES = {
+    8: ["wgmma+tma+whole:1,2,8,1,4"],
+    16: ["wgmma+tma+whole:1,4,8,1,3", "wgmma+tma:1,4,8,1,4"],
+    32: ["wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+tma:1,8,8,1,4,2,1"],
+    64: ["wgmma+quarter+tma:1,12,8,1,3,2,1", "wgmma+quarter+tma:1,12,16,1,4,1,1"],
+}
+
+
+def probe_pdl(timer, cupy, rng, e=256, m=512, k=2048, top_k=8):
+    w = quantized(cupy, rng, "q4_k", (e, m), k)
+    for n_e, specs in T2_PDL_TILES.items():
+        t = n_e * e // top_k
+        ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
+        x = activations(cupy, rng, (t, k))
+        y = cupy.empty((t, top_k, m), dtype=cupy.float32)
+        print(
+            f"T2 E{e} M{m} Ne{n_e}: route + permute + GEMM, launched as usual / as the routing's dependent", flush=True
+        )
+        for spec in specs:
+            gemm = kernel_or_none(spec, True, "q4_k")
+            if gemm is None:
+                continue
+            tile = gemm.tile
+            ws = RoutingWorkspace(t, top_k, e, tile.bn, build="one_launch")
+            xp = permuted(cupy, x, tile.x_order)
+
+            def op(dependent):
+                route_and_permute(ids_d, ws, x, xp, tile.x_order)
+                gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, dependent=dependent)
+
+            times = [timed(timer, lambda: op(dependent)) for dependent in (False, True, True, False)]
+            print(
+                f"  {spec:34s} {tile.label:36s} usual {times[0]:6.1f} / {times[3]:6.1f} us, "
+                f"dependent {times[1]:6.1f} / {times[2]:6.1f} us",
+                flush=True,
+            )
+
+
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
 T1_SMALL_TILES = [
@@ -406,6 +448,8 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_OCCUPANCY_TILES)
     if which == "whole":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_TILES)
+    if which == "pdl":
+        probe_pdl(timer, cupy, rng)
     if which == "whole256":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_256_TILES)
     if which == "tma":

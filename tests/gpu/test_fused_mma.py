@@ -504,3 +504,52 @@ def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
     got_rows = np.concatenate([got[ex, : offsets[ex + 1] - offsets[ex]] for ex in range(e)])
     assert not np.isnan(got_rows).any(), "unwritten outputs"
     assert ref.rel_frobenius(got_rows.astype(np.float64), act.reshape(t * top_k, m)[sorted_ids]) < TOL
+
+
+# Programmatic dependent launch (T2's GEMM after the one-launch routing build): the GEMM's blocks may start while the
+# routing runs, and each waits inside (zb_pdl_wait) before it reads the tiles, the buckets and the permuted X. Each
+# round brings a fresh routing and fresh activations into the same workspace (a block that read early would find the
+# last round's), at P = 4096 (the multi-block protocol: its route blocks wait on each other). The portable path's
+# kernel waits too.
+@pytest.mark.parametrize("tile", ["wgmma+tma+whole:1,4,8,1,3", "wgmma+quarter+tma:1,12,8,1,3,2,1", "1,2,4,1,3"])
+@pytest.mark.parametrize("own_stream", [True, False], ids=["own-stream", "default-stream"])
+def test_a_gemm_launched_as_the_routings_dependent_gives_an_ordinary_launchs_bits(cupy, rng, tile, own_stream):
+    from zincbench.ops.fused import permuted_activations
+    from zincbench.ops.routing import RoutingWorkspace, route_and_permute
+
+    if int(cupy.cuda.Device().compute_capability) < 90:
+        pytest.skip("programmatic dependent launch is sm_90 and later")
+    fmt = get_format("q4_k")
+    e, m, k, t, top_k = 256, 256, 512, 512, 8
+    gemm = gemm_for(cupy, tile, grouped=True, weights="q4_k")
+    order, bn = gemm.tile.x_order, gemm.tile.bn
+    w = cupy.asarray(fmt.random_blocks(rng, e * m, k).reshape(e, m, -1))
+    spaces = [RoutingWorkspace(t, top_k, e, bn, build="one_launch") for _ in range(2)]
+    xps = [permuted_activations(cupy, t, k) for _ in range(2)]
+    stream = cupy.cuda.Stream(non_blocking=True) if own_stream else cupy.cuda.Stream.null
+    with stream:
+        for _ in range(3):
+            ids = cupy.asarray(np.stack([rng.choice(e, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32))
+            x = cupy.asarray(rng.standard_normal((t, k), dtype=np.float32))
+            outputs = []
+            for ws, xp, dependent in zip(spaces, xps, (False, True)):
+                y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
+                route_and_permute(ids, ws, x, xp, order)
+                gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, dependent=dependent)
+                outputs.append(y)
+            stream.synchronize()
+            ordinary, dependent = (y.get() for y in outputs)
+            assert not np.isnan(ordinary).any(), "unwritten outputs"
+            assert np.array_equal(ordinary.view(np.uint32), dependent.view(np.uint32))
+
+
+def test_a_dependent_launch_is_refused_below_sm_90(cupy):
+    from zincbench.ops.routing import RoutingWorkspace
+
+    gemm = gemm_for(cupy, "1,2,4,1,3", grouped=True, weights="q4_k")
+    gemm.arch = "89"
+    ws = RoutingWorkspace(1, 1, 2, gemm.tile.bn)
+    with pytest.raises(ValueError, match="needs sm_90 or later, not sm_89"):
+        gemm.grouped_call(
+            gemm._dummy, gemm._dummy, gemm._dummy, 1, 256, ws.tiles, ws.offsets, ws.sorted_ids, 1, dependent=True
+        )

@@ -42,6 +42,9 @@ class T2Config(ExperimentConfig):
     # over many blocks, or one launch over many blocks, which for fused_grouped also permutes x
     # (zincbench.ops.routing). Part of the timed op either way.
     routing_build: Literal["single_block", "multi_block", "one_launch"] = "single_block"
+    # fused_grouped on sm_90 and later: the GEMM launched as the routing launch's programmatic dependent (PDL), its
+    # blocks resident while the routing runs, waiting inside for its outputs; other GPUs launch it as usual
+    programmatic_launch: bool = False
     # The routing llama_cpp_us was measured with: its numbers show only beside cases routed the same way.
     llama_cpp_routing: Optional[Literal["uniform", "zipf"]] = None
     variants: list[str] = field(default_factory=lambda: ["matvec", "dequant_cublas", "fused_grouped"])
@@ -291,6 +294,8 @@ class T2Family(FamilyBase):
         xp = permuted_activations(cupy, x_rows, inp.k)
         x2d = inp.x.reshape(x_rows, inp.k)
 
+        dependent = cfg.programmatic_launch and int(cupy.cuda.Device().compute_capability) >= 90
+
         def make_run(tile_text: str):
             tile = MmaTile.parse(tile_text)
             gemm = FusedKQuantGemm(tile, grouped=True, weights=cfg.weights)
@@ -309,18 +314,26 @@ class T2Family(FamilyBase):
                     ws.sorted_ids,
                     inp.top_k,
                     x_per_slot=cfg.x_per_slot,
+                    dependent=dependent,
                 )
 
             run.tile = tile
             return run
 
-        tuning = tuner(f"t2/fused_grouped/{case.key}/{cfg.routing}/{cfg.routing_build}", cfg.fused_tiles, make_run)
+        launch = "/pdl" if dependent else ""  # a tile chosen with the GEMM launched as a dependent, or without
+        key = f"t2/fused_grouped/{case.key}/{cfg.routing}/{cfg.routing_build}{launch}"
+        tuning = tuner(key, cfg.fused_tiles, make_run)
         run = make_run(tuning.choice)
         return Prepared(
             run,
             inp.y,
             grouped_traffic(inp.counts, inp.m, inp.k, inp.top_k, x_rows, run.tile, cfg.weights),
-            detail={"tile": run.tile.label, "tile_spec": tuning.choice, "autotune": autotune.record(tuning)},
+            detail={
+                "tile": run.tile.label,
+                "tile_spec": tuning.choice,
+                "autotune": autotune.record(tuning),
+                "programmatic_launch": dependent,
+            },
         )
 
     def declared_binding(self, cfg: T2Config, case: Case, inp: T2Inputs):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zincbench.errors import InputError
+from zincbench.gpu.launch import launch_dependent
 from zincbench.gpu.nvrtc import prefer_max_shared, set_dynamic_shared
 from zincbench.gpu.runtime import get_kernel
 from zincbench.gpu.tma import TensorMapSpec, device_maps
@@ -370,7 +371,7 @@ class FusedKQuantGemm:
             tma_widths(tile, weights)
         if tile.tma and epilogue in SWIGLU_EPILOGUES:
             raise ValueError(f"tile {tile.label}: the SwiGLU epilogues read two weight matrices, the TMA boxes one")
-        arch = cupy.cuda.Device().compute_capability
+        arch = self.arch = cupy.cuda.Device().compute_capability
         if tile.wgmma and arch != "90":
             raise ValueError(f"tile {tile.label}: the wgmma path runs on sm_90, not sm_{arch}")
         expr = tile.expression(grouped, weights, epilogue)
@@ -495,49 +496,55 @@ class FusedKQuantGemm:
         w_up=None,
         routing=None,
         capacity: int = 0,
+        dependent: bool = False,
     ) -> None:
         """w uint8 [E][M][row bytes]; tiles/offsets/sorted_ids from the routing kernels with BN = tile.bn;
         xp rows are tokens (or token-slots when x_per_slot). y by epilogue: STORE f32 [T][top_k][M];
         SWIGLU_F16_PERM fp16 [T][top_k][M] (permuted order), SWIGLU_F16_GROUPED fp16 [E][capacity][M], from
         gate rows ``w`` and up rows ``w_up`` (same shape); COMBINE f32 [T][M] += routing weight x result,
-        ``routing`` the engine's u32 table [T][2*top_k]."""
+        ``routing`` the engine's u32 table [T][2*top_k].
+
+        ``dependent`` (sm_90 and later): launched as the previous kernel's programmatic dependent
+        (zincbench.gpu.launch), its blocks start while that kernel (the routing launch) runs and wait inside for
+        its outputs."""
         swiglu = self.epilogue in SWIGLU_EPILOGUES
         if swiglu != (w_up is not None) or (self.epilogue == EPILOGUE_COMBINE) != (routing is not None):
             raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")
         if (self.epilogue == EPILOGUE_SWIGLU_F16_GROUPED) != (capacity > 0):
             raise ValueError("capacity goes with the SWIGLU_F16_GROUPED epilogue")
+        if dependent and int(self.arch) < 90:
+            raise ValueError(f"a programmatic dependent launch needs sm_90 or later, not sm_{self.arch}")
         expert_bytes = w.shape[1] * w.shape[2]
         rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm
         grid = ((m + rows_per_block - 1) // rows_per_block, int(tiles.size))
         d = self._dummy
-        self.kernel(
-            grid,
-            (self.tile.threads,),
-            (
-                w,
-                xp,
-                y,
-                np.int32(m),
-                np.int32(k),
-                np.int32(capacity),
-                np.uint64(expert_bytes),
-                tiles,
-                offsets,
-                sorted_ids,
-                np.int32(top_k),
-                np.int32(1 if x_per_slot else 0),
-                d if w_up is None else w_up,
-                d if routing is None else routing,
-                np.int32(0 if routing is None else routing.shape[1]),
-                d,
-                d,
-                np.int32(0),
-                np.int32(0),
-                np.int32(0),
-                self.tma_maps(w, xp, m, k, x_rows=None),
-            ),
-            shared_mem=self.smem_bytes,
+        args = (
+            w,
+            xp,
+            y,
+            np.int32(m),
+            np.int32(k),
+            np.int32(capacity),
+            np.uint64(expert_bytes),
+            tiles,
+            offsets,
+            sorted_ids,
+            np.int32(top_k),
+            np.int32(1 if x_per_slot else 0),
+            d if w_up is None else w_up,
+            d if routing is None else routing,
+            np.int32(0 if routing is None else routing.shape[1]),
+            d,
+            d,
+            np.int32(0),
+            np.int32(0),
+            np.int32(0),
+            self.tma_maps(w, xp, m, k, x_rows=None),
         )
+        if dependent:
+            launch_dependent(self.kernel, grid, (self.tile.threads,), args, self.smem_bytes)
+        else:
+            self.kernel(grid, (self.tile.threads,), args, shared_mem=self.smem_bytes)
 
 
 def dense_traffic(m: int, k: int, t: int, tile: MmaTile, weights: str) -> Traffic:

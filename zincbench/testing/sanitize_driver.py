@@ -302,7 +302,7 @@ def fused_kernels(tiles: list, grouped: bool, weights: str) -> list:
 
 def run_fused(cupy, rng) -> None:
     from zincbench.ops.fused import POLICIES, stream_k_schedule
-    from zincbench.ops.routing import RoutingWorkspace, build_routing
+    from zincbench.ops.routing import RoutingWorkspace, build_routing, route_and_permute
 
     for weights in POLICIES:  # every format the kernel reads
         for tile, gemm in fused_kernels(gate_tiles("t1"), False, weights):  # the dense T1 gate's tiles
@@ -348,6 +348,20 @@ def run_fused(cupy, rng) -> None:
                     top_k,
                     x_per_slot=per_slot,
                 )
+    # T2's launch pair on sm_90 and later: the GEMM as the one-launch routing build's programmatic dependent
+    if int(cupy.cuda.Device().compute_capability) >= 90:
+        ids, top_k, e, m, k = grouped_cases[0]
+        t = ids.shape[0]
+        x = activations(cupy, rng, (t, k))
+        for tile, gemm in grouped_kernels:
+            if gemm.weights != "q4_k":
+                continue
+            ws = RoutingWorkspace(t, top_k, e, tile.bn, build="one_launch")
+            xp = permuted(cupy, x, tile.x_order)
+            route_and_permute(cupy.asarray(ids), ws, x, xp, tile.x_order)
+            y = cupy.empty((t, top_k, m), dtype=cupy.float32)
+            w = quantized(cupy, rng, "q4_k", (e, m), k)
+            gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, dependent=True)
 
 
 def run_layer(cupy, rng) -> None:
