@@ -970,12 +970,12 @@ __device__ __forceinline__ bool zb_token_tile(ZbTokenTile& tt, unsigned* s_xoff,
                                               const unsigned* sorted_ids, int top_k, int x_per_slot) {
     tt.w_base = 0, tt.expert = 0;
     tt.bucket_row0 = 0, tt.place0 = 0;
-    if (GROUPED) {
-        const unsigned tile = tiles[tile_n];
+    if (GROUPED) {  // the routing launch's outputs: zb_pdl_load (T2 launches the GEMM as its dependent)
+        const unsigned tile = zb_pdl_load(tiles + tile_n);
         if (tile == ZB_INVALID) return false;
         const unsigned expert = tile >> 16;
-        const unsigned begin = offsets[expert] + (tile & 0xFFFFu) * BN;
-        const unsigned end = offsets[expert + 1];
+        const unsigned begin = zb_pdl_load(offsets + expert) + (tile & 0xFFFFu) * BN;
+        const unsigned end = zb_pdl_load(offsets + expert + 1);
         tt.bucket_row0 = expert * (unsigned)n_rows;
         tt.place0 = (tile & 0xFFFFu) * BN;
         tt.n_tokens = (int)min(end - begin, (unsigned)BN);
@@ -983,7 +983,7 @@ __device__ __forceinline__ bool zb_token_tile(ZbTokenTile& tt, unsigned* s_xoff,
         tt.expert = (int)expert;
         for (int r = tid; r < BN; r += THREADS) {
             const unsigned pos = begin + r;
-            const unsigned sid = pos < end ? sorted_ids[pos] : ZB_INVALID;
+            const unsigned sid = pos < end ? zb_pdl_load(sorted_ids + pos) : ZB_INVALID;
             s_orow[r] = sid == ZB_INVALID ? -1 : (int)sid;
             s_xoff[r] = sid == ZB_INVALID ? ZB_INVALID : (x_per_slot ? sid : sid / top_k) * (unsigned)(K / 8);
         }

@@ -13,6 +13,15 @@ __device__ __forceinline__ void zb_pdl_wait() {
 #endif
 }
 
+// A word the previous kernel wrote, read after zb_pdl_wait: a strong load from L2. Through the read-only path (what a
+// const __restrict__ pointer compiles to) it may be served from before the wait: that data changes during the
+// dependent kernel's lifetime.
+__device__ __forceinline__ unsigned zb_pdl_load(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 // This block lets the next kernel in the stream launch (what it reads is still ordered by its zb_pdl_wait).
 __device__ __forceinline__ void zb_pdl_launch_dependents() {
 #if __CUDA_ARCH__ >= 900

@@ -509,38 +509,52 @@ def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
 # Programmatic dependent launch (T2's GEMM after the one-launch routing build): the GEMM's blocks may start while the
 # routing runs, and each waits inside (zb_pdl_wait) before it reads the tiles, the buckets and the permuted X. Each
 # round brings a fresh routing and fresh activations into the same workspace (a block that read early would find the
-# last round's), at P = 4096 (the multi-block protocol: its route blocks wait on each other). The portable path's
-# kernel waits too.
-@pytest.mark.parametrize("tile", ["wgmma+tma+whole:1,4,8,1,3", "wgmma+quarter+tma:1,12,8,1,3,2,1", "1,2,4,1,3"])
+# last round's), at P = 2048 (one route block runs the single-block build) and P = 4096 (the multi-block protocol: its
+# route blocks wait on each other), at T2's N_e 8 shape too. Each pair is enqueued as the timer enqueues a sample
+# (GpuTimer.run_held: behind a spin kernel released once both are in), so that the launches meet on the GPU; launched
+# one after the other on an idle GPU, the routing is done before the GEMM is enqueued and nothing overlaps. The
+# portable path's kernel waits too.
+@pytest.mark.parametrize(
+    "tile",
+    ["wgmma+tma+whole:1,2,8,1,4", "wgmma+tma+whole:1,4,8,1,3", "wgmma+quarter+tma:1,12,8,1,3,2,1", "1,2,4,1,3"],
+)
 @pytest.mark.parametrize("own_stream", [True, False], ids=["own-stream", "default-stream"])
-def test_a_gemm_launched_as_the_routings_dependent_gives_an_ordinary_launchs_bits(cupy, rng, tile, own_stream):
+@pytest.mark.parametrize(
+    "m,k,t", [(256, 512, 256), (256, 512, 512), (512, 2048, 256)], ids=["P2048", "P4096", "T2-Ne8"]
+)
+def test_a_gemm_launched_as_the_routings_dependent_gives_an_ordinary_launchs_bits(cupy, rng, tile, own_stream, m, k, t):
+    from zincbench.measure.timer import GpuTimer, TimerConfig
     from zincbench.ops.fused import permuted_activations
     from zincbench.ops.routing import RoutingWorkspace, route_and_permute
 
     if int(cupy.cuda.Device().compute_capability) < 90:
         pytest.skip("programmatic dependent launch is sm_90 and later")
     fmt = get_format("q4_k")
-    e, m, k, t, top_k = 256, 256, 512, 512, 8
+    e, top_k = 256, 8
     gemm = gemm_for(cupy, tile, grouped=True, weights="q4_k")
     order, bn = gemm.tile.x_order, gemm.tile.bn
     w = cupy.asarray(fmt.random_blocks(rng, e * m, k).reshape(e, m, -1))
     spaces = [RoutingWorkspace(t, top_k, e, bn, build="one_launch") for _ in range(2)]
     xps = [permuted_activations(cupy, t, k) for _ in range(2)]
-    stream = cupy.cuda.Stream(non_blocking=True) if own_stream else cupy.cuda.Stream.null
-    with stream:
-        for _ in range(3):
-            ids = cupy.asarray(np.stack([rng.choice(e, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32))
-            x = cupy.asarray(rng.standard_normal((t, k), dtype=np.float32))
-            outputs = []
-            for ws, xp, dependent in zip(spaces, xps, (False, True)):
-                y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
+    timer = GpuTimer(TimerConfig(mode="hot", warmup=0), stream=None if own_stream else cupy.cuda.Stream.null)
+    assert timer.config.launch_hiding, "ZINCBENCH_LAUNCH_HIDING=0: the pair would not meet on the GPU"
+    for _ in range(3):
+        ids = cupy.asarray(np.stack([rng.choice(e, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32))
+        x = cupy.asarray(rng.standard_normal((t, k), dtype=np.float32))
+        outputs = []
+        for ws, xp, dependent in zip(spaces, xps, (False, True)):
+            y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
+            cupy.cuda.Device().synchronize()  # inputs from the default stream, before the timer's stream reads them
+
+            def pair():
                 route_and_permute(ids, ws, x, xp, order)
                 gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, dependent=dependent)
-                outputs.append(y)
-            stream.synchronize()
-            ordinary, dependent = (y.get() for y in outputs)
-            assert not np.isnan(ordinary).any(), "unwritten outputs"
-            assert np.array_equal(ordinary.view(np.uint32), dependent.view(np.uint32))
+
+            timer.run_held(pair)
+            outputs.append(y)
+        ordinary, as_dependent = (y.get() for y in outputs)
+        assert not np.isnan(ordinary).any(), "unwritten outputs"
+        assert np.array_equal(ordinary.view(np.uint32), as_dependent.view(np.uint32))
 
 
 def test_a_dependent_launch_is_refused_below_sm_90(cupy):

@@ -77,6 +77,7 @@ def fixed_tile(tile):
 @pytest.mark.parametrize("t", [1, 37, 300])
 def test_every_path_matches_float64_and_the_candidates_the_engine_bits(cupy, rng, tmp_path, gemms, t):
     from zincbench.bench.runner import _check
+    from zincbench.measure.timer import GpuTimer, TimerConfig
     from zincbench.ops.norm_cast import PATHS, launch_count
 
     family = load_family("t4")
@@ -84,11 +85,11 @@ def test_every_path_matches_float64_and_the_candidates_the_engine_bits(cupy, rng
     case = family.cases(cfg)[0]
     inputs = family.build_inputs(cfg, case, rng)
     formats = [g.get("weights", "q4_k") for g in gemms]
-    stream = cupy.cuda.Stream(non_blocking=True)
+    timer = GpuTimer(TimerConfig(mode="hot", warmup=0))
     for variant in cfg.variants:
         info = next(v for v in family.variants(cfg) if v.name == variant)
         prepared = family.prepare(cfg, case, inputs, variant, fixed_tile(cfg.fused_tiles[0]))
-        result = _check(family, cfg, case, inputs, prepared, info.tolerance, stream)
+        result = _check(family, cfg, case, inputs, prepared, info.tolerance, timer)
         assert result.passed, (variant, result)
         detail, failure = family.judge_output(cfg, case, inputs, info, prepared.output)
         path = {"engine_path": "engine"}.get(variant, variant)

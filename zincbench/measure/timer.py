@@ -151,14 +151,29 @@ class GpuTimer:
         self._flush_value ^= 1
         self.cupy.cuda.runtime.memsetAsync(self._flush.data.ptr, self._flush_value, self.flush_bytes, self.stream.ptr)
 
+    def _hold(self) -> None:
+        """Hold the stream behind a spin kernel until ``self._flag.host[0] = 1`` (or its timeout, which it flags)."""
+        self._flag.host[0] = 0
+        self._flag.host[1] = 0
+        self._spin((1,), (1,), (self._flag.device, np.uint64(SPIN_TIMEOUT_NS)), stream=self.stream)
+
+    def run_held(self, fn: Callable[[], None]) -> None:
+        """``fn``'s launches on the timer's stream as a sample enqueues them: with launch hiding on, held behind the
+        spin kernel until ``fn`` returns, so that they meet on the GPU back to back whatever the host's pace. A
+        correctness check run this way sees what a timed run does (a dependent launch's early start among it)."""
+        with self.stream:
+            if self.config.launch_hiding:
+                self._hold()
+            fn()
+            self._flag.host[0] = 1
+        self.stream.synchronize()
+
     def _sample(self, fn: Callable[[], None], cold: bool, hide: bool) -> tuple[float, float, bool]:
         """One sample: (gpu_us, cpu_launch_us, launch_hidden_ok)."""
         if cold:
             self._evict_l2()
         if hide:
-            self._flag.host[0] = 0
-            self._flag.host[1] = 0
-            self._spin((1,), (1,), (self._flag.device, np.uint64(SPIN_TIMEOUT_NS)), stream=self.stream)
+            self._hold()
         self._start.record(self.stream)
         t0 = time.perf_counter()
         fn()
