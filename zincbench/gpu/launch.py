@@ -16,7 +16,6 @@ import numpy as np
 from zincbench.gpu.nvrtc import CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END
 
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # cuda.h's CUlaunchAttributeID
-POINTER_BYTES = 8
 
 
 class LaunchAttribute(ctypes.Structure):
