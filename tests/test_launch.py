@@ -16,6 +16,7 @@ from zincbench.gpu.launch import (
     LaunchAttribute,
     LaunchConfig,
     pack_arguments,
+    supports_dependent_launch,
 )
 from zincbench.gpu.runtime import find_nvcc
 
@@ -96,3 +97,8 @@ def test_the_launch_structs_match_cuda_h(tmp_path):
         CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
     )
     assert tuple(int(v) for v in printed.split()) == ours
+
+
+@pytest.mark.parametrize("arch, supported", [("80", False), ("89", False), ("90", True), ("100", True), ("120", True)])
+def test_dependent_launches_run_as_such_from_sm_90(arch, supported):
+    assert supports_dependent_launch(arch) is supported

@@ -523,11 +523,12 @@ def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
     "m,k,t", [(256, 512, 256), (256, 512, 512), (512, 2048, 256)], ids=["P2048", "P4096", "T2-Ne8"]
 )
 def test_a_gemm_launched_as_the_routings_dependent_gives_an_ordinary_launchs_bits(cupy, rng, tile, own_stream, m, k, t):
+    from zincbench.gpu.launch import supports_dependent_launch
     from zincbench.measure.timer import GpuTimer, TimerConfig
     from zincbench.ops.fused import permuted_activations
     from zincbench.ops.routing import RoutingWorkspace, route_and_permute
 
-    if int(cupy.cuda.Device().compute_capability) < 90:
+    if not supports_dependent_launch(cupy.cuda.Device().compute_capability):
         pytest.skip("programmatic dependent launch is sm_90 and later")
     fmt = get_format("q4_k")
     e, top_k = 256, 8

@@ -282,6 +282,7 @@ class T2Family(FamilyBase):
     def _prepare_fused(self, cfg: T2Config, case: Case, inp: T2Inputs, tuner) -> Prepared:
         import cupy
 
+        from zincbench.gpu.launch import supports_dependent_launch
         from zincbench.ops.fused import (
             FusedKQuantGemm,
             MmaTile,
@@ -294,7 +295,7 @@ class T2Family(FamilyBase):
         xp = permuted_activations(cupy, x_rows, inp.k)
         x2d = inp.x.reshape(x_rows, inp.k)
 
-        dependent = cfg.programmatic_launch and int(cupy.cuda.Device().compute_capability) >= 90
+        dependent = cfg.programmatic_launch and supports_dependent_launch(cupy.cuda.Device().compute_capability)
 
         def make_run(tile_text: str):
             tile = MmaTile.parse(tile_text)

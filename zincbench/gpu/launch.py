@@ -13,9 +13,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from zincbench.gpu.nvrtc import CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END
+from zincbench.gpu.nvrtc import ParameterBuffer
 
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # cuda.h's CUlaunchAttributeID
+DEPENDENT_LAUNCH_MIN_ARCH = 90  # griddepcontrol, and the attribute's effect
+
+
+def supports_dependent_launch(compute_capability: str) -> bool:
+    """Whether a GPU of ``compute_capability`` ("90", "89", "120") runs a dependent launch as one."""
+    return int(compute_capability) >= DEPENDENT_LAUNCH_MIN_ARCH
 
 
 class LaunchAttribute(ctypes.Structure):
@@ -67,16 +73,7 @@ def launch_dependent(function, grid: tuple, block: tuple, args, shared_bytes: in
     it. The kernel must wait (zb_pdl_wait) before it reads that kernel's outputs."""
     import cupy
 
-    params = pack_arguments(args)
-    buffer = ctypes.create_string_buffer(params, max(len(params), 1))
-    size = ctypes.c_size_t(len(params))
-    extra = (ctypes.c_void_p * 5)(
-        CU_LAUNCH_PARAM_BUFFER_POINTER,
-        ctypes.addressof(buffer),
-        CU_LAUNCH_PARAM_BUFFER_SIZE,
-        ctypes.addressof(size),
-        CU_LAUNCH_PARAM_END,
-    )
+    params = ParameterBuffer(pack_arguments(args))
     attribute = LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
     attribute.value[0] = 1  # programmaticStreamSerializationAllowed, the union's first int
     config = LaunchConfig(
@@ -87,6 +84,6 @@ def launch_dependent(function, grid: tuple, block: tuple, args, shared_bytes: in
         ctypes.pointer(attribute),
         1,
     )
-    status = _launch_kernel_ex()(ctypes.byref(config), function.ptr, None, extra)
+    status = _launch_kernel_ex()(ctypes.byref(config), function.ptr, None, params.extra)
     if status:
         raise cupy.cuda.driver.CUDADriverError(status)

@@ -233,6 +233,22 @@ def prefer_max_shared(function) -> None:
     )
 
 
+class ParameterBuffer:
+    """A packed parameter buffer in ``cuLaunchKernel``'s ``extra`` form (also ``cuLaunchKernelEx``'s): ``extra`` and
+    the ctypes objects it points to, which the driver reads at launch time, live as long as this object."""
+
+    def __init__(self, params: bytes):
+        self._buffer = ctypes.create_string_buffer(params, max(len(params), 1))
+        self._size = ctypes.c_size_t(len(params))
+        self.extra = (ctypes.c_void_p * 5)(
+            CU_LAUNCH_PARAM_BUFFER_POINTER,
+            ctypes.addressof(self._buffer),
+            CU_LAUNCH_PARAM_BUFFER_SIZE,
+            ctypes.addressof(self._size),
+            CU_LAUNCH_PARAM_END,
+        )
+
+
 class PackedLaunch:
     """One kernel launch with its parameter buffer packed once; calling it enqueues on the current stream.
 
@@ -252,16 +268,7 @@ class PackedLaunch:
         self.function, self.grid, self.block, self.shared_bytes = function, grid, block, shared_bytes
         self.params = bytes(params)
         self.buffers = tuple(buffers)
-        # ctypes objects the driver reads at launch time: kept alive with the launch.
-        self._buffer = ctypes.create_string_buffer(params, max(len(params), 1))
-        self._size = ctypes.c_size_t(len(params))
-        self._extra = (ctypes.c_void_p * 5)(
-            CU_LAUNCH_PARAM_BUFFER_POINTER,
-            ctypes.addressof(self._buffer),
-            CU_LAUNCH_PARAM_BUFFER_SIZE,
-            ctypes.addressof(self._size),
-            CU_LAUNCH_PARAM_END,
-        )
+        self._packed = ParameterBuffer(self.params)  # kept alive with the launch
         set_dynamic_shared(function, shared_bytes)
 
     def __call__(self) -> None:
@@ -269,5 +276,11 @@ class PackedLaunch:
 
         stream = cupy.cuda.get_current_stream().ptr
         cupy.cuda.driver.launchKernel(
-            self.function.ptr, *self.grid, *self.block, self.shared_bytes, stream, 0, ctypes.addressof(self._extra)
+            self.function.ptr,
+            *self.grid,
+            *self.block,
+            self.shared_bytes,
+            stream,
+            0,
+            ctypes.addressof(self._packed.extra),
         )

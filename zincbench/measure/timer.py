@@ -165,7 +165,7 @@ class GpuTimer:
             if self.config.launch_hiding:
                 self._hold()
             fn()
-            self._flag.host[0] = 1
+        self._flag.host[0] = 1  # the release (unread without a hold)
         self.stream.synchronize()
 
     def _sample(self, fn: Callable[[], None], cold: bool, hide: bool) -> tuple[float, float, bool]:

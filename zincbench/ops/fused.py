@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zincbench.errors import InputError
-from zincbench.gpu.launch import launch_dependent
+from zincbench.gpu.launch import launch_dependent, supports_dependent_launch
 from zincbench.gpu.nvrtc import prefer_max_shared, set_dynamic_shared
 from zincbench.gpu.runtime import get_kernel
 from zincbench.gpu.tma import TensorMapSpec, device_maps
@@ -512,7 +512,7 @@ class FusedKQuantGemm:
             raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")
         if (self.epilogue == EPILOGUE_SWIGLU_F16_GROUPED) != (capacity > 0):
             raise ValueError("capacity goes with the SWIGLU_F16_GROUPED epilogue")
-        if dependent and int(self.arch) < 90:
+        if dependent and not supports_dependent_launch(self.arch):
             raise ValueError(f"a programmatic dependent launch needs sm_90 or later, not sm_{self.arch}")
         expert_bytes = w.shape[1] * w.shape[2]
         rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm

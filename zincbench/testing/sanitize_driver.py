@@ -301,6 +301,7 @@ def fused_kernels(tiles: list, grouped: bool, weights: str) -> list:
 
 
 def run_fused(cupy, rng) -> None:
+    from zincbench.gpu.launch import supports_dependent_launch
     from zincbench.ops.fused import POLICIES, stream_k_schedule
     from zincbench.ops.routing import RoutingWorkspace, build_routing, route_and_permute
 
@@ -349,7 +350,7 @@ def run_fused(cupy, rng) -> None:
                     x_per_slot=per_slot,
                 )
     # T2's launch pair on sm_90 and later: the GEMM as the one-launch routing build's programmatic dependent
-    if int(cupy.cuda.Device().compute_capability) >= 90:
+    if supports_dependent_launch(cupy.cuda.Device().compute_capability):
         ids, top_k, e, m, k = grouped_cases[0]
         t = ids.shape[0]
         x = activations(cupy, rng, (t, k))
