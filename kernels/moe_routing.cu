@@ -52,18 +52,24 @@ __device__ unsigned block_exclusive_scan(unsigned v, unsigned* total) {
 // From each expert's item count (thread e holds expert e's): its bucket's offset (also its scatter
 // cursor's start), its tiles (expert << 16 | tile) at the scan of tile counts, and the largest bucket.
 // Returns the routed total; *tiles_used is the number of tiles (may exceed max_tiles: status says so).
+// Only a thread whose `publish` is true writes its expert's offset and tiles to global memory (the replicated build
+// splits the experts over its blocks); every one sets its cursor and counts toward the largest bucket.
 __device__ __forceinline__ unsigned publish_buckets(unsigned count, unsigned n_experts, unsigned tile_n,
                                                     unsigned max_tiles, unsigned* offsets, unsigned* cursor,
-                                                    unsigned* tiles, unsigned* largest, unsigned* tiles_used) {
+                                                    unsigned* tiles, unsigned* largest, unsigned* tiles_used,
+                                                    bool publish = true) {
     const unsigned tid = threadIdx.x, n_tiles = (count + tile_n - 1u) / tile_n;
     unsigned routed;
     const unsigned start = block_exclusive_scan(count, &routed);
     const unsigned first_tile = block_exclusive_scan(n_tiles, tiles_used);
     if (tid < n_experts) {
-        offsets[tid] = start;
         cursor[tid] = start;
-        for (unsigned j = 0; j < n_tiles && first_tile + j < max_tiles; j++) tiles[first_tile + j] = (tid << 16) | j;
         atomicMax(largest, count);
+        if (publish) {
+            offsets[tid] = start;
+            for (unsigned j = 0; j < n_tiles && first_tile + j < max_tiles; j++)
+                tiles[first_tile + j] = (tid << 16) | j;
+        }
     }
     return routed;
 }
@@ -302,10 +308,97 @@ __device__ __forceinline__ void route_store_release(unsigned* p, unsigned v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// ---- Replicated build: every route block histograms all the items, so no block waits for another ----------------
+// Route block b of n_route (blockDim >= E) reads the whole routing table, 16 bytes at a time, histograms it in shared
+// memory and scans the counts: every block knows every offset and tile. It publishes the experts e with
+// e % n_route == b (offsets, tiles) and places their items; block 0 also writes offsets[E] and the status. No global
+// round trip sits between the passes: the table (ROUTE_REP_KEEP 16-byte loads per thread, 32 K words at 1024 threads)
+// stays in registers; words past that are read again. ids must be 16-byte aligned and T * routing_stride < 2^32 (the
+// launcher checks).
+#define ROUTE_REP_KEEP 8u
+
+// f(item, id) for each of the 4 words of q (table words w0 .. w0 + 3) that is a routed slot (column < top_k).
+template <class F>
+__device__ __forceinline__ void route_words(const uint4& q, unsigned w0, unsigned top_k,
+                                            unsigned routing_stride, F f) {
+    const unsigned v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (unsigned j = 0; j < 4u; ++j) {
+        const unsigned w = w0 + j, t = w / routing_stride;
+        const unsigned slot = w - t * routing_stride;
+        if (slot < top_k) f(t * top_k + slot, v[j]);
+    }
+}
+
+// f(item, id) for every routed slot of the table: the kept chunks, the chunks past them (loaded again) and the
+// tail of fewer than 4 words.
+template <class F>
+__device__ __forceinline__ void route_table_items(const unsigned* ids, const uint4 (&keep)[ROUTE_REP_KEEP],
+                                                  unsigned n_words, unsigned top_k, unsigned routing_stride,
+                                                  F f) {
+    const unsigned n_vec = n_words / 4u, tid = threadIdx.x, stride = blockDim.x;
+#pragma unroll
+    for (unsigned r = 0; r < ROUTE_REP_KEEP; ++r)
+        if (tid + r * stride < n_vec) route_words(keep[r], 4u * (tid + r * stride), top_k, routing_stride, f);
+    const uint4* ids4 = reinterpret_cast<const uint4*>(ids);
+    for (unsigned c = tid + ROUTE_REP_KEEP * stride; c < n_vec; c += stride)
+        route_words(ids4[c], 4u * c, top_k, routing_stride, f);
+    const unsigned w = 4u * n_vec + tid;
+    if (w < n_words) {
+        const unsigned t = w / routing_stride;
+        const unsigned slot = w - t * routing_stride;
+        if (slot < top_k) f(t * top_k + slot, ids[w]);
+    }
+}
+
+__device__ __forceinline__ void route_build_replicated(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
+                                                       unsigned* tiles, unsigned* status, unsigned T, unsigned top_k,
+                                                       unsigned routing_stride, unsigned n_experts, unsigned tile_n,
+                                                       unsigned max_tiles, unsigned n_route, unsigned* bins) {
+    __shared__ unsigned n_bad, largest;
+    const unsigned tid = threadIdx.x, block = blockIdx.x;
+    const unsigned n_words = T * routing_stride, n_vec = n_words / 4u;
+    uint4 keep[ROUTE_REP_KEEP];
+    const uint4* ids4 = reinterpret_cast<const uint4*>(ids);
+#pragma unroll
+    for (unsigned r = 0; r < ROUTE_REP_KEEP; ++r)  // every load in flight before the first is used
+        if (tid + r * blockDim.x < n_vec) keep[r] = ids4[tid + r * blockDim.x];
+    for (unsigned e = tid; e < n_experts; e += blockDim.x) bins[e] = 0u;
+    if (tid == 0) { n_bad = 0u; largest = 0u; }
+    __syncthreads();
+
+    route_table_items(ids, keep, n_words, top_k, routing_stride, [&](unsigned, unsigned id) {
+        if (id < n_experts) atomicAdd(&bins[id], 1u);
+        else atomicAdd(&n_bad, 1u);
+    });
+    __syncthreads();
+
+    const unsigned count = tid < n_experts ? bins[tid] : 0u;
+    unsigned tiles_used;
+    const unsigned routed = publish_buckets(count, n_experts, tile_n, max_tiles, offsets, bins, tiles, &largest,
+                                            &tiles_used, tid % n_route == block);
+    for (unsigned j = tiles_used + block * blockDim.x + tid; j < max_tiles; j += n_route * blockDim.x)
+        tiles[j] = INVALID_ENTRY;
+    __syncthreads();  // the cursors, n_bad and largest are final
+
+    route_table_items(ids, keep, n_words, top_k, routing_stride, [&](unsigned p, unsigned id) {
+        if (id < n_experts && id % n_route == block) sorted_ids[atomicAdd(&bins[id], 1u)] = p;
+    });
+    if (block == 0 && tid == 0) {
+        offsets[n_experts] = routed;
+        status[0] = n_bad;
+        status[1] = largest;
+    }
+}
+
 // The one-launch single-block build's id cache: P up to ONE_LAUNCH_SINGLE_BLOCK_ITEMS (ops/routing.py) in the 4 KB
 // the multi-block protocol's place array takes, so the permute blocks (which pay for the route blocks' static shared
 // memory too) pay nothing more for it.
 #define ROUTE_ONE_LAUNCH_CACHE 2048u
+// moe_route_permute's route_path (zincbench.ops.routing.ROUTE_PATHS)
+#define ROUTE_PATH_PROTOCOL 0u
+#define ROUTE_PATH_SINGLE 1u
+#define ROUTE_PATH_REPLICATED 2u
 
 // A one-launch route block's shared memory: the multi-block protocol's or the single-block build's (never both).
 union RouteOneLaunchShared {
@@ -325,9 +418,10 @@ union RouteOneLaunchShared {
 // its global round trips; the GEMM that reads both is the next launch. Every block lets that launch start at once
 // (zb_pdl_launch_dependents): a GEMM launched as its programmatic dependent waits in the kernel (zb_pdl_wait) instead
 // of behind the launch gap.
-// single_block != 0 (then n_route is 1): block 0 runs the single-block build instead and never touches scratch. At
-// small P the protocol's ~7 dependent L2 round trips (counts, done-counter, scan, ready flag, cursors) cost more than
-// one block's two passes: on an H200 at P = 2048, route + permute take 8.4 us this way and 10.2 us with the protocol.
+// route_path (ROUTE_PATH_*) picks what the route blocks run: the multi-block protocol; the single-block build (n_route
+// is then 1; it never touches scratch); or the replicated build (no waits, no scratch). At small P the protocol's ~7
+// dependent L2 round trips (counts, done-counter, scan, ready flag, cursors) cost more than one block's two passes: on
+// an H200 at P = 2048, route + permute take 8.4 us with the single block and 10.2 us with the protocol.
 // The wait cannot deadlock: route blocks wait only for route blocks, the launcher keeps n_route far below the blocks
 // an H200 (or any GPU) holds at once, and permute blocks never wait, so every route block gets an SM.
 extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
@@ -335,7 +429,7 @@ extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offs
                                              unsigned top_k, unsigned routing_stride, unsigned n_experts,
                                              unsigned tile_n, unsigned max_tiles, unsigned n_route, unsigned chunk_len,
                                              const float* __restrict__ x, uint4* __restrict__ xp, int x_rows, int K,
-                                             int wgmma_order, unsigned single_block) {
+                                             int wgmma_order, unsigned route_path) {
     zb_pdl_launch_dependents();
     if (blockIdx.x >= n_route) {
         if (wgmma_order) zb_permute_x<true>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
@@ -343,10 +437,15 @@ extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offs
         return;
     }
     __shared__ RouteOneLaunchShared sh;
-    if (single_block) {
+    if (route_path == ROUTE_PATH_SINGLE) {
         route_build_one_block<ROUTE_ONE_LAUNCH_CACHE>(ids, offsets, sorted_ids, tiles, status, T, top_k,
                                                       routing_stride, n_experts, tile_n, max_tiles, sh.single.bins,
                                                       sh.single.id_cache);
+        return;
+    }
+    if (route_path == ROUTE_PATH_REPLICATED) {
+        route_build_replicated(ids, offsets, sorted_ids, tiles, status, T, top_k, routing_stride, n_experts, tile_n,
+                               max_tiles, n_route, sh.single.bins);
         return;
     }
     __shared__ unsigned block_bad;

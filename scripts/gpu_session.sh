@@ -37,7 +37,9 @@
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles and
 #                                               their whole twins, opcode counts); wholetests (the fused kernel's
 #                                               GPU tests, every tile and twin, -rA); pdltests (the GEMM as the
-#                                               routing launch's dependent, and the routing builds)
+#                                               routing launch's dependent, and the routing builds);
+#                                               prologuetests (the GEMM's inputs: routing builds, the permute, the
+#                                               dependent launch, the grouped GEMM against float64)
 #                                               fusedusers (the GPU tests of the fused kernel's other users: the
 #                                               layer block, T4, the baseline kernels, declared variants)
 #
@@ -208,6 +210,9 @@ for step in "${@:-env tests}"; do
                 tests/gpu/test_fused_mma.py ;;
         pdltests) TAIL=30 run pytest-pdl 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py tests/gpu/test_kernels_baseline.py -k "dependent or routing or one_launch" ;;
+        prologuetests) TAIL=30 run pytest-prologue 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
+                tests/gpu/test_fused_mma.py tests/gpu/test_kernels_baseline.py \
+                -k "dependent or routing or one_launch or replicated or permute or activation or grouped_matches" ;;
         ncu_*) TAIL=60 run "ncu-${step#ncu_}" 300 bash -c "ncu_probe ${step#ncu_}" ;;  # ncu_MODE: probe_fused.py MODE
         sass) run sass 120 bash -c 'nvcc -std=c++17 -arch=sm_90 -cubin -DZINCBENCH_COMPILE_CHECK -o /tmp/f.cubin \
                 kernels/kquant_fused_mma.cu && cuobjdump -sass /tmp/f.cubin > '"$LOGS"'/fused.sass && grep -c "" '"$LOGS"'/fused.sass' ;;

@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl or all (the default).
+q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -22,7 +22,13 @@ from zincbench.judge import summarize
 from zincbench.measure.stopping.count import FixedCountRule
 from zincbench.measure.timer import GpuTimer, TimerConfig
 from zincbench.ops.fused import FusedKQuantGemm, MmaTile, permute_activations
-from zincbench.ops.routing import ROUTING_BUILDS, RoutingWorkspace, build_routing, route_and_permute
+from zincbench.ops.routing import (
+    PERMUTING_BUILDS,
+    ROUTING_BUILDS,
+    RoutingWorkspace,
+    build_routing,
+    route_and_permute,
+)
 from zincbench.testing.sanitize_driver import activations, permuted, quantized, routing_table
 
 T2_TILES = [
@@ -355,6 +361,63 @@ def probe_pdl(timer, cupy, rng, e=256, m=512, k=2048, top_k=8):
             )
 
 
+# The GEMM's inputs (mode `prologue`), E256-M512: each routing build alone, the permute alone in both orders, route +
+# permute in each one-launch build; then the whole op as T2 runs it (the GEMM as the routing launch's dependent) on
+# the tiles T2 chose on 4891415 (results/h200/pdl-20261204/), one_launch against replicated, A B B A
+T2_PROLOGUE_TILES = {
+    8: "wgmma+tma+whole:1,2,8,1,4",
+    16: "wgmma+tma+whole:1,4,8,1,3",
+    32: "wgmma+tma+whole:1,8,16,1,3,1,1",
+    64: "wgmma+quarter+tma:1,12,16,1,4,1,1",
+}
+
+
+def probe_prologue(timer, cupy, rng, e=256, m=512, k=2048, top_k=8):
+    w = quantized(cupy, rng, "q4_k", (e, m), k)
+    for n_e, spec in T2_PROLOGUE_TILES.items():
+        t = n_e * e // top_k
+        ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
+        x = activations(cupy, rng, (t, k))
+        y = cupy.empty((t, top_k, m), dtype=cupy.float32)
+        spaces = {build: RoutingWorkspace(t, top_k, e, 16, build=build) for build in ROUTING_BUILDS}
+        alone = ", ".join(f"{b} {timed(timer, lambda: build_routing(ids_d, ws), 50):.1f}" for b, ws in spaces.items())
+        xps = {order: permuted(cupy, x, order) for order in ("mma", "wgmma")}
+        permute = ", ".join(f"{o} {timed(timer, lambda: permute_activations(x, xp), 50):.1f}" for o, xp in xps.items())
+        both = ", ".join(
+            f"{b} {timed(timer, lambda: route_and_permute(ids_d, spaces[b], x, xps['wgmma'], 'wgmma'), 50):.1f}"
+            for b in PERMUTING_BUILDS
+        )
+        print(f"T2 E{e} M{m} Ne{n_e}: route ({alone}) us; permute ({permute}) us; route + permute ({both}) us")
+        gemm = kernel_or_none(spec, True, "q4_k")
+        if gemm is None:
+            continue
+        tile = gemm.tile
+        xp = permuted(cupy, x, tile.x_order)
+        built = RoutingWorkspace(t, top_k, e, tile.bn)
+        route_and_permute(ids_d, built, x, xp, tile.x_order)
+        gemm_alone = timed(
+            timer, lambda: gemm.grouped_call(w, xp, y, m, k, built.tiles, built.offsets, built.sorted_ids, top_k)
+        )
+        ops = {}
+        for build in PERMUTING_BUILDS:
+            ws = RoutingWorkspace(t, top_k, e, tile.bn, build=build)
+
+            def op(ws=ws):
+                route_and_permute(ids_d, ws, x, xp, tile.x_order)
+                gemm.grouped_call(w, xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, dependent=True)
+
+            ops[build] = op
+        a, b = PERMUTING_BUILDS
+        times = {build: [] for build in PERMUTING_BUILDS}
+        for build in (a, b, b, a):
+            times[build].append(timed(timer, ops[build]))
+        print(
+            f"  {spec:34s} {tile.label:36s} GEMM alone {gemm_alone:6.1f} us; whole op, dependent: "
+            + ", ".join(f"{build} {v[0]:6.1f} / {v[1]:6.1f} us" for build, v in times.items()),
+            flush=True,
+        )
+
+
 # The 1024-row k/v projections, where the big wgmma tiles leave most SMs idle: smaller tiles
 T1_SMALL_SHAPES = ((1024, 4096, 512, "q4_k"), (1024, 5120, 512, "q4_k"), (1024, 5120, 1024, "q4_k"))
 T1_SMALL_TILES = [
@@ -450,6 +513,8 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_TILES)
     if which == "pdl":
         probe_pdl(timer, cupy, rng)
+    if which == "prologue":
+        probe_prologue(timer, cupy, rng)
     if which == "whole256":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_256_TILES)
     if which == "tma":

@@ -95,10 +95,17 @@ def gemm_for(cupy, tile: str, **kwargs):
     return FusedKQuantGemm(tile_obj, **kwargs)
 
 
-def test_permuted_activation_layout(cupy, rng):
+@pytest.mark.parametrize(
+    "rows, k, max_blocks",
+    [(3, 512, None), (37, 2304, None), (37, 2304, 2)],  # 2 blocks: each thread strides over several groups of chunks
+    ids=["3x512", "37x2304", "37x2304-two-blocks"],
+)
+def test_permuted_activation_layout(cupy, rng, monkeypatch, rows, k, max_blocks):
+    from zincbench.ops import fused
     from zincbench.ops.fused import permute_activations, permuted_activations
 
-    rows, k = 3, 512
+    if max_blocks:
+        monkeypatch.setattr(fused, "PERMUTE_MAX_BLOCKS", max_blocks)
     x = rng.standard_normal((rows, k), dtype=np.float32)
     xp = permuted_activations(cupy, rows, k)
     xp.fill(0xFFFFFFFF)
@@ -114,6 +121,16 @@ def test_permuted_activation_layout(cupy, rng):
                     src = sb * 256 + e + np.array([0, 2, 1, 3, 32, 34, 33, 35])
                     want[:, base : base + 8] = x[:, src].astype(np.float16)
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_the_permute_refuses_misaligned_activations(cupy):
+    """It loads x 16 bytes at a time: a row view that starts 4 bytes in is refused, not misread."""
+    from zincbench.errors import InputError
+    from zincbench.ops.fused import permute_activations, permuted_activations
+
+    flat = cupy.zeros(2 * 256 + 1, dtype=cupy.float32)
+    with pytest.raises(InputError, match="16-byte aligned"):
+        permute_activations(flat[1:].reshape(2, 256), permuted_activations(cupy, 2, 256))
 
 
 def test_wgmma_activation_order_transposes_each_group_of_four_chunks(cupy, rng):
@@ -506,14 +523,14 @@ def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
     assert ref.rel_frobenius(got_rows.astype(np.float64), act.reshape(t * top_k, m)[sorted_ids]) < TOL
 
 
-# Programmatic dependent launch (T2's GEMM after the one-launch routing build): the GEMM's blocks may start while the
+# Programmatic dependent launch (T2's GEMM after a one-launch routing build): the GEMM's blocks may start while the
 # routing runs, and each waits inside (zb_pdl_wait) before it reads the tiles, the buckets and the permuted X. Each
 # round brings a fresh routing and fresh activations into the same workspace (a block that read early would find the
-# last round's), at P = 2048 (one route block runs the single-block build) and P = 4096 (the multi-block protocol: its
-# route blocks wait on each other), at T2's N_e 8 shape too. Each pair is enqueued as the timer enqueues a sample
-# (GpuTimer.run_held: behind a spin kernel released once both are in), so that the launches meet on the GPU; launched
-# one after the other on an idle GPU, the routing is done before the GEMM is enqueued and nothing overlaps. The
-# portable path's kernel waits too.
+# last round's), at P = 2048 (one_launch: one route block runs the single-block build) and P = 4096 (one_launch: the
+# multi-block protocol, its route blocks wait on each other), at T2's N_e 8 shape too; the replicated build at each.
+# Each pair is enqueued as the timer enqueues a sample (GpuTimer.run_held: behind a spin kernel released once both are
+# in), so that the launches meet on the GPU; launched one after the other on an idle GPU, the routing is done before
+# the GEMM is enqueued and nothing overlaps. The portable path's kernel waits too.
 @pytest.mark.parametrize(
     "tile",
     ["wgmma+tma+whole:1,2,8,1,4", "wgmma+tma+whole:1,4,8,1,3", "wgmma+quarter+tma:1,12,8,1,3,2,1", "1,2,4,1,3"],
@@ -522,7 +539,10 @@ def test_grouped_epilogues_match_reference(cupy, rng, weights, tile, epilogue):
 @pytest.mark.parametrize(
     "m,k,t", [(256, 512, 256), (256, 512, 512), (512, 2048, 256)], ids=["P2048", "P4096", "T2-Ne8"]
 )
-def test_a_gemm_launched_as_the_routings_dependent_gives_an_ordinary_launchs_bits(cupy, rng, tile, own_stream, m, k, t):
+@pytest.mark.parametrize("build", ["one_launch", "replicated"])
+def test_a_gemm_launched_as_the_routings_dependent_gives_an_ordinary_launchs_bits(
+    cupy, rng, tile, own_stream, m, k, t, build
+):
     from zincbench.gpu.launch import supports_dependent_launch
     from zincbench.measure.timer import GpuTimer, TimerConfig
     from zincbench.ops.fused import permuted_activations
@@ -535,7 +555,7 @@ def test_a_gemm_launched_as_the_routings_dependent_gives_an_ordinary_launchs_bit
     gemm = gemm_for(cupy, tile, grouped=True, weights="q4_k")
     order, bn = gemm.tile.x_order, gemm.tile.bn
     w = cupy.asarray(fmt.random_blocks(rng, e * m, k).reshape(e, m, -1))
-    spaces = [RoutingWorkspace(t, top_k, e, bn, build="one_launch") for _ in range(2)]
+    spaces = [RoutingWorkspace(t, top_k, e, bn, build=build) for _ in range(2)]
     xps = [permuted_activations(cupy, t, k) for _ in range(2)]
     timer = GpuTimer(TimerConfig(mode="hot", warmup=0), stream=None if own_stream else cupy.cuda.Stream.null)
     assert timer.config.launch_hiding, "ZINCBENCH_LAUNCH_HIDING=0: the pair would not meet on the GPU"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from zincbench.errors import InputError
-from zincbench.ops import routing
+from zincbench.ops import fused, routing
 from zincbench.ops.dequant import ENGINE, VECTORIZED, DequantToF16, F32ToF16
 from zincbench.ops.fused import permute_activations, permuted_activations
 from zincbench.ops.gemm_tc import GemmQ4KTC
@@ -147,16 +147,27 @@ ROUTING_CASES = [
     pytest.param(64, 6, 1024, 8, 1, id="1024-experts"),
     pytest.param(2999, 8, 256, 16, 1, id="many-blocks-P23992"),  # multi-block: 24 chunks, the last one partial
     pytest.param(701, 7, 1000, 8, 2, id="1000-experts-many-blocks"),  # E not a warp multiple, 1024-thread blocks
+    # the replicated build's threads keep 8 loads of 4 words (32 K words): past that it reads the table again
+    pytest.param(4501, 8, 256, 16, 1, id="P36008-past-the-kept-words"),
 ]
 
 
 # Every build, and the one-launch build forced onto each of its two paths at any P: the multi-block protocol
 # (single_block_items 0) and one route block running the single-block build (past its 2048-id cache too).
 ONE_LAUNCH_PATHS = {"multi_block": 0, "by-size": routing.ONE_LAUNCH_SINGLE_BLOCK_ITEMS, "single_block": 2**32}
-ROUTING_VARIANTS = [pytest.param(build, {}, id=build) for build in ROUTING_BUILDS] + [
-    pytest.param("one_launch", {"single_block_items": ONE_LAUNCH_PATHS[path]}, id=f"one_launch-{path}")
-    for path in ("multi_block", "single_block")
-]
+# The replicated build with other numbers of route blocks: one (it places every expert), and three (E mod 3 varies).
+REPLICATED_BLOCKS = {"one-block": 1, "three-blocks": 3}
+ROUTING_VARIANTS = (
+    [pytest.param(build, {}, id=build) for build in ROUTING_BUILDS]
+    + [
+        pytest.param("one_launch", {"single_block_items": ONE_LAUNCH_PATHS[path]}, id=f"one_launch-{path}")
+        for path in ("multi_block", "single_block")
+    ]
+    + [
+        pytest.param("replicated", {"max_route_blocks": blocks}, id=f"replicated-{name}")
+        for name, blocks in REPLICATED_BLOCKS.items()
+    ]
+)
 
 
 def built_routing(
@@ -171,7 +182,7 @@ def built_routing(
 def assert_scratch_at_rest(ws: RoutingWorkspace) -> None:
     """After a build: the multi-block protocol's counts and four counters are back at zero (its cursors keep the
     bucket ends); a one-launch build that ran the single-block path never touched scratch, all of it still zero."""
-    if ws.build == "single_block":
+    if ws.scratch is None:  # the single-block and replicated builds have none
         return
     scratch, e = ws.scratch.get(), ws.n_experts
     if ws.single_block:
@@ -281,7 +292,17 @@ def test_one_launch_build_with_several_batches_per_route_block(cupy, rng, t, top
         assert_routing_matches(ws, ids)
 
 
-@pytest.mark.parametrize("path", list(ONE_LAUNCH_PATHS))
+# Every way a one-launch build's route blocks run beside its permute blocks
+PERMUTING_VARIANTS = [
+    pytest.param("one_launch", {"single_block_items": items}, id=f"one_launch-{path}")
+    for path, items in ONE_LAUNCH_PATHS.items()
+] + [
+    pytest.param("replicated", {}, id="replicated"),
+    pytest.param("replicated", {"max_route_blocks": 3}, id="replicated-3"),
+]
+
+
+@pytest.mark.parametrize("build, options", PERMUTING_VARIANTS)
 @pytest.mark.parametrize("order", ["mma", "wgmma"])
 @pytest.mark.parametrize(
     "t, top_k, n_experts, x_per_slot, permute_cap",
@@ -292,20 +313,20 @@ def test_one_launch_build_with_several_batches_per_route_block(cupy, rng, t, top
         pytest.param(2048, 8, 256, False, None, id="T2-Ne64"),
     ],
 )
-def test_one_launch_build_permutes_activations_as_the_permute_kernel_does(
-    cupy, rng, monkeypatch, order, t, top_k, n_experts, x_per_slot, permute_cap, path
+def test_one_launch_builds_permute_activations_as_the_permute_kernel_does(
+    cupy, rng, monkeypatch, order, t, top_k, n_experts, x_per_slot, permute_cap, build, options
 ):
-    """The permute blocks of the one-launch build write the bytes permute_activations writes (any grid: a cap of
-    three blocks makes them stride), while its route blocks build the same routing, by either path (the multi-block
-    protocol, one block running the single-block build, or the one the default threshold picks); twice on one
-    workspace."""
+    """The permute blocks of a one-launch build write the bytes permute_activations writes (any grid: a cap of
+    three blocks makes them stride), while its route blocks build the same routing, by any path (the multi-block
+    protocol, one block running the single-block build, the one the default threshold picks, the replicated build);
+    twice on one workspace."""
     if permute_cap:
-        monkeypatch.setattr(routing, "PERMUTE_MAX_BLOCKS", permute_cap)
+        monkeypatch.setattr(fused, "PERMUTE_MAX_BLOCKS", permute_cap)
     k = 768
     rows = t * top_k if x_per_slot else t
-    single_block_items = ONE_LAUNCH_PATHS[path]
-    ws = RoutingWorkspace(t, top_k, n_experts, 16, build="one_launch", single_block_items=single_block_items)
-    assert ws.single_block == (t * top_k <= single_block_items)
+    ws = RoutingWorkspace(t, top_k, n_experts, 16, build=build, **options)
+    if build == "one_launch":
+        assert ws.single_block == (t * top_k <= options["single_block_items"])
     for _ in range(2):
         ids = routing_table(rng, t, top_k, n_experts, top_k)
         x = cupy.asarray(activations(rng, (rows, k)))
@@ -319,7 +340,17 @@ def test_one_launch_build_permutes_activations_as_the_permute_kernel_does(
         assert_routing_matches(ws, ids)
 
 
-def test_only_the_one_launch_build_permutes(cupy, rng):
+def test_the_replicated_build_refuses_a_misaligned_table(cupy, rng):
+    """It reads the routing table 16 bytes at a time: a view that starts 4 bytes in is refused, not misread."""
+    table = cupy.asarray(routing_table(rng, 9, 4, 12, 4).reshape(-1))
+    shifted = cupy.empty(table.size + 1, dtype=cupy.uint32)
+    shifted[1:] = table
+    ids = shifted[1:].reshape(9, 4)
+    with pytest.raises(InputError, match="16-byte aligned"):
+        build_routing(ids, RoutingWorkspace(9, 4, 12, 8, build="replicated"))
+
+
+def test_only_the_one_launch_builds_permute(cupy, rng):
     ids = cupy.asarray(routing_table(rng, 5, 2, 4, 2))
     x, xp = cupy.zeros((5, 256), dtype=cupy.float32), permuted_activations(cupy, 5, 256)
     with pytest.raises(ValueError, match="does not permute"):

@@ -39,9 +39,10 @@ class T2Config(ExperimentConfig):
     routing: Literal["uniform", "zipf"] = "uniform"
     zipf_s: float = 1.0
     # How our paths (dequant_cublas, fused_grouped) group items by expert on the GPU: one block, two launches
-    # over many blocks, or one launch over many blocks, which for fused_grouped also permutes x
-    # (zincbench.ops.routing). Part of the timed op either way.
-    routing_build: Literal["single_block", "multi_block", "one_launch"] = "single_block"
+    # over many blocks, or one launch over many blocks (route blocks that wait for each other's counts, or that
+    # each count every item), which for fused_grouped also permutes x (zincbench.ops.routing). Part of the timed
+    # op either way.
+    routing_build: Literal["single_block", "multi_block", "one_launch", "replicated"] = "single_block"
     # fused_grouped on sm_90 and later: the GEMM launched as the routing launch's programmatic dependent (PDL), its
     # blocks resident while the routing runs, waiting inside for its outputs; other GPUs launch it as usual
     programmatic_launch: bool = False

@@ -19,11 +19,13 @@ from zincbench.gpu.nvrtc import prefer_max_shared, set_dynamic_shared
 from zincbench.gpu.runtime import get_kernel
 from zincbench.gpu.tma import TensorMapSpec, device_maps
 from zincbench.measure.traffic import Traffic
+from zincbench.ops.dequant import check_array
 from zincbench.quant import check_row_length, get_format
 
 SOURCE = "kquant_fused_mma.cu"
 PERMUTE_THREADS = 256
 PERMUTE_MAX_BLOCKS = 65535  # past this, a permute's blocks stride over the chunks
+PERMUTE_CHUNKS_PER_THREAD = 4  # zb_xperm.cuh: a thread loads 32 values as float4 and writes four 16-byte chunks
 # The kernel's epilogues (ZB_EPI_* in the source): what a block does with its accumulators.
 EPILOGUE_STORE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM, EPILOGUE_COMBINE = 0, 1, 2, 3
 SWIGLU_EPILOGUES = (EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM)
@@ -332,14 +334,29 @@ def permuted_activations(cupy, rows: int, k: int):
 X_ORDERS = {"mma": "x_f32_to_f16_kquant_perm", "wgmma": "x_f32_to_f16_kquant_perm_wgmma"}  # MmaTile.x_order
 
 
+def permute_blocks(rows: int, k: int, threads: int) -> int:
+    """Blocks of ``threads`` that permute rows x K activations (zb_xperm.cuh): a thread per
+    PERMUTE_CHUNKS_PER_THREAD chunks, at most PERMUTE_MAX_BLOCKS (past that they stride)."""
+    work = rows * (k // (8 * PERMUTE_CHUNKS_PER_THREAD))
+    return max(1, min(-(-work // threads), PERMUTE_MAX_BLOCKS))
+
+
+def check_permute_input(x, xp):
+    """x f32 [rows][K], 16-byte aligned (the permute loads it as float4), and xp its permuted_activations; else
+    InputError."""
+    rows, k = check_array(x, np.float32, (None, None), "x").shape
+    check_array(xp, np.uint32, (rows, k // 8, 4), "xp")
+    if x.data.ptr % 16:
+        raise InputError("x must start at a 16-byte aligned address: the permute reads it 16 bytes at a time")
+    return rows, k
+
+
 def permute_activations(x, xp, order: str = "mma") -> None:
     """x f32 [rows][K] -> xp (permuted fp16 in the ``order`` a tile reads, MmaTile.x_order; see the kernel
     source), enqueued on the current stream."""
-    rows, k = x.shape
+    rows, k = check_permute_input(x, xp)
     kernel = get_kernel(SOURCE, X_ORDERS[order])
-    n_chunks = rows * (k // 8)
-    blocks = max(1, min((n_chunks + PERMUTE_THREADS - 1) // PERMUTE_THREADS, PERMUTE_MAX_BLOCKS))
-    kernel((blocks,), (PERMUTE_THREADS,), (x, xp, np.int32(rows), np.int32(k)))
+    kernel((permute_blocks(rows, k, PERMUTE_THREADS),), (PERMUTE_THREADS,), (x, xp, np.int32(rows), np.int32(k)))
 
 
 class FusedKQuantGemm:

@@ -5,9 +5,10 @@ prefix-sum offsets, scatter of item ids p = t*top_k + slot into expert order, an
 of a grouped GEMM) with one single-block launch (``build="single_block"``), two launches over many
 blocks (``build="multi_block"``: count + scan by the last block, then scatter) or one launch
 (``build="one_launch"``: up to ``single_block_items`` items one route block running the single-block build,
-past that many route blocks running the multi-block build, waiting in the kernel for the scan), which can
-also permute the fused GEMM's activations in its other blocks. All give the same offsets, tiles, status and
-bucket contents; the order inside a bucket is arbitrary in all.
+past that many route blocks running the multi-block build, waiting in the kernel for the scan;
+``build="replicated"``: route blocks that each histogram every item and place a share of the experts, so none
+waits for another). The one-launch builds can also permute the fused GEMM's activations in their other blocks.
+All give the same offsets, tiles, status and bucket contents; the order inside a bucket is arbitrary in all.
 ``GatherRows`` / ``ScatterRows`` move activations into and results out of expert-grouped rows, either
 contiguous ``[P][*]`` or padded to a fixed capacity per expert ``[E][capacity][*]``. Nothing here
 synchronises except ``RoutingWorkspace.status``.
@@ -21,7 +22,7 @@ from zincbench.errors import InputError
 from zincbench.gpu.runtime import get_kernel
 from zincbench.measure.traffic import Traffic
 from zincbench.ops.dequant import check_array
-from zincbench.ops.fused import PERMUTE_MAX_BLOCKS, X_ORDERS, permute_activations
+from zincbench.ops.fused import X_ORDERS, check_permute_input, permute_activations, permute_blocks
 
 SOURCE = "moe_routing.cu"
 ROUTE_THREADS = 1024  # one expert per thread in the block scans
@@ -38,7 +39,13 @@ ONE_LAUNCH_MAX_ROUTE_BLOCKS = 32
 # against 10.8 at P = 4096. The kernel's id cache on this path (ROUTE_ONE_LAUNCH_CACHE) holds 2048 ids; later ids
 # are read from global memory twice.
 ONE_LAUNCH_SINGLE_BLOCK_ITEMS = 2048
-ROUTING_BUILDS = ("single_block", "multi_block", "one_launch")
+# The replicated build's route blocks (1024 threads, one per SM at its registers): each reads the whole table, so more
+# of them only split the placing of the items; the other SMs permute.
+REPLICATED_ROUTE_BLOCKS = 16
+ROUTING_BUILDS = ("single_block", "multi_block", "one_launch", "replicated")
+PERMUTING_BUILDS = ("one_launch", "replicated")  # one launch: route blocks, and permute blocks beside them
+# moe_route_permute's route_path: what its route blocks run (ROUTE_PATH_* in the kernel)
+ROUTE_PATHS = {"protocol": 0, "single_block": 1, "replicated": 2}
 
 
 def route_partition(items: int, threads: int, max_blocks: int) -> tuple[int, int]:
@@ -78,10 +85,13 @@ def max_tiles(t: int, top_k: int, n_experts: int, tile_n: int) -> int:
 class RoutingWorkspace:
     """offsets uint32[E+1], sorted_ids uint32[T*top_k], tiles uint32[max_tiles], status uint32[2]; the
     multi-block and one-launch builds also keep scratch uint32[2E+4] (counts, cursors, four counters), zero
-    between builds. For the one-launch build: ``max_route_blocks`` caps its route blocks (tests lower it to give a
-    block several batches); up to ``single_block_items`` items (0: never) its one route block runs the single-block
-    build, which leaves scratch alone. ``single_block``: the routing is built by one block running the single-block
-    build (the single-block build, or a one-launch build at that size); ``blocks``: the route blocks."""
+    between builds (else scratch is None).
+
+    For the one-launch build: ``max_route_blocks`` caps its route blocks (tests lower it to give a block several
+    batches); up to ``single_block_items`` items (0: never) its one route block runs the single-block build, which
+    leaves scratch alone. For the replicated build: ``max_route_blocks`` (default REPLICATED_ROUTE_BLOCKS) is its
+    route blocks, at most E. ``single_block``: the routing is built by one block running the single-block build (the
+    single-block build, or a one-launch build at that size); ``blocks``: the route blocks."""
 
     def __init__(
         self,
@@ -90,7 +100,7 @@ class RoutingWorkspace:
         n_experts: int,
         tile_n: int,
         build: str = "single_block",
-        max_route_blocks: int = ONE_LAUNCH_MAX_ROUTE_BLOCKS,
+        max_route_blocks: int | None = None,
         single_block_items: int = ONE_LAUNCH_SINGLE_BLOCK_ITEMS,
     ):
         import cupy
@@ -109,8 +119,16 @@ class RoutingWorkspace:
         self.sorted_ids = cupy.empty(t * top_k, dtype=cupy.uint32)
         self.tiles = cupy.empty(max_tiles(t, top_k, n_experts, tile_n), dtype=cupy.uint32)
         self.status_words = cupy.zeros(2, dtype=cupy.uint32)
+        self.scratch, self.chunk = None, 0  # the multi-block protocol's (scratch words, items per route block)
         if build == "single_block":
             self.kernels = (get_kernel(SOURCE, "moe_route_build"),)
+            return
+        if build == "replicated":
+            self.kernels = (get_kernel(SOURCE, "moe_route_permute"),)
+            self.block_threads = ROUTE_THREADS  # every block reads the table: 4 words per load, 4 K loads in flight
+            self.blocks = min(REPLICATED_ROUTE_BLOCKS if max_route_blocks is None else max_route_blocks, n_experts)
+            if self.blocks < 1:
+                raise InputError(f"the replicated build needs at least one route block, got {max_route_blocks}")
             return
         self.scratch = cupy.zeros(2 * n_experts + 4, dtype=cupy.uint32)
         # one expert per thread in the last block's scan: blockDim >= E, a whole number of warps
@@ -121,7 +139,10 @@ class RoutingWorkspace:
         else:
             self.kernels = (get_kernel(SOURCE, "moe_route_permute"),)
             self.blocks, self.chunk, self.single_block = one_launch_route_blocks(
-                self.items, self.block_threads, max_route_blocks, single_block_items
+                self.items,
+                self.block_threads,
+                ONE_LAUNCH_MAX_ROUTE_BLOCKS if max_route_blocks is None else max_route_blocks,
+                single_block_items,
             )
 
     @property
@@ -144,7 +165,7 @@ def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, order: str 
         raise ValueError("x and xp go together")
     if order not in X_ORDERS:
         raise ValueError(f"x order {order!r}: expected one of {', '.join(X_ORDERS)}")
-    if x is not None and ws.build != "one_launch":
+    if x is not None and ws.build not in PERMUTING_BUILDS:
         raise ValueError(f"the {ws.build} build does not permute activations; permute_activations does")
     if expert_ids.shape[1] < ws.top_k:
         raise InputError(f"routing rows of {expert_ids.shape[1]} ids are shorter than top_k={ws.top_k}")
@@ -166,7 +187,7 @@ def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, order: str 
             ),
         )
         return
-    if ws.build == "one_launch":
+    if ws.build in PERMUTING_BUILDS:
         _route_permute(expert_ids, ws, shape, x, xp, order)
         return
     count, scatter = ws.kernels
@@ -178,16 +199,25 @@ def build_routing(expert_ids, ws: RoutingWorkspace, x=None, xp=None, order: str 
     scatter((ws.blocks,), (ws.block_threads,), (expert_ids, ws.sorted_ids, ws.scratch, *shape))
 
 
+def _route_path(ws: RoutingWorkspace, expert_ids) -> int:
+    if ws.build != "replicated":
+        return ROUTE_PATHS["single_block" if ws.single_block else "protocol"]
+    if expert_ids.data.ptr % 16:
+        raise InputError("the replicated routing build reads the table 16 bytes at a time: it must be 16-byte aligned")
+    if expert_ids.size >= 2**32:
+        raise InputError(f"a routing table of {expert_ids.size} words: the replicated build indexes words in 32 bits")
+    return ROUTE_PATHS["replicated"]
+
+
 def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order: str) -> None:
     u32 = np.uint32
-    rows, k, permute_blocks = 0, 0, 0
+    rows, k, blocks = 0, 0, 0
     if x is not None:
-        rows, k = x.shape
-        check_array(x, np.float32, (rows, k), "x")
-        check_array(xp, np.uint32, (rows, k // 8, 4), "xp")
-        permute_blocks = min(-(-rows * (k // 8) // ws.block_threads), PERMUTE_MAX_BLOCKS)
+        rows, k = check_permute_input(x, xp)
+        blocks = permute_blocks(rows, k, ws.block_threads)
+    route_path = _route_path(ws, expert_ids)
     ws.kernels[0](
-        (ws.blocks + permute_blocks,),
+        (ws.blocks + blocks,),
         (ws.block_threads,),
         (
             expert_ids,
@@ -195,18 +225,18 @@ def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order:
             ws.sorted_ids,
             ws.tiles,
             ws.status_words,
-            ws.scratch,
+            ws.offsets if ws.scratch is None else ws.scratch,  # the protocol's; the other paths never read it
             *shape,
             u32(ws.tile_n),
             u32(ws.tiles.size),
             u32(ws.blocks),
-            u32(ws.chunk),
-            ws.scratch if x is None else x,  # unread when rows is 0
-            ws.scratch if xp is None else xp,
+            u32(ws.chunk),  # the protocol's items per route block
+            ws.offsets if x is None else x,  # unread when rows is 0
+            ws.offsets if xp is None else xp,
             np.int32(rows),
             np.int32(k),
             np.int32(1 if order == "wgmma" else 0),
-            u32(1 if ws.single_block else 0),  # then ws.blocks is 1: block 0 runs the single-block build
+            u32(route_path),
         ),
     )
 
@@ -214,7 +244,7 @@ def _route_permute(expert_ids, ws: RoutingWorkspace, shape: tuple, x, xp, order:
 def route_and_permute(expert_ids, ws: RoutingWorkspace, x, xp, order: str = "mma") -> None:
     """A grouped fused GEMM's two inputs: the routing in ``ws`` and x permuted into xp in ``order``. A one-launch
     build does both in one launch; another build is followed by permute_activations."""
-    if ws.build == "one_launch":
+    if ws.build in PERMUTING_BUILDS:
         build_routing(expert_ids, ws, x, xp, order)
     else:
         build_routing(expert_ids, ws)

@@ -136,20 +136,25 @@ def run_routing(cupy, rng) -> None:
         bad = routing_table(rng, 9, 3, 12, 3)
         bad[4, 1] = 12  # an id >= E: counted in the status word, never followed
         built(bad, 3, 12, 4, build)
-    # the one-launch build with several batches per route block, and with the fused GEMM's X permute beside it: the
-    # multi-block protocol (single_block_items 0) and one route block running the single-block build (P = 296, and
-    # P = 2400 past its id cache; E = 1000: 1024-thread blocks)
+    # the one-launch builds with several batches per route block, and with the fused GEMM's X permute beside them: the
+    # multi-block protocol (single_block_items 0), one route block running the single-block build (P = 296, and
+    # P = 2400 past its id cache; E = 1000: 1024-thread blocks) and the replicated build
     ws = RoutingWorkspace(2999, 8, 256, 16, build="one_launch", max_route_blocks=2, single_block_items=0)
     build_routing(cupy.asarray(routing_table(rng, 2999, 8, 256, 8)), ws)
-    for rows, e, order, single_block_items in (
-        (37, 256, "mma", 0),
-        (300, 256, "wgmma", 0),
-        (37, 256, "wgmma", ONE_LAUNCH_SINGLE_BLOCK_ITEMS),
-        (300, 1000, "mma", 300 * 8),
+    for rows, e, order, options in (
+        (37, 256, "mma", {"single_block_items": 0}),
+        (300, 256, "wgmma", {"single_block_items": 0}),
+        (37, 256, "wgmma", {"single_block_items": ONE_LAUNCH_SINGLE_BLOCK_ITEMS}),
+        (300, 1000, "mma", {"single_block_items": 300 * 8}),
+        (37, 256, "wgmma", {"build": "replicated"}),
+        (300, 1000, "mma", {"build": "replicated", "max_route_blocks": 3}),
     ):
-        ws = RoutingWorkspace(rows, 8, e, 16, build="one_launch", single_block_items=single_block_items)
+        ws = RoutingWorkspace(rows, 8, e, 16, **{"build": "one_launch", **options})
         x, xp = permute_job(cupy, rng, rows, 512)
         build_routing(cupy.asarray(routing_table(rng, rows, 8, e, 8)), ws, x, xp, order)
+    # the replicated build past the words its threads keep (32 K): it reads the rest of the table again
+    ws = RoutingWorkspace(4501, 8, 256, 16, build="replicated")
+    build_routing(cupy.asarray(routing_table(rng, 4501, 8, 256, 8)), ws)
 
     top_k, k, m = 4, 96, 37
     for ids, n_experts in (
@@ -349,7 +354,7 @@ def run_fused(cupy, rng) -> None:
                     top_k,
                     x_per_slot=per_slot,
                 )
-    # T2's launch pair on sm_90 and later: the GEMM as the one-launch routing build's programmatic dependent
+    # T2's launch pair on sm_90 and later: the GEMM as the replicated routing build's programmatic dependent
     if supports_dependent_launch(cupy.cuda.Device().compute_capability):
         ids, top_k, e, m, k = grouped_cases[0]
         t = ids.shape[0]
@@ -357,7 +362,7 @@ def run_fused(cupy, rng) -> None:
         for tile, gemm in grouped_kernels:
             if gemm.weights != "q4_k":
                 continue
-            ws = RoutingWorkspace(t, top_k, e, tile.bn, build="one_launch")
+            ws = RoutingWorkspace(t, top_k, e, tile.bn, build="replicated")
             xp = permuted(cupy, x, tile.x_order)
             route_and_permute(cupy.asarray(ids), ws, x, xp, tile.x_order)
             y = cupy.empty((t, top_k, m), dtype=cupy.float32)
