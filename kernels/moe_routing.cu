@@ -312,21 +312,31 @@ __device__ __forceinline__ void route_store_release(unsigned* p, unsigned v) {
 // Route block b of n_route (blockDim >= E) reads the whole routing table, 16 bytes at a time, histograms it in shared
 // memory and scans the counts: every block knows every offset and tile. It publishes the experts e with
 // e % n_route == b (offsets, tiles) and places their items; block 0 also writes offsets[E] and the status. No global
-// round trip sits between the passes: the table (ROUTE_REP_KEEP 16-byte loads per thread, 32 K words at 1024 threads)
+// round trip sits between the passes: the table (ROUTE_REP_KEEP 16-byte loads per thread, 16 K words at 1024 threads)
 // stays in registers; words past that are read again. ids must be 16-byte aligned and T * routing_stride < 2^32 (the
 // launcher checks).
-#define ROUTE_REP_KEEP 8u
+#define ROUTE_REP_KEEP 4u
 
-// f(item, id) for each of the 4 words of q (table words w0 .. w0 + 3) that is a routed slot (column < top_k).
+// f(item, id) for each of the 4 words of q (table words w0 .. w0 + 3) that is a routed slot (column < top_k). One
+// division per 4 words, none for a plain [T][top_k] table (word w is item w): a division per word was most of the
+// route blocks' time at 16 K items.
 template <class F>
 __device__ __forceinline__ void route_words(const uint4& q, unsigned w0, unsigned top_k,
                                             unsigned routing_stride, F f) {
     const unsigned v[4] = {q.x, q.y, q.z, q.w};
+    if (routing_stride == top_k) {
+#pragma unroll
+        for (unsigned j = 0; j < 4u; ++j) f(w0 + j, v[j]);
+        return;
+    }
+    unsigned t = w0 / routing_stride, slot = w0 - t * routing_stride;
 #pragma unroll
     for (unsigned j = 0; j < 4u; ++j) {
-        const unsigned w = w0 + j, t = w / routing_stride;
-        const unsigned slot = w - t * routing_stride;
         if (slot < top_k) f(t * top_k + slot, v[j]);
+        if (++slot == routing_stride) {
+            slot = 0u;
+            ++t;
+        }
     }
 }
 
@@ -424,7 +434,9 @@ union RouteOneLaunchShared {
 // an H200 at P = 2048, route + permute take 8.4 us with the single block and 10.2 us with the protocol.
 // The wait cannot deadlock: route blocks wait only for route blocks, the launcher keeps n_route far below the blocks
 // an H200 (or any GPU) holds at once, and permute blocks never wait, so every route block gets an SM.
-extern "C" __global__ void moe_route_permute(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
+// At most 32 registers (__launch_bounds__(1024, 2)): the permute blocks are most of the grid, and at the replicated
+// path's 62 registers they ran at half the threads per SM, 10-15% slower at 8-16 MB of x (H200, 2026-12-04).
+extern "C" __global__ void __launch_bounds__(1024, 2) moe_route_permute(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
                                              unsigned* tiles, unsigned* status, unsigned* scratch, unsigned T,
                                              unsigned top_k, unsigned routing_stride, unsigned n_experts,
                                              unsigned tile_n, unsigned max_tiles, unsigned n_route, unsigned chunk_len,

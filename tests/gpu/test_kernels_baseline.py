@@ -147,7 +147,7 @@ ROUTING_CASES = [
     pytest.param(64, 6, 1024, 8, 1, id="1024-experts"),
     pytest.param(2999, 8, 256, 16, 1, id="many-blocks-P23992"),  # multi-block: 24 chunks, the last one partial
     pytest.param(701, 7, 1000, 8, 2, id="1000-experts-many-blocks"),  # E not a warp multiple, 1024-thread blocks
-    # the replicated build's threads keep 8 loads of 4 words (32 K words): past that it reads the table again
+    # the replicated build's threads keep 4 loads of 4 words (16 K words): past that it reads the table again
     pytest.param(4501, 8, 256, 16, 1, id="P36008-past-the-kept-words"),
 ]
 

@@ -25,7 +25,6 @@ from zincbench.quant import check_row_length, get_format
 SOURCE = "kquant_fused_mma.cu"
 PERMUTE_THREADS = 256
 PERMUTE_MAX_BLOCKS = 65535  # past this, a permute's blocks stride over the chunks
-PERMUTE_CHUNKS_PER_THREAD = 4  # zb_xperm.cuh: a thread loads 32 values as float4 and writes four 16-byte chunks
 # The kernel's epilogues (ZB_EPI_* in the source): what a block does with its accumulators.
 EPILOGUE_STORE, EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM, EPILOGUE_COMBINE = 0, 1, 2, 3
 SWIGLU_EPILOGUES = (EPILOGUE_SWIGLU_F16_GROUPED, EPILOGUE_SWIGLU_F16_PERM)
@@ -335,19 +334,15 @@ X_ORDERS = {"mma": "x_f32_to_f16_kquant_perm", "wgmma": "x_f32_to_f16_kquant_per
 
 
 def permute_blocks(rows: int, k: int, threads: int) -> int:
-    """Blocks of ``threads`` that permute rows x K activations (zb_xperm.cuh): a thread per
-    PERMUTE_CHUNKS_PER_THREAD chunks, at most PERMUTE_MAX_BLOCKS (past that they stride)."""
-    work = rows * (k // (8 * PERMUTE_CHUNKS_PER_THREAD))
-    return max(1, min(-(-work // threads), PERMUTE_MAX_BLOCKS))
+    """Blocks of ``threads`` that permute rows x K activations (zb_xperm.cuh): a thread per 16-byte output chunk, at
+    most PERMUTE_MAX_BLOCKS (past that they stride)."""
+    return max(1, min(-(-rows * (k // 8) // threads), PERMUTE_MAX_BLOCKS))
 
 
-def check_permute_input(x, xp):
-    """x f32 [rows][K], 16-byte aligned (the permute loads it as float4), and xp its permuted_activations; else
-    InputError."""
+def check_permute_input(x, xp) -> tuple[int, int]:
+    """(rows, K) of x f32 [rows][K] and xp, its permuted_activations; else InputError."""
     rows, k = check_array(x, np.float32, (None, None), "x").shape
     check_array(xp, np.uint32, (rows, k // 8, 4), "xp")
-    if x.data.ptr % 16:
-        raise InputError("x must start at a 16-byte aligned address: the permute reads it 16 bytes at a time")
     return rows, k
 
 

@@ -152,7 +152,7 @@ def run_routing(cupy, rng) -> None:
         ws = RoutingWorkspace(rows, 8, e, 16, **{"build": "one_launch", **options})
         x, xp = permute_job(cupy, rng, rows, 512)
         build_routing(cupy.asarray(routing_table(rng, rows, 8, e, 8)), ws, x, xp, order)
-    # the replicated build past the words its threads keep (32 K): it reads the rest of the table again
+    # the replicated build past the words its threads keep (16 K): it reads the rest of the table again
     ws = RoutingWorkspace(4501, 8, 256, 16, build="replicated")
     build_routing(cupy.asarray(routing_table(rng, 4501, 8, 256, 8)), ws)
 
