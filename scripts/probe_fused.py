@@ -331,13 +331,17 @@ T2_PDL_TILES = {
 }
 
 
+def t2_case(cupy, rng, n_e, e, m, k, top_k):
+    """A T2 case's tokens, routing table (on the GPU), activations and output buffer."""
+    t = n_e * e // top_k
+    ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
+    return t, ids_d, activations(cupy, rng, (t, k)), cupy.empty((t, top_k, m), dtype=cupy.float32)
+
+
 def probe_pdl(timer, cupy, rng, e=256, m=512, k=2048, top_k=8):
     w = quantized(cupy, rng, "q4_k", (e, m), k)
     for n_e, specs in T2_PDL_TILES.items():
-        t = n_e * e // top_k
-        ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
-        x = activations(cupy, rng, (t, k))
-        y = cupy.empty((t, top_k, m), dtype=cupy.float32)
+        t, ids_d, x, y = t2_case(cupy, rng, n_e, e, m, k, top_k)
         print(
             f"T2 E{e} M{m} Ne{n_e}: route + permute + GEMM, launched as usual / as the routing's dependent", flush=True
         )
@@ -375,10 +379,7 @@ T2_PROLOGUE_TILES = {
 def probe_prologue(timer, cupy, rng, e=256, m=512, k=2048, top_k=8):
     w = quantized(cupy, rng, "q4_k", (e, m), k)
     for n_e, spec in T2_PROLOGUE_TILES.items():
-        t = n_e * e // top_k
-        ids_d = cupy.asarray(routing_table(rng, t, top_k, e))
-        x = activations(cupy, rng, (t, k))
-        y = cupy.empty((t, top_k, m), dtype=cupy.float32)
+        t, ids_d, x, y = t2_case(cupy, rng, n_e, e, m, k, top_k)
         spaces = {build: RoutingWorkspace(t, top_k, e, 16, build=build) for build in ROUTING_BUILDS}
         alone = ", ".join(f"{b} {timed(timer, lambda: build_routing(ids_d, ws), 50):.1f}" for b, ws in spaces.items())
         xps = {order: permuted(cupy, x, order) for order in ("mma", "wgmma")}
