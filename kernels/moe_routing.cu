@@ -18,6 +18,13 @@
 #define ROUTE_CACHE 12288u  // moe_route_build's ids kept in shared memory between the two passes (24 KB as u16)
 #define ROUTE_BATCH 4u      // global loads in flight per thread in the histogram pass
 
+// One routed id into a shared histogram: hist[id] += 1, or *bad += 1 for an id >= E (counted in the status, never
+// followed).
+__device__ __forceinline__ void route_count(unsigned id, unsigned n_experts, unsigned* hist, unsigned* bad) {
+    if (id < n_experts) atomicAdd(&hist[id], 1u);
+    else atomicAdd(bad, 1u);
+}
+
 // Exclusive scan of one value per thread across the block (blockDim <= 1024); *total gets the sum.
 __device__ unsigned block_exclusive_scan(unsigned v, unsigned* total) {
     __shared__ unsigned warp_prefix[32];
@@ -110,8 +117,7 @@ __device__ __forceinline__ void route_build_one_block(const unsigned* ids, unsig
             if (p >= n_items) continue;
             const unsigned id = batch[b];
             if (p < CACHE) id_cache[p] = id < n_experts ? (unsigned short)id : (unsigned short)0xFFFFu;
-            if (id < n_experts) atomicAdd(&bins[id], 1u);
-            else atomicAdd(&n_bad, 1u);
+            route_count(id, n_experts, bins, &n_bad);
         }
     }
     __syncthreads();
@@ -199,9 +205,7 @@ __device__ __forceinline__ void route_histogram(const unsigned* ids, unsigned be
         load_batch(ids, base, end, top_k, routing_stride, batch);
 #pragma unroll
         for (unsigned b = 0; b < ROUTE_MB_ITEMS; ++b) {
-            if (base + b * blockDim.x + threadIdx.x >= end) continue;
-            if (batch[b] < n_experts) atomicAdd(&hist[batch[b]], 1u);
-            else atomicAdd(bad, 1u);
+            if (base + b * blockDim.x + threadIdx.x < end) route_count(batch[b], n_experts, hist, bad);
         }
     }
 }
@@ -377,10 +381,8 @@ __device__ __forceinline__ void route_build_replicated(const unsigned* ids, unsi
     if (tid == 0) { n_bad = 0u; largest = 0u; }
     __syncthreads();
 
-    route_table_items(ids, keep, n_words, top_k, routing_stride, [&](unsigned, unsigned id) {
-        if (id < n_experts) atomicAdd(&bins[id], 1u);
-        else atomicAdd(&n_bad, 1u);
-    });
+    route_table_items(ids, keep, n_words, top_k, routing_stride,
+                      [&](unsigned, unsigned id) { route_count(id, n_experts, bins, &n_bad); });
     __syncthreads();
 
     const unsigned count = tid < n_experts ? bins[tid] : 0u;
@@ -407,7 +409,7 @@ __device__ __forceinline__ void route_build_replicated(const unsigned* ids, unsi
 #define ROUTE_ONE_LAUNCH_CACHE 2048u
 // moe_route_permute's route_path (zincbench.ops.routing.ROUTE_PATHS)
 #define ROUTE_PATH_PROTOCOL 0u
-#define ROUTE_PATH_SINGLE 1u
+#define ROUTE_PATH_SINGLE_BLOCK 1u
 #define ROUTE_PATH_REPLICATED 2u
 
 // A one-launch route block's shared memory: the multi-block protocol's or the single-block build's (never both).
@@ -435,13 +437,13 @@ union RouteOneLaunchShared {
 // The wait cannot deadlock: route blocks wait only for route blocks, the launcher keeps n_route far below the blocks
 // an H200 (or any GPU) holds at once, and permute blocks never wait, so every route block gets an SM.
 // At most 32 registers (__launch_bounds__(1024, 2)): the permute blocks are most of the grid, and at the replicated
-// path's 62 registers they ran at half the threads per SM, 10-15% slower at 8-16 MB of x (H200, 2026-12-04).
-extern "C" __global__ void __launch_bounds__(1024, 2) moe_route_permute(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids,
-                                             unsigned* tiles, unsigned* status, unsigned* scratch, unsigned T,
-                                             unsigned top_k, unsigned routing_stride, unsigned n_experts,
-                                             unsigned tile_n, unsigned max_tiles, unsigned n_route, unsigned chunk_len,
-                                             const float* __restrict__ x, uint4* __restrict__ xp, int x_rows, int K,
-                                             int wgmma_order, unsigned route_path) {
+// path's 62 registers they ran at half the threads per SM, 9-16% slower at 8-34 MB of x (H200, 2026-12-04).
+extern "C" __global__ void __launch_bounds__(1024, 2)
+    moe_route_permute(const unsigned* ids, unsigned* offsets, unsigned* sorted_ids, unsigned* tiles, unsigned* status,
+                      unsigned* scratch, unsigned T, unsigned top_k, unsigned routing_stride, unsigned n_experts,
+                      unsigned tile_n, unsigned max_tiles, unsigned n_route, unsigned chunk_len,
+                      const float* __restrict__ x, uint4* __restrict__ xp, int x_rows, int K, int wgmma_order,
+                      unsigned route_path) {
     zb_pdl_launch_dependents();
     if (blockIdx.x >= n_route) {
         if (wgmma_order) zb_permute_x<true>(x, xp, x_rows, K, blockIdx.x - n_route, gridDim.x - n_route);
@@ -449,7 +451,7 @@ extern "C" __global__ void __launch_bounds__(1024, 2) moe_route_permute(const un
         return;
     }
     __shared__ RouteOneLaunchShared sh;
-    if (route_path == ROUTE_PATH_SINGLE) {
+    if (route_path == ROUTE_PATH_SINGLE_BLOCK) {
         route_build_one_block<ROUTE_ONE_LAUNCH_CACHE>(ids, offsets, sorted_ids, tiles, status, T, top_k,
                                                       routing_stride, n_experts, tile_n, max_tiles, sh.single.bins,
                                                       sh.single.id_cache);

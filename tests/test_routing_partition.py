@@ -1,9 +1,14 @@
 """The one-launch routing build's split of items over route blocks (zincbench.ops.routing.route_partition and
 one_launch_route_blocks), on the CPU: the kernel's wait for the scan is safe only with few route blocks, every item
 must fall in exactly one block's chunk of whole batches, and up to single_block_items items one block runs the
-single-block build instead (the kernel's single_block flag: n_route must then be 1)."""
+single-block build instead (the kernel's route path ROUTE_PATH_SINGLE_BLOCK: n_route must then be 1). The names the
+launcher, the kernel and the T2 experiment give the builds and route paths agree."""
 
 from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +20,9 @@ from zincbench.ops.routing import (
     MULTI_BLOCK_ITEMS,
     ONE_LAUNCH_MAX_ROUTE_BLOCKS,
     ONE_LAUNCH_SINGLE_BLOCK_ITEMS,
+    ROUTE_PATHS,
+    ROUTING_BUILDS,
+    SOURCE,
     one_launch_route_blocks,
     route_partition,
 )
@@ -82,3 +90,16 @@ def test_a_threshold_that_is_not_a_non_negative_int_is_refused(bad):
 def test_a_numpy_integer_threshold_is_accepted():
     assert one_launch_route_blocks(100, 256, 32, np.int64(100)) == (1, 100, True)
     assert one_launch_route_blocks(101, 256, 32, np.uint32(100))[2] is False
+
+
+def test_the_route_paths_are_the_kernels():
+    """moe_route_permute's route_path values (ROUTE_PATH_* in the kernel) are the launcher's ROUTE_PATHS."""
+    source = (Path(__file__).resolve().parent.parent / "kernels" / SOURCE).read_text()
+    defined = {name.lower(): int(value) for name, value in re.findall(r"#define ROUTE_PATH_(\w+) (\d+)u", source)}
+    assert defined == ROUTE_PATHS
+
+
+def test_a_t2_experiment_names_every_routing_build():
+    from zincbench.bench.t2_moe import T2Config
+
+    assert typing.get_args(typing.get_type_hints(T2Config)["routing_build"]) == ROUTING_BUILDS
