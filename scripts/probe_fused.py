@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue or all (the default).
+q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, split or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -331,6 +331,25 @@ T2_PDL_TILES = {
 }
 
 
+# Split stages (mode `split`): half stages of a block's bytes [0, 80) and [80, 144), the header read once (5.5 sectors a
+# Q4_K block against 7): each tile T2 chose on 2026-12-04 (2864e71) A B B A beside a split tile, and the half-stage
+# tiles beside their split twins. Split stages take a half stage's shared memory: the 64- and 96-token tiles keep two
+# blocks per SM, and 256-row ones more stages.
+T2_SPLIT_TILES = {
+    8: abba("wgmma+tma+whole:1,2,8,1,4", "wgmma+tma+split:1,2,8,1,4")
+    + abba("wgmma+tma+whole:1,2,8,1,4", "wgmma+tma+split:1,2,8,1,5"),
+    16: abba("wgmma+tma+whole:1,4,8,1,3", "wgmma+tma+split:1,4,8,1,4")
+    + abba("wgmma+tma+whole:1,4,8,1,3", "wgmma+tma+split:1,4,8,1,5"),
+    32: abba("wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+tma+split:1,8,8,1,4,2,1")
+    + abba("wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+tma+split:1,8,16,1,4,1,1")
+    + abba("wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+tma+split:1,8,16,1,5,1,1")
+    + abba_twins(["wgmma+tma:1,8,8,1,4,2,1"], "split"),
+    64: abba_twins(["wgmma+quarter+tma:1,12,16,1,4,1,1", "wgmma+quarter+tma:1,12,8,1,3,2,1"], "split"),
+}
+# T1's Q4_K choice beside its split twin (the repacked Q6_K shapes skip it: split stages are Q4_K's)
+T1_SPLIT_TILES = abba_twins(["wgmma+sk+quarter+tma:1,24,8,1,3"], "split")
+
+
 def t2_case(cupy, rng, n_e, e, m, k, top_k):
     """A T2 case's tokens, routing table (on the GPU), activations and output buffer."""
     t = n_e * e // top_k
@@ -516,6 +535,9 @@ if __name__ == "__main__":
         probe_pdl(timer, cupy, rng)
     if which == "prologue":
         probe_prologue(timer, cupy, rng)
+    if which == "split":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_SPLIT_TILES)
+        probe_t1(timer, cupy, rng, T1_SHAPES, T1_SPLIT_TILES)
     if which == "whole256":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_256_TILES)
     if which == "tma":
