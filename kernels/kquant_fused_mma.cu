@@ -256,7 +256,6 @@ struct ZbRows {
 //                       stage, and the misalignment of its start in global memory);
 //   load<BM>(ws, r, c, h, sb, place)  fill a Lane from the stage's weight area ws (row r, its row_place, MMA
 //                       lane column c = lane & 3, half h of superblock sb; h is a constant after unrolling);
-//                       SPLIT formats take the previous stage's weight area too (the header is in half 0's);
 //   decode(lane, i, lo, hi) the A registers of k step i (0..3): lo[0] = k pair (2c, 2c+1), lo[1] =
 //                       (2c+8, 2c+9) of the first MMA, hi[] those of the second.
 //   TMA_BOXES, tma_box(i) a stage's weight area as TMA boxes of BM rows (ZbTmaBox; none: the format is read by
@@ -266,12 +265,10 @@ struct ZbRows {
 // order x_f32_to_f16_kquant_perm writes X in.
 
 // Box i of a stage's weights: `width` bytes of each of BM rows, from byte offset + h * half_step of the row's
-// superblock (half h of the stage), into the stage's weight area at BM * column (a [BM][width] region); `half`: the
-// one half whose stages take the box (split stages), or -1 for every stage. The host encodes one tensor map per box
-// (its width; zincbench.ops.fused.WeightPolicy.tma_widths).
+// superblock (half h of the stage), into the stage's weight area at BM * column (a [BM][width] region). The host
+// encodes one tensor map per box (its width; zincbench.ops.fused.WeightPolicy.tma_widths).
 struct ZbTmaBox {
     int offset, half_step, width, column;
-    int half = -1;
 };
 
 __device__ __forceinline__ unsigned zb_prmt(unsigned a, unsigned b, unsigned selector) {
@@ -365,11 +362,6 @@ struct ZbRowChunks {
     }
 };
 
-// How ZbNibbleFormat stages a superblock (its template parameter STAGE)
-#define ZB_STAGE_HALVES 0  // two stages: each a half's nibbles and the block header again (Q5_K: and the qh bytes)
-#define ZB_STAGE_WHOLE 1   // one stage: each row's block as it is
-#define ZB_STAGE_SPLIT 2   // two stages cut where the halves' nibbles meet: the header once (Q4_K, the wgmma ring)
-
 // Q4_K and Q5_K (144- and 176-byte blocks, 16-byte aligned; the same 16-byte header d, dmin, 6-bit
 // scale/min codes): a stage is one half superblock, per row its 64 nibble bytes ([BM][64], lane c reads
 // bytes 16c..16c+15: conflict-free), the block header ([BM][16]) and, for Q5_K, the 32 qh bytes
@@ -377,22 +369,15 @@ struct ZbRowChunks {
 // WHOLE (ZbQ4KWhole, ZbQ5KWhole): a stage is a whole superblock, each row's block as it is ([BM][BLOCK_BYTES], one TMA
 // box or BLOCK_BYTES / 16 copies). A half stage reads a block's header twice and its bytes in 16- and 64-byte pieces
 // that straddle 32-byte sectors: 7 sectors (224 bytes) a Q4_K block on average from L2, against 5 whole.
-// SPLIT (ZbQ4KSplit): half stages of a whole stage's sectors, almost: half 0 is the block's bytes [0, 80) (the header
-// and the first half's nibbles, [BM][80]), half 1 its bytes [80, 144) (the second half's nibbles, [BM][64]), 5.5
-// sectors a block on average, at a half stage's shared memory. Half 1's lanes read the header in half 0's stage, which
-// the wgmma ring still holds then: its X is under the wgmmas in flight (zb_gemm_unit's `advance`).
-template <int BLOCK_BYTES_, int QS_OFFSET, bool FIFTH_BIT, int STAGE = ZB_STAGE_HALVES>
+template <int BLOCK_BYTES_, int QS_OFFSET, bool FIFTH_BIT, bool WHOLE_ = false>
 struct ZbNibbleFormat {
-    static constexpr bool WHOLE = STAGE == ZB_STAGE_WHOLE;
-    static constexpr bool SPLIT = STAGE == ZB_STAGE_SPLIT;
-    static_assert(!SPLIT || !FIFTH_BIT, "split stages are Q4_K's: Q5_K's second half would need the qh bytes again");
+    static constexpr bool WHOLE = WHOLE_;
     static constexpr int BLOCK_BYTES = BLOCK_BYTES_;
     static constexpr int HALVES = WHOLE ? 2 : 1;
-    static constexpr int ROW_STAGE_BYTES = WHOLE ? BLOCK_BYTES : SPLIT ? QS_OFFSET + 64 : 80 + (FIFTH_BIT ? 32 : 0);
+    static constexpr int ROW_STAGE_BYTES = WHOLE ? BLOCK_BYTES : 80 + (FIFTH_BIT ? 32 : 0);
     // Half stages: the half's nibbles ([BM][64]), the header ([BM][16]) and Q5_K's qh ([BM][32]): Loader's regions
-    static constexpr int TMA_BOXES = WHOLE ? 1 : SPLIT ? 2 : FIFTH_BIT ? 3 : 2;
+    static constexpr int TMA_BOXES = WHOLE ? 1 : FIFTH_BIT ? 3 : 2;
     __host__ __device__ static constexpr ZbTmaBox tma_box(int i) {
-        if (SPLIT) return i == 0 ? ZbTmaBox{0, 0, QS_OFFSET + 64, 0, 0} : ZbTmaBox{QS_OFFSET + 64, 0, 64, 0, 1};
         return WHOLE    ? ZbTmaBox{0, 0, BLOCK_BYTES, 0}
                : i == 0 ? ZbTmaBox{QS_OFFSET, 64, 64, 0}
                : i == 1 ? ZbTmaBox{0, 0, 16, 64}
@@ -458,22 +443,8 @@ struct ZbNibbleFormat {
         }
     };
 
-    // SPLIT: stage `step` is half step & 1 of superblock step >> 1, the chunks of tma_box(step & 1)
     template <int BM, int THREADS>
-    struct SplitLoader {
-        ZbRowChunks<BM, THREADS, (QS_OFFSET + 64) / 16> first;
-        ZbRowChunks<BM, THREADS, 4> second;
-        __device__ __forceinline__ SplitLoader(const ZbRows& rows, int tid) : first(rows, tid), second(rows, tid) {}
-        __device__ __forceinline__ void issue(unsigned ws, int step) const {
-            const int sb_offset = (step >> 1) * BLOCK_BYTES;
-            if (step & 1) second.issue(ws, sb_offset + QS_OFFSET + 64);
-            else first.issue(ws, sb_offset);
-        }
-    };
-
-    template <int BM, int THREADS>
-    using Loader = typename ZbIf<WHOLE, WholeLoader<BM, THREADS>,
-                                 typename ZbIf<SPLIT, SplitLoader<BM, THREADS>, HalfLoader<BM, THREADS>>::type>::type;
+    using Loader = typename ZbIf<WHOLE, WholeLoader<BM, THREADS>, HalfLoader<BM, THREADS>>::type;
 
     struct Lane {
         uint4 nib;  // bytes 16c..16c+15 of the half's 64 nibble bytes
@@ -483,20 +454,13 @@ struct ZbNibbleFormat {
 
     __device__ __forceinline__ static unsigned row_place(const ZbRows&, int) { return 0u; }  // rows are 16-byte aligned
 
-    // ws_prev (SPLIT): the weight area of the stage before ws, half 0's when h is 1
     template <int BM>
-    __device__ __forceinline__ static Lane load(const unsigned char* ws, int r, int c, int h, int, unsigned,
-                                                const unsigned char* ws_prev = nullptr) {
-        // Half stages: nibbles [BM][64], then headers [BM][16], then qh [BM][32]; WHOLE: block r at r * BLOCK_BYTES;
-        // SPLIT: half 0 bytes [0, 80) of block r at r * 80, half 1 its nibbles at r * 64
+    __device__ __forceinline__ static Lane load(const unsigned char* ws, int r, int c, int h, int, unsigned) {
+        // Half stages: nibbles [BM][64], then headers [BM][16], then qh [BM][32]; WHOLE: block r at r * BLOCK_BYTES
         const unsigned char* const row = ws + r * (WHOLE ? BLOCK_BYTES : 0);
-        const unsigned char* const header = WHOLE ? row
-                                            : SPLIT ? (h ? ws_prev : ws) + r * ROW_STAGE_BYTES
-                                                    : ws + BM * 64 + r * 16;
+        const unsigned char* const header = WHOLE ? row : ws + BM * 64 + r * 16;
         Lane l;
-        l.nib = zb_lds128(WHOLE              ? row + QS_OFFSET + 64 * h + c * 16
-                          : (SPLIT && h == 0) ? header + QS_OFFSET + c * 16
-                                              : ws + r * 64 + c * 16);
+        l.nib = zb_lds128(WHOLE ? row + QS_OFFSET + 64 * h + c * 16 : ws + r * 64 + c * 16);
         // Header: d, dmin, then scales[12]: bytes 0-3 (hdr.y) and 4-7 (hdr.z) hold the scale and min codes of
         // sub-blocks 0-3, bytes 8-11 (hdr.w) the low bits of 4-7's. This lane's sub-blocks are j, j + 1 of the half's
         // four, j = 2 * (c >> 1) (+ 4 in the second half).
@@ -535,16 +499,15 @@ struct ZbNibbleFormat {
 
 struct ZbQ4K : ZbNibbleFormat<144, 16, false> {};
 struct ZbQ5K : ZbNibbleFormat<176, 48, true> {};
-struct ZbQ4KWhole : ZbNibbleFormat<144, 16, false, ZB_STAGE_WHOLE> {};
-struct ZbQ5KWhole : ZbNibbleFormat<176, 48, true, ZB_STAGE_WHOLE> {};
-struct ZbQ4KSplit : ZbNibbleFormat<144, 16, false, ZB_STAGE_SPLIT> {};
+struct ZbQ4KWhole : ZbNibbleFormat<144, 16, false, true> {};
+struct ZbQ5KWhole : ZbNibbleFormat<176, 48, true, true> {};
 
 // Q6_K's lanes and their decode, shared by the GGUF-layout policies (ZbQ6KFormat) and the repacked one (ZbQ6KR): in
 // half h, lane c holds the low nibbles (c < 2) or high nibbles (c >= 2) of ql[64h + 16(c&1) + ...] and
 // ql[64h + 32 + ...], two bits of each weight from qh[32h + 16(c&1) + ...], and the fp16 scales d * sc of its two
 // 16-weight sub-blocks 8h + 4(c>>1) + (c&1) and that + 2.
 struct ZbQ6KDecode {
-    static constexpr bool WHOLE = false, SPLIT = false;  // (ZbNibbleFormat's whole-superblock and split stages)
+    static constexpr bool WHOLE = false;  // (ZbNibbleFormat's whole-superblock stages)
     struct Lane {
         uint4 ql_lo, ql_hi, qh;  // quarters 2n (ql_lo) and 2n + 1 (ql_hi) of the half, n = c >> 1
         unsigned dsc_lo, dsc_hi;
@@ -826,16 +789,12 @@ __device__ __forceinline__ unsigned long long zb_wgmma_desc_sw128(unsigned addr)
 }
 
 // Lane (g, c)'s slices of half h of superblock sb, rows r = 16 * warp + g and r + 8 (places: their Q::row_place), from
-// the stage's weight area ws_w (and, SPLIT, the previous stage's ws_prev).
+// the stage's weight area ws_w.
 template <class Q, int BM>
-__device__ __forceinline__ void zb_wgmma_load(typename Q::Lane (&lanes)[2], const unsigned char* ws_w,
-                                              const unsigned char* ws_prev, int r, int c, int h, int sb,
-                                              const unsigned (&places)[2]) {
+__device__ __forceinline__ void zb_wgmma_load(typename Q::Lane (&lanes)[2], const unsigned char* ws_w, int r, int c,
+                                              int h, int sb, const unsigned (&places)[2]) {
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-        if constexpr (Q::SPLIT) lanes[rr] = Q::template load<BM>(ws_w, r + 8 * rr, c, h, sb, places[rr], ws_prev);
-        else lanes[rr] = Q::template load<BM>(ws_w, r + 8 * rr, c, h, sb, places[rr]);
-    }
+    for (int rr = 0; rr < 2; ++rr) lanes[rr] = Q::template load<BM>(ws_w, r + 8 * rr, c, h, sb, places[rr]);
 }
 
 // The A registers of the STEPS k-steps of piece `piece` of the loaded half (a half is 8 steps: one piece of 8, or two
@@ -1226,13 +1185,12 @@ struct ZbGemmArgs {
 #define ZB_TMA_W_MAPS 3
 #define ZB_TMA_X_MAP 3
 
-// A row's bytes in the boxes of a stage of half h: its stage bytes, each once (SPLIT: half 1's are fewer)
+// A row's bytes in Q's boxes: its stage bytes, each once
 template <class Q>
-__host__ __device__ constexpr int zb_tma_row_bytes(int h) {
+__host__ __device__ constexpr int zb_tma_row_bytes() {
     int bytes = 0;
     if constexpr (Q::TMA_BOXES > 0)
-        for (int i = 0; i < Q::TMA_BOXES; ++i)
-            if (Q::tma_box(i).half < 0 || Q::tma_box(i).half == h) bytes += Q::tma_box(i).width;
+        for (int i = 0; i < Q::TMA_BOXES; ++i) bytes += Q::tma_box(i).width;
     return bytes;
 }
 
@@ -1243,7 +1201,6 @@ __device__ __forceinline__ void zb_tma_weights(const ZbTensorMap* maps, unsigned
 #pragma unroll
     for (int i = 0; i < Q::TMA_BOXES; ++i) {
         const ZbTmaBox box = Q::tma_box(i);
-        if (box.half >= 0 && box.half != h) continue;
         zb_tma_load_3d(ws + BM * box.column, maps + i, sb * Q::BLOCK_BYTES + box.offset + h * box.half_step, row0,
                        expert, bar);
     }
@@ -1365,11 +1322,8 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             if constexpr (TMA_W) {
                 if (tid == 0) {  // one thread issues the boxes
                     const unsigned full = ring.full(ring.write.index);
-                    // the weight bytes of the stage's boxes (SPLIT: fewer in a superblock's second stage)
-                    constexpr unsigned W0 = BM * zb_tma_row_bytes<Q>(0), W1 = BM * zb_tma_row_bytes<Q>(1);
-                    const unsigned w_bytes = (W0 != W1 && ((step0 + s) * HALVES & 1)) ? W1 : W0;
-                    if constexpr (TMA_X) zb_mbar_arrive_expect_tx(full, Tile::X_BYTES + w_bytes);  // the one arrival
-                    else zb_mbar_expect_tx(full, w_bytes);  // before its own arrive, with its X copies
+                    if constexpr (TMA_X) zb_mbar_arrive_expect_tx(full, Tile::STAGE_BYTES);  // the phase's one arrival
+                    else zb_mbar_expect_tx(full, Tile::W_BYTES);  // before its own arrive, with its X copies
                     zb_tma_weights<Q, BM>(a.maps, xs + Tile::X_BYTES, full, step0 + s, row0, tt.expert);
                     if constexpr (TMA_X)
 #pragma unroll
@@ -1389,14 +1343,11 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             }
         };
         auto stage_bytes = [&]() { return ring.read.index * Tile::STAGE_BYTES; };  // the stage being read
-        auto prev_stage_bytes = [&]() {  // the buffer before it (SPLIT: a superblock's first half)
-            return (ring.read.index == 0 ? STAGES - 1 : ring.read.index - 1) * Tile::STAGE_BYTES;
-        };
 #pragma unroll
         for (int s = 0; s < STAGES; ++s)
             if (s < n_steps) produce(s);
         ring.template wait_read<!TMA_X>();
-        zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, nullptr, r_w, c, 0, unit.sb0, row_place[0]);
+        zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_place[0]);
         zb_wgmma_decode<Q, STEPS>(a_frag[0], lanes, 0);
         const int n_pieces = 2 * PIECES * (unit.sb1 - unit.sb0);
         // After piece t's wgmmas are issued; j: its place in its superblock (a constant once unrolled).
@@ -1410,12 +1361,8 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
                 ring.read.next();
                 ring.template wait_read<!TMA_X>();
             }
-            // piece t + 1 opens a half (stages hold whole halves: its stage is resident). SPLIT's second half reads the
-            // header in the first half's stage, the previous buffer: this thread releases it only after piece t
-            // (the first half's last) retires, in the next advance.
-            if (j_next % PIECES == 0)
-                zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES,
-                                     stages + prev_stage_bytes() + Tile::X_BYTES, r_w, c, j_next / PIECES,
+            if (j_next % PIECES == 0)  // piece t + 1 opens a half (stages hold whole halves: its stage is resident)
+                zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, j_next / PIECES,
                                      unit.sb0 + (t + 1) / (2 * PIECES), row_place[0]);
             zb_wgmma_decode<Q, STEPS>(a_next, lanes, j_next % PIECES);
             const int refill = t / STAGE_PIECES - 1 + STAGES;  // the stage that goes where the freed one was
@@ -1524,14 +1471,10 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     // ZbRing's full barrier orders a stage's cp.asyncs, not ZbQ6K's plain tail store, which only ZbQ6KHalf fences
     static_assert(!WGMMA || Q::HALVES == 1 || Q::WHOLE,
                   "the wgmma path stages half superblocks (Q6_K: ZbQ6KHalf), or whole Q4_K / Q5_K blocks");
-    static_assert(!Q::SPLIT || WGMMA, "split stages: a superblock's second stage reads the header in the first, which "
-                                      "the wgmma ring holds until then and the mma.sync pipeline refills");
     static_assert(TMA == 0 || TMA == ZB_TMA_W || TMA == (ZB_TMA_W | ZB_TMA_X), "TMA: the weights, or weights and X");
     static_assert(!TMA || (WGMMA && Q::TMA_BOXES > 0 && Q::TMA_BOXES <= ZB_TMA_W_MAPS && !SWIGLU),
                   "TMA stages: the wgmma path's ring, a format of aligned boxes, one weight matrix");
-    static_assert(!TMA || (zb_tma_row_bytes<Q>(0) == Q::ROW_STAGE_BYTES &&
-                           zb_tma_row_bytes<Q>(1) <= Q::ROW_STAGE_BYTES),
-                  "a stage's boxes fit a row's stage bytes, a first half's fill them");
+    static_assert(!TMA || zb_tma_row_bytes<Q>() == Q::ROW_STAGE_BYTES, "the boxes fill a row's stage bytes");
     static_assert(!(TMA & ZB_TMA_X) || !GROUPED, "a grouped tile's X rows are gathered token by token (cp.async)");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BN = Tile::BN;
@@ -1648,12 +1591,5 @@ ZB_INSTANTIATE(ZbQ4KWhole, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, fa
 ZB_INSTANTIATE(ZbQ4KWhole, 1, 16, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true, ZB_TMA_W | ZB_TMA_X)
 ZB_INSTANTIATE(ZbQ5KWhole, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
 ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM, true)
-// split stages: grouped and dense, TMA or cp.async, halves or quarters
-ZB_INSTANTIATE(ZbQ4KSplit, 1, 8, 8, 1, 4, 2, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)
-ZB_INSTANTIATE(ZbQ4KSplit, 1, 12, 16, 1, 4, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W)
-ZB_INSTANTIATE(ZbQ4KSplit, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W)
-ZB_INSTANTIATE(ZbQ4KSplit, 1, 16, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true, ZB_TMA_W | ZB_TMA_X)
-ZB_INSTANTIATE(ZbQ4KSplit, 1, 4, 8, 1, 4, 1, false, true, ZB_EPI_STORE, true)
-ZB_INSTANTIATE(ZbQ4KSplit, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM, true)
 #endif
 #endif

@@ -36,8 +36,7 @@
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles and
 #                                               their whole twins, opcode counts); wholetests (the fused kernel's
-#                                               GPU tests, every tile and twin, -rA); splittests (its whole, split
-#                                               and TMA tiles against their twins); pdltests (the GEMM as the
+#                                               GPU tests, every tile and twin, -rA); pdltests (the GEMM as the
 #                                               routing launch's dependent, and the routing builds);
 #                                               prologuetests (the GEMM's inputs: routing builds, the permute, the
 #                                               dependent launch, the grouped GEMM against float64)
@@ -209,8 +208,6 @@ for step in "${@:-env tests}"; do
                 && python3 scripts/sass_opcodes.py '"$LOGS"'/t2.sass' ;;
         wholetests) TAIL=30 run pytest-whole 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py ;;
-        splittests) TAIL=30 run pytest-split 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
-                tests/gpu/test_fused_mma.py -k "stage_layout or split or whole or tma" ;;
         pdltests) TAIL=30 run pytest-pdl 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py tests/gpu/test_kernels_baseline.py -k "dependent or routing or one_launch" ;;
         prologuetests) TAIL=30 run pytest-prologue 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \

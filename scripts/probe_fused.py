@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, split or all (the default).
+q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, t2now or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -319,6 +319,15 @@ T2_WHOLE_256_TILES = {
     + abba("wgmma+tma:1,8,8,1,4,2,1", "wgmma+tma:1,8,16,1,4,1,1"),
 }
 
+# The tiles T2 chose at E256-M512 in its newest record (2026-12-04, 2864e71, results/h200/replicated-routing-20261204/),
+# one per N_e in that order (mode `t2now`; its --once launches are what ncu_t2now profiles)
+T2_NOW_TILES = {
+    8: ["wgmma+tma+whole:1,2,8,1,4"],
+    16: ["wgmma+tma+whole:1,4,8,1,3"],
+    32: ["wgmma+tma+whole:1,8,16,1,3,1,1"],
+    64: ["wgmma+quarter+tma:1,12,16,1,4,1,1"],
+}
+
 # The GEMM as the routing launch's programmatic dependent (mode `pdl`): the whole op T2 times (one-launch route +
 # permute, then the GEMM), launched as usual and as a dependent, A B B A, on the tiles T2 chose at E256-M512 on
 # 2026-12-04 (c1599df, results/h200/whole-20261204/), and the 256x96 quarter TMA tile at N_e 64 (X read from L2 once per
@@ -329,25 +338,6 @@ T2_PDL_TILES = {
     32: ["wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+tma:1,8,8,1,4,2,1"],
     64: ["wgmma+quarter+tma:1,12,8,1,3,2,1", "wgmma+quarter+tma:1,12,16,1,4,1,1"],
 }
-
-
-# Split stages (mode `split`): half stages of a block's bytes [0, 80) and [80, 144), the header read once (5.5 sectors a
-# Q4_K block against 7): each tile T2 chose on 2026-12-04 (2864e71) A B B A beside a split tile, and the half-stage
-# tiles beside their split twins. Split stages take a half stage's shared memory: the 64- and 96-token tiles keep two
-# blocks per SM, and 256-row ones more stages.
-T2_SPLIT_TILES = {
-    8: abba("wgmma+tma+whole:1,2,8,1,4", "wgmma+tma+split:1,2,8,1,4")
-    + abba("wgmma+tma+whole:1,2,8,1,4", "wgmma+tma+split:1,2,8,1,5"),
-    16: abba("wgmma+tma+whole:1,4,8,1,3", "wgmma+tma+split:1,4,8,1,4")
-    + abba("wgmma+tma+whole:1,4,8,1,3", "wgmma+tma+split:1,4,8,1,5"),
-    32: abba("wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+tma+split:1,8,8,1,4,2,1")
-    + abba("wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+tma+split:1,8,16,1,4,1,1")
-    + abba("wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+tma+split:1,8,16,1,5,1,1")
-    + abba_twins(["wgmma+tma:1,8,8,1,4,2,1"], "split"),
-    64: abba_twins(["wgmma+quarter+tma:1,12,16,1,4,1,1", "wgmma+quarter+tma:1,12,8,1,3,2,1"], "split"),
-}
-# T1's Q4_K choice beside its split twin (the repacked Q6_K shapes skip it: split stages are Q4_K's)
-T1_SPLIT_TILES = abba_twins(["wgmma+sk+quarter+tma:1,24,8,1,3"], "split")
 
 
 def t2_case(cupy, rng, n_e, e, m, k, top_k):
@@ -535,9 +525,8 @@ if __name__ == "__main__":
         probe_pdl(timer, cupy, rng)
     if which == "prologue":
         probe_prologue(timer, cupy, rng)
-    if which == "split":
-        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_SPLIT_TILES)
-        probe_t1(timer, cupy, rng, T1_SHAPES, T1_SPLIT_TILES)
+    if which == "t2now":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_NOW_TILES)
     if which == "whole256":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_256_TILES)
     if which == "tma":

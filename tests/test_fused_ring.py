@@ -165,11 +165,10 @@ class Thread:
             self.end_read(self.wgmmas.pop(0))
         yield
 
-    def unit(self, n_steps: int, pieces_per_stage: int, eager: bool, split: bool = False):
+    def unit(self, n_steps: int, pieces_per_stage: int, eager: bool):
         """The kernel's unit: all STAGES buffers filled; after the wgmma wait retires the last piece of stage u, release
         u, decode, then fill its buffer with stage u + STAGES. eager (a mutant) releases a stage as soon as its last
-        piece is issued, before that piece's wgmmas retire. split (ZbQ4KSplit): a superblock's second stage (odd u)
-        opens with its lanes reading the block headers in the first one's buffer too."""
+        piece is issued, before that piece's wgmmas retire."""
         stages, per = self.block.stages, pieces_per_stage
         n_pieces = n_steps * per
         for s in range(stages):
@@ -194,15 +193,9 @@ class Thread:
             if (t + 1) % per == 0:
                 self.read.next()
                 yield from self.wait_read()
-            opened = (t + 1) // per
-            decode = self.start_read(self.read.index, opened)
-            header = None
-            if split and (t + 1) % per == 0 and opened % 2:
-                header = self.start_read((self.read.index - 1) % stages, opened - 1)
+            decode = self.start_read(self.read.index, (t + 1) // per)
             yield
             self.end_read(decode)
-            if header is not None:
-                self.end_read(header)
             if frees and freed + stages < n_steps:
                 yield from self.produce(freed + stages)
         yield from self.wgmma_wait(0)
@@ -210,24 +203,17 @@ class Thread:
             yield from self.release()
         self.read.next()
 
-    def program(self, units, pieces_per_stage: int, eager: bool, split: bool):
+    def program(self, units, pieces_per_stage: int, eager: bool):
         for n_steps in units:
-            yield from self.unit(n_steps, pieces_per_stage, eager, split)
+            yield from self.unit(n_steps, pieces_per_stage, eager)
 
 
 def run_block(
-    stages: int,
-    threads: int,
-    units,
-    pieces_per_stage: int,
-    seed: int,
-    eager: bool = False,
-    tma: str | None = None,
-    split: bool = False,
+    stages: int, threads: int, units, pieces_per_stage: int, seed: int, eager: bool = False, tma: str | None = None
 ):
     rng = random.Random(seed)
     block = Block(stages, threads, tma)
-    programs = {tid: Thread(block, tid).program(units, pieces_per_stage, eager, split) for tid in range(threads)}
+    programs = {tid: Thread(block, tid).program(units, pieces_per_stage, eager) for tid in range(threads)}
     steps = 0
     while programs or block.in_flight:
         steps += 1
@@ -259,17 +245,6 @@ def test_the_ring_keeps_every_read_and_write_apart(stages, pieces_per_stage, uni
         run_block(stages, threads=3, units=units, pieces_per_stage=pieces_per_stage, seed=seed, tma=tma)
 
 
-@pytest.mark.parametrize("stages", [3, 4])
-@pytest.mark.parametrize("pieces_per_stage", [1, 2])  # PIECES: a split stage is a half, in one piece or two quarters
-@pytest.mark.parametrize("units", [[2], [4], [16], [6, 2], [2, 2, 2]])  # whole superblocks: two stages each
-@pytest.mark.parametrize("tma", [None, "weights", "all"])
-def test_a_split_second_half_reads_its_headers_in_a_buffer_the_ring_still_holds(stages, pieces_per_stage, units, tma):
-    """Split stages: a superblock's second stage opens reading the first one's buffer too (the block headers). No
-    thread's release lets that buffer be refilled before then: the first stage's last piece is still in flight."""
-    for seed in range(12):
-        run_block(stages, 3, units, pieces_per_stage, seed, tma=tma, split=True)
-
-
 @pytest.mark.parametrize("tma", ["weights", "all"])
 def test_the_model_catches_a_phase_that_does_not_wait_for_the_boxes(tma, monkeypatch):
     """A full barrier that completes on its arrivals alone (no expect_tx) lets a reader in before thread 0's boxes
@@ -296,8 +271,8 @@ def test_the_model_follows_the_kernels_tma_protocol():
     order = [
         "ring.acquire();",
         "if (tid == 0)",
-        "zb_mbar_arrive_expect_tx(full, Tile::X_BYTES + w_bytes)",
-        "zb_mbar_expect_tx(full, w_bytes)",
+        "zb_mbar_arrive_expect_tx(full, Tile::STAGE_BYTES)",
+        "zb_mbar_expect_tx(full, Tile::W_BYTES)",
         "zb_tma_weights<Q, BM>",
         "zb_tma_x<BN>",
         "ring.write.next();",
@@ -332,21 +307,17 @@ def test_the_model_follows_the_kernel():
     advance = branch[branch.index("auto advance = [&](int t, int j") :]
     advance = advance[: advance.index("};")]
     pattern = (
-        r"zb_wgmma_wait<1>|ring\.release\(\)|ring\.read\.next\(\)|ring\.template wait_read<!TMA_X>\(\)|zb_wgmma_load"
-        r"|zb_wgmma_decode|produce\(refill\)"
+        r"zb_wgmma_wait<1>|ring\.release\(\)|ring\.read\.next\(\)|ring\.template wait_read<!TMA_X>\(\)|zb_wgmma_decode"
+        r"|produce\(refill\)"
     )
     assert [m.group(0) for m in re.finditer(pattern, advance)] == [
         "zb_wgmma_wait<1>",
         "ring.release()",
         "ring.read.next()",
         "ring.template wait_read<!TMA_X>()",
-        "zb_wgmma_load",
         "zb_wgmma_decode",
         "produce(refill)",
     ]
-    # the split header: the buffer before the one just opened (the model's `header` read)
-    assert "stages + prev_stage_bytes() + Tile::X_BYTES" in advance
-    assert "(ring.read.index == 0 ? STAGES - 1 : ring.read.index - 1) * Tile::STAGE_BYTES" in branch
     assert "const bool frees = j % STAGE_PIECES == 0 && t > 0;" in advance
     assert "const int refill = t / STAGE_PIECES - 1 + STAGES;" in advance
     tail = branch[branch.index("zb_wgmma_wait<0>();") :]

@@ -22,21 +22,21 @@ def test_kernel_compiles(source, arch):
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found (install the CUDA toolkit)")
 def test_fused_launcher_constants_match_the_kernel(tmp_path):
-    """ops.fused sizes the dynamic shared memory from POLICIES, WGMMA_POLICIES, WHOLE_POLICIES and SPLIT_POLICIES (and
-    encodes a tensor map per TMA box width) and names epilogues by EPILOGUE_*; the kernel lays stages out from its
-    policy structs and switches on ZB_EPI_*. A static_assert per format and per epilogue makes nvcc refuse a drift
-    between the two."""
+    """ops.fused sizes the dynamic shared memory from POLICIES, WGMMA_POLICIES and WHOLE_POLICIES (and encodes a
+    tensor map per TMA box width) and names epilogues by EPILOGUE_*;
+    the kernel lays stages out from its policy structs and switches on ZB_EPI_*. A static_assert per format and per
+    epilogue makes nvcc refuse a drift between the two."""
     import subprocess
 
     from zincbench.ops import fused
-    from zincbench.ops.fused import POLICIES, SOURCE, SPLIT_POLICIES, WGMMA_POLICIES, WHOLE_POLICIES
+    from zincbench.ops.fused import POLICIES, SOURCE, WGMMA_POLICIES, WHOLE_POLICIES
 
     checks = "".join(
         f"static_assert({p.policy}::HALVES == {p.halves_per_stage} && "
         f"{p.policy}::ROW_STAGE_BYTES == {p.row_stage_bytes} && {p.policy}::TMA_BOXES == {len(p.tma_widths)}"
         + "".join(f" && {p.policy}::tma_box({i}).width == {w}" for i, w in enumerate(p.tma_widths))
         + f', "{name}");\n'
-        for name, p in [*POLICIES.items(), *WGMMA_POLICIES.items(), *WHOLE_POLICIES.items(), *SPLIT_POLICIES.items()]
+        for name, p in [*POLICIES.items(), *WGMMA_POLICIES.items(), *WHOLE_POLICIES.items()]
     )
     epilogues = ("STORE", "SWIGLU_F16_GROUPED", "SWIGLU_F16_PERM", "COMBINE")
     checks += "".join(f'static_assert(ZB_EPI_{e} == {getattr(fused, f"EPILOGUE_{e}")}, "{e}");\n' for e in epilogues)

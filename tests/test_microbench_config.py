@@ -217,29 +217,6 @@ def test_quarter_tile_specs():
         MmaTile.parse("wgmma+quarter+quarter:1,8,8,1,3")
 
 
-def test_split_tile_specs():
-    """``split`` (Q4_K, wgmma only): ZbQ4KSplit, half stages of 80 bytes a row (the first half's [0, 80); the second's
-    [80, 144) in 64 of them), so a split tile takes a half-stage twin's shared memory."""
-    tile = MmaTile.parse("wgmma+tma+split:1,8,8,1,4,2,1")
-    assert tile.split and tile.layout == "split" and tile.label == "128x64/w8x1/s4/b2/n8/wgmma/tma/sp"
-    assert tile.expression(grouped=True, weights="q4_k") == (
-        "gemm_kquant_mma<ZbQ4KSplit,1,8,8,1,4,2,true,true,0,true,false,false,1>"
-    )
-    assert tile.smem_bytes("q4_k") == MmaTile.parse("wgmma+tma:1,8,8,1,4,2,1").smem_bytes("q4_k")
-    assert MmaTile.parse("wgmma+tma:1,8,8,1,4,2,1").layout == "halves"
-    assert MmaTile.parse("wgmma+whole:1,8,8,1,4").layout == "whole"
-    for weights in ("q5_k", "q6_k", "q6_k_r"):  # the autotuner skips a tile that does not apply to the format
-        with pytest.raises(ValueError, match="split stages read q4_k weights"):
-            tile.smem_bytes(weights)
-    for bad, message in (
-        ("split:1,2,4,1,3", "split stages read the header in the wgmma ring's previous stage"),
-        ("wgmma+split+whole:1,2,8,1,4", "a whole superblock or a split half, not both"),
-        ("wgmma+split+split:1,2,8,1,4", "flags wgmma, sk, quarter, tma, whole, split"),
-    ):
-        with pytest.raises(ValueError, match=message):
-            MmaTile.parse(bad)
-
-
 @pytest.mark.parametrize("family,experiment", [("t2", "t2_moe_expert"), ("layer", None)])
 def test_stream_k_tiles_are_refused_where_the_gemm_is_grouped(family, experiment, tmp_path):
     fam = load_family(family)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from zincbench.gpu.tma import TensorMapSpec
-from zincbench.ops.fused import POLICIES, SPLIT_POLICIES, TMA_X_MAP, WHOLE_POLICIES, MmaTile, tma_map_specs
+from zincbench.ops.fused import POLICIES, TMA_X_MAP, WHOLE_POLICIES, MmaTile, tma_map_specs
 from zincbench.quant import get_format
 
 
@@ -76,28 +76,6 @@ def test_whole_stages_read_fewer_sectors_than_half_stages():
         for start in (0, 16)
     ]
     assert half == [8, 6] and [sectors(start, 144) for start in (0, 16)] == [5, 5]
-
-
-# ZbNibbleFormat::tma_box of ZbQ4KSplit, (offset, width) of each half's one box: [0, 80), then [80, 144)
-SPLIT_Q4K_BOXES = [(0, 80), (80, 64)]
-
-
-def test_split_stages_box_each_half_once():
-    """``split`` tiles: two maps, one per half (widths 80 and 64), each a box of BM rows at the half's offset; the first
-    half's box fills a row's stage bytes."""
-    tile = MmaTile.parse("wgmma+tma+split:1,8,8,1,4,2,1")
-    boxes = [s for s in tma_map_specs(tile, "q4_k", 512, 2048, 256) if s is not None]
-    assert [b.box for b in boxes] == [(width, tile.bm, 1) for _, width in SPLIT_Q4K_BOXES]
-    assert list(SPLIT_POLICIES["q4_k"].tma_widths) == [w for _, w in SPLIT_Q4K_BOXES]
-    assert SPLIT_Q4K_BOXES[0][1] == SPLIT_POLICIES["q4_k"].row_stage_bytes
-    assert sum(width for _, width in SPLIT_Q4K_BOXES) == get_format("q4_k").row_bytes(256)  # each byte once
-
-
-def test_split_stages_read_fewer_sectors_than_half_stages():
-    """Split halves cut the block where its halves' nibbles meet: 6 sectors when it starts 0 mod 32, 5 when 16 mod 32
-    (5.5 on average, against 7 by half stages and 5 whole)."""
-    split = [sum(sectors(start + offset, width) for offset, width in SPLIT_Q4K_BOXES) for start in (0, 16)]
-    assert split == [6, 5]
 
 
 def test_dense_x_box_is_one_swizzle_atom_of_the_token_tile():

@@ -236,10 +236,9 @@ def test_tma_tiles_give_their_twins_bits(cupy, rng, weights, tile, m, k, t):
     assert_dense_twins_agree_bit_for_bit(cupy, rng, weights, tile, twin, m, k, t)
 
 
-# Whole-superblock and split stages beside their half-stage twins (the same tile without the flag): the same lanes
-# decode the same bytes, and the wgmmas (mma.syncs) sum in the same order, so the outputs are equal bit for bit.
-# Whole: both paths, cp.async and TMA weights (a dense tile's X by TMA too), halves and quarters, trimmed, Q4_K, Q5_K.
-# Split (wgmma, Q4_K): the same, and the tiles T2 runs at N_e 32 and 64 (128 and 256 rows; 64 and 96 tokens).
+# Whole-superblock stages beside their half-stage twins (the same tile without whole): the same lanes decode the same
+# bytes, and the wgmmas (mma.syncs) sum in the same order, so the outputs are equal bit for bit. Both paths, cp.async
+# and TMA weights (and a dense tile's X by TMA), halves and quarters, trimmed, Q4_K and Q5_K.
 WHOLE_TWINS = [
     ("q4_k", "1,2,4,1,3"),
     ("q4_k", "wgmma:1,2,8,1,4"),
@@ -251,36 +250,25 @@ WHOLE_TWINS = [
     ("q5_k", "wgmma+tma:1,4,8,1,3"),
     ("q5_k", "wgmma+quarter:1,8,4,1,3,1,1"),
 ]
-SPLIT_TWINS = [
-    ("q4_k", "wgmma:1,2,8,1,4"),
-    ("q4_k", "wgmma+tma:1,2,8,1,4"),
-    ("q4_k", "wgmma+quarter+tma:1,2,8,1,3"),
-    ("q4_k", "wgmma+quarter:1,8,4,1,3,1,1"),
-    ("q4_k", "wgmma+tma:1,8,8,1,4,2,1"),
-    ("q4_k", "wgmma+quarter+tma:1,12,16,1,4,1,1"),
-    ("q4_k", "wgmma+sk+tma:1,8,8,1,3"),
-    ("q4_k", "wgmma+sk+quarter+tma:1,16,8,1,3"),
-]
-LAYOUT_TWINS = [("whole", w, t) for w, t in WHOLE_TWINS] + [("split", w, t) for w, t in SPLIT_TWINS]
 
 
-def layout_twin(tile: str, layout: str) -> str:
-    return tile.replace(":", f"+{layout}:", 1) if ":" in tile else f"{layout}:{tile}"
+def whole_twin(tile: str) -> str:
+    return tile.replace(":", "+whole:", 1) if ":" in tile else f"whole:{tile}"
 
 
-@pytest.mark.parametrize("layout,weights,tile", LAYOUT_TWINS)
+@pytest.mark.parametrize("weights,tile", WHOLE_TWINS)
 @pytest.mark.parametrize("m,k,t", [(197, 256, 1), (300, 768, 130), (131, 1280, 37)])
-def test_stage_layout_tiles_give_their_twins_bits_dense(cupy, rng, layout, weights, tile, m, k, t):
+def test_whole_stage_tiles_give_their_twins_bits_dense(cupy, rng, weights, tile, m, k, t):
     from zincbench.ops.fused import MmaTile
 
-    twin = layout_twin(tile, layout)
-    assert MmaTile.parse(twin).layout == layout and MmaTile.parse(tile).layout == "halves"
+    twin = whole_twin(tile)
+    assert MmaTile.parse(twin).whole and not MmaTile.parse(tile).whole
     assert_dense_twins_agree_bit_for_bit(cupy, rng, weights, tile, twin, m, k, t)
 
 
-@pytest.mark.parametrize("layout,weights,tile", [c for c in LAYOUT_TWINS if "sk" not in c[2]])
+@pytest.mark.parametrize("weights,tile", [c for c in WHOLE_TWINS if "sk" not in c[1]])
 @pytest.mark.parametrize("k", [512, 768])
-def test_stage_layout_tiles_give_their_twins_bits_grouped(cupy, rng, layout, weights, tile, k):
+def test_whole_stage_tiles_give_their_twins_bits_grouped(cupy, rng, weights, tile, k):
     """E=7 (expert 6 never routed), T=23, M=100, and the float64 reference as well."""
     from zincbench.ops.fused import MmaTile, permute_activations, permuted_activations
     from zincbench.ops.routing import RoutingWorkspace, build_routing
@@ -296,7 +284,7 @@ def test_stage_layout_tiles_give_their_twins_bits_grouped(cupy, rng, layout, wei
     xp = permuted_activations(cupy, t, k)
     permute_activations(cupy.asarray(x_host), xp, tile_obj.x_order)
     outputs = []
-    for spec in (tile, layout_twin(tile, layout)):
+    for spec in (tile, whole_twin(tile)):
         y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
         gemm_for(cupy, spec, grouped=True, weights=weights).grouped_call(
             cupy.asarray(w_host), xp, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k
@@ -310,8 +298,6 @@ def test_stage_layout_tiles_give_their_twins_bits_grouped(cupy, rng, layout, wei
 def test_whole_stages_are_for_q4k_and_q5k(cupy):
     with pytest.raises(ValueError, match="whole-superblock stages read"):
         gemm_for(cupy, "wgmma+whole:1,2,8,1,4", grouped=True, weights="q6_k")
-    with pytest.raises(ValueError, match="split stages read q4_k"):
-        gemm_for(cupy, "wgmma+split:1,2,8,1,4", grouped=True, weights="q5_k")
 
 
 def test_tma_tiles_refuse_what_they_cannot_map(cupy):

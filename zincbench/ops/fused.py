@@ -61,27 +61,21 @@ WHOLE_POLICIES = {
     "q4_k": WeightPolicy("ZbQ4KWhole", 2, 144, (144,)),
     "q5_k": WeightPolicy("ZbQ5KWhole", 2, 176, (176,)),
 }
-# The `split` tiles' (wgmma only): a superblock's two stages are its bytes [0, 80) and [80, 144), one box each, the
-# header once (ZbNibbleFormat's SPLIT)
-SPLIT_POLICIES = {"q4_k": WeightPolicy("ZbQ4KSplit", 1, 80, (80, 64))}
-# A tile's stage layout (MmaTile.layout) -> the policies that have it, and what the layout is called in errors
-LAYOUT_POLICIES = {"whole": (WHOLE_POLICIES, "whole-superblock"), "split": (SPLIT_POLICIES, "split")}
 
 
-def weight_policy(weights: str, wgmma: bool = False, layout: str = "halves") -> WeightPolicy:
+def weight_policy(weights: str, wgmma: bool = False, whole: bool = False) -> WeightPolicy:
     policy = (WGMMA_POLICIES if wgmma else POLICIES).get(weights)
     if policy is None:
         raise InputError(f"the fused kernel reads {', '.join(POLICIES)} weights, not {weights!r}")
-    if layout in LAYOUT_POLICIES:
-        policies, name = LAYOUT_POLICIES[layout]
-        if weights not in policies:
+    if whole:
+        if weights not in WHOLE_POLICIES:
             # ValueError: the autotuner skips a tile that does not apply to this format
-            raise ValueError(f"{name} stages read {', '.join(policies)} weights, not {weights}")
-        return policies[weights]
+            raise ValueError(f"whole-superblock stages read {', '.join(WHOLE_POLICIES)} weights, not {weights}")
+        return WHOLE_POLICIES[weights]
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole", "split")  # written "flag[+flag...]:" before the numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole")  # written "flag[+flag...]:" before the numbers
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
@@ -117,12 +111,7 @@ class MmaTile:
     ``whole`` (Q4_K and Q5_K): a pipeline stage is a whole superblock, each weight row's block copied as it is (one TMA
     box of the block's bytes), not a half superblock in pieces (the half's nibbles, the header again, Q5_K's qh). The
     pieces straddle 32-byte sectors and the header is read twice: a Q4_K block costs 7 sectors from L2 on average,
-    whole 5. A stage then holds twice the X and the weights.
-
-    ``split`` (Q4_K, wgmma only): half stages cut where the halves' nibbles meet, each one TMA box (or its chunks):
-    the block's bytes [0, 80) (the header and the first half's nibbles), then [80, 144); the second half's lanes read
-    the header in the first half's stage, which the wgmma ring still holds. 5.5 sectors a block on average, at a half
-    stage's shared memory."""
+    whole 5. A stage then holds twice the X and the weights."""
 
     wm: int
     wn: int
@@ -136,7 +125,6 @@ class MmaTile:
     quarter: bool = False
     tma: bool = False
     whole: bool = False
-    split: bool = False
 
     @property
     def bm(self) -> int:
@@ -150,13 +138,8 @@ class MmaTile:
     def threads(self) -> int:
         return 32 * self.warps_m * self.warps_n
 
-    @property
-    def layout(self) -> str:
-        """How a stage holds the weights: ``halves`` (the format's default), ``whole`` or ``split``."""
-        return "whole" if self.whole else "split" if self.split else "halves"
-
     def smem_bytes(self, weights: str) -> int:
-        policy = weight_policy(weights, self.wgmma, self.layout)
+        policy = weight_policy(weights, self.wgmma, self.whole)
         stages = self.stages * (policy.halves_per_stage * self.bn * 256 + self.bm * policy.row_stage_bytes)
         return stages + (WGMMA_ALIGN_SLACK if self.wgmma else 0)
 
@@ -174,10 +157,10 @@ class MmaTile:
         schedule = "/sk" if self.stream_k else ""
         pieces = "/qtr" if self.quarter else ""
         copies = "/tma" if self.tma else ""
-        layout = {"whole": "/sb", "split": "/sp"}.get(self.layout, "")
+        whole = "/sb" if self.whole else ""
         return (
             f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
-            f"{pieces}{copies}{layout}"
+            f"{pieces}{copies}{whole}"
         )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
@@ -190,7 +173,7 @@ class MmaTile:
         while flags and flags[-1] in ("false", "0"):
             flags.pop()
         flags = "".join(f",{flag}" for flag in flags)
-        policy = weight_policy(weights, self.wgmma, self.layout).policy
+        policy = weight_policy(weights, self.wgmma, self.whole).policy
         return (
             f"gemm_kquant_mma<{policy},{self.wm},{self.wn},{self.warps_m},{self.warps_n},"
             f"{self.stages},{self.min_blocks},{trim},{g},{epilogue}{flags}>"
@@ -220,18 +203,11 @@ class MmaTile:
             quarter="quarter" in names,
             tma="tma" in names,
             whole="whole" in names,
-            split="split" in names,
         )
         if tile.quarter and not tile.wgmma:
             raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
         if tile.tma and not tile.wgmma:
             raise ValueError(f"tile {text!r}: tma fills the wgmma path's stage ring: it needs wgmma")
-        if tile.split and not tile.wgmma:
-            raise ValueError(
-                f"tile {text!r}: split stages read the header in the wgmma ring's previous stage: they need wgmma"
-            )
-        if tile.split and tile.whole:
-            raise ValueError(f"tile {text!r}: a stage is a whole superblock or a split half, not both")
         if tile.wgmma:
             tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
@@ -325,7 +301,7 @@ def stream_k_schedule(
 
 def tma_widths(tile: MmaTile, weights: str) -> tuple[int, ...]:
     """The widths of ``weights``' TMA boxes; ValueError for a format without them (the autotuner skips the tile)."""
-    widths = weight_policy(weights, wgmma=True, layout=tile.layout).tma_widths
+    widths = weight_policy(weights, wgmma=True, whole=tile.whole).tma_widths
     if not widths:
         raise ValueError(f"tile {tile.label}: {weights} blocks are not 16-byte aligned: no TMA boxes")
     return widths
