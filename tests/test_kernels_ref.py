@@ -45,3 +45,39 @@ def test_rel_frobenius(rng):
     assert ref.rel_frobenius(got, reference) == math.inf  # never NaN: max(NaN, x) depends on argument order
     got[1, 2] = np.inf
     assert ref.rel_frobenius(got, reference) == math.inf
+
+
+def test_fp16_input_error_bound_explains_what_fp16_inputs_move_and_no_more():
+    """The GPU tests' check of an fp16 path against exact math. The draw that failed a fixed 2e-3 relative bound (a
+    correct Q6_K path, 5 outputs, K 256: fp16 inputs alone moved them by 0.72%, seed 7618227393891404928) is within
+    the bound; a path with one sub-block's scale 2% off is not."""
+    from zincbench.quant import get_format
+
+    rng = np.random.default_rng(7618227393891404928)
+    quant = get_format("q6_k")
+    w = quant.dequantize(quant.random_blocks(rng, 15, 256)).reshape(3, 5, 256)
+    ids = rng.integers(0, 2**32, size=(1, 1), dtype=np.uint32)
+    ids[:, :1] = np.argsort(rng.random((1, 3)), axis=1)[:, :1]
+    x = rng.standard_normal((1, 256)).astype(np.float32)
+
+    def product(w_, x_, fp16=False):
+        return ref.experts_matvec(w_, x_, ids, 1, fp16=fp16)
+
+    fp16_path, exact = product(w, x, fp16=True), product(w, x)
+    assert ref.rel_frobenius(fp16_path, exact) > 2e-3  # the old bound's failure
+    bound = ref.fp16_input_error_bound(w, x, product)
+    assert (np.abs(fp16_path - exact) <= bound).all()
+    assert (bound < 0.05 * product(np.abs(w), np.abs(x))).all()  # it bounds the rounding, not the sums
+    off = w.copy()
+    off[:, :, 16:32] *= 1.02  # one 16-weight sub-block's scale
+    assert (np.abs(product(off, x, fp16=True) - exact) > bound).any()
+
+
+@pytest.mark.parametrize("shape", [(4, 64), (33, 512)])
+def test_fp16_input_error_bound_is_zero_for_fp16_inputs_and_covers_random_ones(rng, shape):
+    w = rng.standard_normal(shape).astype(np.float32) * 3
+    x = rng.standard_normal((5, shape[1])).astype(np.float32)
+    w16, x16 = (a.astype(np.float16).astype(np.float32) for a in (w, x))
+    assert not ref.fp16_input_error_bound(w16, x16, ref.dense_gemm).any()
+    bound = ref.fp16_input_error_bound(w, x, ref.dense_gemm)
+    assert (np.abs(ref.dense_gemm(w, x, fp16=True) - ref.dense_gemm(w, x)) <= bound).all()

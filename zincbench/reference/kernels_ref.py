@@ -63,6 +63,15 @@ def work_tiles(counts: np.ndarray, tile_n: int, max_tiles: int) -> np.ndarray:
     return tiles
 
 
+def fp16_input_error_bound(w: np.ndarray, x: np.ndarray, product) -> np.ndarray:
+    """Per output of ``product`` (bilinear in w and x: experts_matvec, dense_gemm), how far rounding w and x to fp16
+    can move it: every term's |w + dw| |x + dx| - |w| |x| added with one sign (dw, dx: the roundings' sizes). What an
+    fp16 path may differ from exact math by, however its outputs' norms compare with its terms'."""
+    w64, x64 = as_f64(w), as_f64(x)
+    dw, dx = np.abs(as_f64(w, True) - w64), np.abs(as_f64(x, True) - x64)
+    return product(np.abs(w64) + dw, np.abs(x64) + dx) - product(np.abs(w64), np.abs(x64))
+
+
 def rel_frobenius(actual: np.ndarray, reference: np.ndarray) -> float:
     """||actual - reference||_F / ||reference||_F (float64); against a zero reference 0 when equal, else inf.
     A non-finite value anywhere gives inf, never NaN (max() over NaN would depend on argument order)."""
