@@ -81,3 +81,5 @@ def test_fp16_input_error_bound_is_zero_for_fp16_inputs_and_covers_random_ones(r
     assert not ref.fp16_input_error_bound(w16, x16, ref.dense_gemm).any()
     bound = ref.fp16_input_error_bound(w, x, ref.dense_gemm)
     assert (np.abs(ref.dense_gemm(w, x, fp16=True) - ref.dense_gemm(w, x)) <= bound).all()
+    sizes = ref.dense_gemm(np.abs(w), np.abs(x))
+    assert np.allclose(ref.fp16_input_error_bound(w, x, ref.dense_gemm, sum_error=1e-4), bound + 1e-4 * sizes)

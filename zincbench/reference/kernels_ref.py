@@ -63,13 +63,15 @@ def work_tiles(counts: np.ndarray, tile_n: int, max_tiles: int) -> np.ndarray:
     return tiles
 
 
-def fp16_input_error_bound(w: np.ndarray, x: np.ndarray, product) -> np.ndarray:
+def fp16_input_error_bound(w: np.ndarray, x: np.ndarray, product, sum_error: float = 0.0) -> np.ndarray:
     """Per output of ``product`` (bilinear in w and x: experts_matvec, dense_gemm), how far rounding w and x to fp16
-    can move it: every term's |w + dw| |x + dx| - |w| |x| added with one sign (dw, dx: the roundings' sizes). What an
-    fp16 path may differ from exact math by, however its outputs' norms compare with its terms'."""
+    can move it: every term's |w + dw| |x + dx| - |w| |x| added with one sign (dw, dx: the roundings' sizes), plus
+    ``sum_error`` times the sum of the terms' sizes (what the path's own sums may add). What an fp16 path may differ
+    from exact math by, however its outputs' norms compare with its terms'."""
     w64, x64 = as_f64(w), as_f64(x)
     dw, dx = np.abs(as_f64(w, True) - w64), np.abs(as_f64(x, True) - x64)
-    return product(np.abs(w64) + dw, np.abs(x64) + dx) - product(np.abs(w64), np.abs(x64))
+    sizes = product(np.abs(w64), np.abs(x64))
+    return product(np.abs(w64) + dw, np.abs(x64) + dx) - (1.0 - sum_error) * sizes
 
 
 def rel_frobenius(actual: np.ndarray, reference: np.ndarray) -> float:
