@@ -1224,12 +1224,16 @@ struct ZbShared {
     int* s_last;            // stream-K: this block completed the tile
 };
 
-// One unit of work of a block: the token tile's tables, the cp.async pipeline over [sb0, sb1) into registers, then
-// (a stream-K partial range) the meeting of partials, and the epilogue. ring: the wgmma path's stage ring.
+// One unit of work of a block, on token tile tt (its tables in sh, visible to every thread): the pipeline over
+// [sb0, sb1) into registers, then (a stream-K partial range) the meeting of partials, and the epilogue. ring: the
+// wgmma path's stage ring, which holds `prefetched` of the unit's first stages already. next_row0 >= 0 (ALL_ROWS: the
+// block's next unit, the same token tile at that row block): the ring buffers this unit frees take the next unit's
+// first stages, so they load under this unit's last stages and its epilogue. Returns how many the ring holds.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool TRIM_N, bool GROUPED, int EPI, bool WGMMA,
           bool QUARTERS, int TMA>
-__device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh,
-                                             ZbRing<STAGES>& ring) {
+__device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh,
+                                            const ZbTokenTile& tt, ZbRing<STAGES>& ring, int prefetched = 0,
+                                            int next_row0 = -1) {
     constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BM = Tile::BM, BN = Tile::BN, THREADS = Tile::THREADS, HALVES = Q::HALVES;
@@ -1247,13 +1251,8 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
     unsigned char* const stages = sh.stages;
     const unsigned smem_base = sh.smem_base;
 
-    ZbTokenTile tt;
-    if (!zb_token_tile<BN, THREADS, GROUPED>(tt, s_xoff, s_orow, tid, unit.tile_n, K, a.n_rows, a.expert_bytes,
-                                             a.tiles, a.offsets, a.sorted_ids, a.top_k, a.x_per_slot))
-        return;  // an unused grouped tile (block-uniform, before any barrier)
     const unsigned long long w_base = tt.w_base;
     const int n_tokens = tt.n_tokens;
-    __syncthreads();
 
     const ZbRows rows{a.w + w_base, SWIGLU ? a.w_up + w_base : a.w + w_base, row0, M, row_bytes, OUT_ROWS};
     const typename Q::template Loader<BM, THREADS> loader(rows, tid);
@@ -1278,6 +1277,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             for (int v = 0; v < 4; ++v) acc[mt][nt][v] = 0.f;
 
     const int step0 = 2 * unit.sb0 / HALVES, n_steps = 2 * (unit.sb1 - unit.sb0) / HALVES;
+    int next_stages = 0;  // the next unit's stages in the ring (ALL_ROWS)
     if constexpr (!WGMMA) {  // the mma.sync pipeline's first STAGES - 1 stages (the wgmma path's go through its ring)
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
@@ -1316,7 +1316,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         constexpr bool TMA_W = (TMA & ZB_TMA_W) != 0, TMA_X = (TMA & ZB_TMA_X) != 0;
         // Every thread waits for the buffer's release, also where thread 0 alone copies (TMA): a thread waits on the
         // empty barrier between two of its arrivals on it, as compute-sanitizer's synccheck requires.
-        auto produce = [&](int s) {  // the unit's stage s into the ring's next buffer
+        auto produce_for = [&](int step, int w_row0) {  // step `step` of weight rows w_row0.. into the ring's next buffer
             const unsigned xs = smem_base + ring.write.index * Tile::STAGE_BYTES;
             ring.acquire();
             if constexpr (TMA_W) {
@@ -1324,12 +1324,12 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
                     const unsigned full = ring.full(ring.write.index);
                     if constexpr (TMA_X) zb_mbar_arrive_expect_tx(full, Tile::STAGE_BYTES);  // the phase's one arrival
                     else zb_mbar_expect_tx(full, Tile::W_BYTES);  // before its own arrive, with its X copies
-                    zb_tma_weights<Q, BM>(a.maps, xs + Tile::X_BYTES, full, step0 + s, row0, tt.expert);
+                    zb_tma_weights<Q, BM>(a.maps, xs + Tile::X_BYTES, full, step, w_row0, tt.expert);
                     if constexpr (TMA_X)
 #pragma unroll
                         for (int hh = 0; hh < HALVES; ++hh)
                             zb_tma_x<BN>(a.maps + ZB_TMA_X_MAP, xs + hh * Tile::X_HALF_BYTES, full,
-                                         (step0 + s) * HALVES + hh, unit.tile_n * BN);
+                                         step * HALVES + hh, unit.tile_n * BN);
                 }
             }
             if constexpr (TMA_X) {
@@ -1337,15 +1337,22 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             } else {
 #pragma unroll
                 for (int hh = 0; hh < HALVES; ++hh)
-                    x_copy.issue(xs + hh * Tile::X_HALF_BYTES, xp, s_xoff, (step0 + s) * HALVES + hh);
-                if constexpr (!TMA_W) loader.issue(xs + Tile::X_BYTES, step0 + s);
+                    x_copy.issue(xs + hh * Tile::X_HALF_BYTES, xp, s_xoff, step * HALVES + hh);
+                if constexpr (!TMA_W) loader.issue(xs + Tile::X_BYTES, step);
                 ring.commit();
             }
+        };
+        auto produce = [&](int s) { produce_for(step0 + s, row0); };  // the unit's stage s
+        // A freed buffer: the next unit's next stage (it covers the whole K range: its steps start at 0). Only TMA
+        // weights take another row block's coordinates; the cp.async loader holds this unit's row addresses.
+        auto produce_next = [&]() {
+            if constexpr (TMA_W)
+                if (next_row0 >= 0 && next_stages < min(STAGES, n_steps)) produce_for(next_stages++, next_row0);
         };
         auto stage_bytes = [&]() { return ring.read.index * Tile::STAGE_BYTES; };  // the stage being read
 #pragma unroll
         for (int s = 0; s < STAGES; ++s)
-            if (s < n_steps) produce(s);
+            if (s >= prefetched && s < n_steps) produce(s);
         ring.template wait_read<!TMA_X>();
         zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_place[0]);
         zb_wgmma_decode<Q, STEPS>(a_frag[0], lanes, 0);
@@ -1356,7 +1363,10 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
             zb_wgmma_wait<1>();  // piece t - 1 retired
             const bool frees = j % STAGE_PIECES == 0 && t > 0;  // ... and it was the last of stage t / STAGE_PIECES - 1
             if (frees) ring.release();
-            if (t + 1 >= n_pieces) return;
+            if (t + 1 >= n_pieces) {
+                if (frees) produce_next();
+                return;
+            }
             if ((j + 1) % STAGE_PIECES == 0) {  // piece t + 1 opens the next stage
                 ring.read.next();
                 ring.template wait_read<!TMA_X>();
@@ -1366,7 +1376,10 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
                                      unit.sb0 + (t + 1) / (2 * PIECES), row_place[0]);
             zb_wgmma_decode<Q, STEPS>(a_next, lanes, j_next % PIECES);
             const int refill = t / STAGE_PIECES - 1 + STAGES;  // the stage that goes where the freed one was
-            if (frees && refill < n_steps) produce(refill);
+            if (frees) {
+                if (refill < n_steps) produce(refill);
+                else produce_next();
+            }
         };
         auto x_half = [&](int h) { return smem_base + stage_bytes() + (h % HALVES) * Tile::X_HALF_BYTES; };
         for (int t = 0; t < n_pieces; t += 2 * PIECES) {  // one superblock: its pieces j alternate between the buffers
@@ -1380,6 +1393,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         zb_wgmma_wait<0>();
         ring.release();  // the unit's last stage: the ring is whole again for the block's next unit
         ring.read.next();
+        produce_next();
     } else {
         int stage = 0;
         const unsigned char* ws = stages;  // the current stage's base
@@ -1417,7 +1431,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
         float(&acc_all)[WM * WN * 4] = reinterpret_cast<float(&)[WM * WN * 4]>(acc);
         if (!zb_sk_fixup<WM * WN * 4, THREADS>(acc_all, a.sk, sk_block, unit.sk_tile, unit.sb1 - unit.sb0, n_sb, tid,
                                                sh.s_last))
-            return;
+            return 0;
     }
     // C fragment: c0,c1 = (row g, tokens 2c, 2c+1); c2,c3 = (row g+8, tokens 2c, 2c+1).
     if constexpr (SWIGLU) {
@@ -1426,6 +1440,7 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
     } else {
         zb_epilogue_rows<EPI, WM, WN>(acc, s_orow, a.y, M, row0, wm, wn, g, c, a.top_k, a.routing, a.routing_stride);
     }
+    return next_stages;
 }
 
 // TRIM_N: the block's token extent is its real token count rounded up to 8, not BN: a warp skips the
@@ -1440,8 +1455,12 @@ __device__ __forceinline__ void zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& 
 // STREAM_K compiles the stream-K blocks in (dense only): a whole tile and a stream-K block's units are separate
 // inlined copies of zb_gemm_unit, the whole tile's K range a compile-time fact in its copy; without STREAM_K the kernel
 // is the whole-tile copy alone (a second copy in the same kernel changes its register allocation: 8% on Q6_K).
+// ALL_ROWS (grouped, TMA weights): grid (1, tile entries); a block runs every row block of its token tile in turn, its
+// token tables fetched once and each next row block's first stages loaded under the last stages and the epilogue of
+// the one before. With one 256-row block per SM a one-unit block left the SM idle while it started: its tables' three
+// dependent loads, its first stage's wait, a fifth of T2's stall samples at N_e 32 and 64 (results/h200/allrows-20261204/).
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
-          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0>
+          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0, bool ALL_ROWS = false>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
@@ -1476,6 +1495,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                   "TMA stages: the wgmma path's ring, a format of aligned boxes, one weight matrix");
     static_assert(!TMA || zb_tma_row_bytes<Q>() == Q::ROW_STAGE_BYTES, "the boxes fill a row's stage bytes");
     static_assert(!(TMA & ZB_TMA_X) || !GROUPED, "a grouped tile's X rows are gathered token by token (cp.async)");
+    static_assert(!ALL_ROWS || (GROUPED && (TMA & ZB_TMA_W)), "ALL_ROWS: grouped, the next row block's weights by TMA");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BN = Tile::BN;
     constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;
@@ -1495,7 +1515,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     const int n_sb = K / 256;
     const int row_blocks = (M + OUT_ROWS - 1) / OUT_ROWS;
     ZbRing<STAGES> ring{zb_smem_addr(s_ring)};
-    if constexpr (WGMMA)  // ready before first use: zb_gemm_unit's first __syncthreads comes before it
+    if constexpr (WGMMA)  // ready before first use: token_tile's __syncthreads comes before it
         if (threadIdx.x == 0) {
             ring.init((TMA & ZB_TMA_X) ? 1 : Tile::THREADS, Tile::THREADS);
             if constexpr (TMA != 0)
@@ -1507,12 +1527,31 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     // permuted X exist: nothing above reads what a previous kernel writes, everything below may.
     zb_pdl_wait();
 
+    // A unit's token tile, its tables visible to every thread; false for an unused grouped tile entry (block-uniform)
+    auto token_tile = [&](ZbTokenTile& tt, int tile_n) {
+        if (!zb_token_tile<BN, Tile::THREADS, GROUPED>(tt, s_xoff, s_orow, threadIdx.x, tile_n, K, n_rows, expert_bytes,
+                                                       tiles, offsets, sorted_ids, top_k, x_per_slot))
+            return false;
+        __syncthreads();
+        return true;
+    };
+    if constexpr (ALL_ROWS) {  // row blocks 0, 1, ... of token tile blockIdx.y
+        ZbTokenTile tt;
+        if (!token_tile(tt, (int)blockIdx.y)) return;
+        for (int rb = 0, prefetched = 0; rb < row_blocks; ++rb)
+            prefetched = zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(
+                args, ZbWork{rb, (int)blockIdx.y, 0, n_sb, -1}, -1, sh, tt, ring, prefetched,
+                rb + 1 < row_blocks ? (rb + 1) * OUT_ROWS : -1);
+        return;
+    }
     if (!STREAM_K || (int)blockIdx.x < args.sk.dp_tiles) {  // a whole tile
         const int tile = (int)blockIdx.x;
         const ZbWork unit = GROUPED ? ZbWork{(int)blockIdx.x, (int)blockIdx.y, 0, n_sb, -1}
                                     : ZbWork{tile % row_blocks, tile / row_blocks, 0, n_sb, -1};
-        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, -1, sh,
-                                                                                                  ring);
+        ZbTokenTile tt;
+        if (token_tile(tt, unit.tile_n))
+            zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, -1,
+                                                                                                      sh, tt, ring);
         return;
     }
     // A stream-K block: its range's one or two tiles
@@ -1522,8 +1561,10 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         const int u = it / n_sb, tile = args.sk.dp_tiles + u;
         const ZbWork unit{tile % row_blocks, tile / row_blocks, it - u * n_sb, min(n_sb, end - u * n_sb), u};
         if (it > begin) __syncthreads();  // the previous unit's epilogue is done with s_orow and the stages
+        ZbTokenTile tt;
+        token_tile(tt, unit.tile_n);  // a dense tile: always used
         zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, j, sh,
-                                                                                                  ring);
+                                                                                                  tt, ring);
         it = u * n_sb + unit.sb1;
     }
 }
@@ -1591,5 +1632,9 @@ ZB_INSTANTIATE(ZbQ4KWhole, 1, 12, 8, 1, 3, 2, true, true, ZB_EPI_STORE, true, fa
 ZB_INSTANTIATE(ZbQ4KWhole, 1, 16, 8, 1, 3, 1, false, false, ZB_EPI_STORE, true, true, true, ZB_TMA_W | ZB_TMA_X)
 ZB_INSTANTIATE(ZbQ5KWhole, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_COMBINE, true)
 ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM, true)
+// ALL_ROWS: T2's 256-row tiles at N_e 32 and 64, and the combine epilogue
+ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W, true)
+ZB_INSTANTIATE(ZbQ4K, 1, 12, 16, 1, 4, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true)
+ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, false, ZB_TMA_W, true)
 #endif
 #endif

@@ -35,7 +35,8 @@
 #                                               sets: GPU tests, sanitizer group)
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles and
-#                                               their whole twins, opcode counts); wholetests (the fused kernel's
+#                                               their allrows twins, opcode counts); allrowstests (the
+#                                               allrows tiles' GPU tests); wholetests (the fused kernel's
 #                                               GPU tests, every tile and twin, -rA); pdltests (the GEMM as the
 #                                               routing launch's dependent, and the routing builds);
 #                                               prologuetests (the GEMM's inputs: routing builds, the permute, the
@@ -113,7 +114,7 @@ for step in "${@:-env tests}"; do
         t1) run t1 300 $ZB microbench t1 --quick --no-progress --markdown "$LOGS/t1.md" ;;
         t1sq) run t1sq 200 $ZB microbench t1 --quick --case square --no-progress --markdown "$LOGS/t1sq.md" ;;
         declared) run declared 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_declared_gpu.py ;;
-        t2full) TAIL=60 run t2full 300 $ZB microbench t2 $ENGINE --no-progress --markdown "$LOGS/t2full.md" ;;
+        t2full) TAIL=60 run t2full ${T2_LIMIT:-300} $ZB microbench t2 $ENGINE --no-progress --markdown "$LOGS/t2full.md" ;;
         kernels) TAIL=30 run kernels 200 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/gpu/test_fused_mma.py \
                 tests/gpu/test_kernels_baseline.py -k "test_fused_mma or routing" ;;
         routing) run routing 60 python3 scripts/probe_routing.py ;;
@@ -206,6 +207,8 @@ for step in "${@:-env tests}"; do
         sass_t2) TAIL=20 run sass_t2 120 bash -c 'nvcc -std=c++17 -arch=sm_90a -cubin -I kernels -o /tmp/t2.cubin \
                 scripts/sass_t2.cu && cuobjdump -sass /tmp/t2.cubin > '"$LOGS"'/t2.sass \
                 && python3 scripts/sass_opcodes.py '"$LOGS"'/t2.sass' ;;
+        allrowstests) TAIL=30 run pytest-allrows 200 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
+                tests/gpu/test_fused_mma.py -k all_rows ;;
         wholetests) TAIL=30 run pytest-whole 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py ;;
         pdltests) TAIL=30 run pytest-pdl 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \

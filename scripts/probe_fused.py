@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, t2now or all (the default).
+q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, t2now, allrows or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -328,6 +328,18 @@ T2_NOW_TILES = {
     64: ["wgmma+quarter+tma:1,12,16,1,4,1,1"],
 }
 
+# A block running every row block of its token tile in turn (mode `allrows`), A B B A beside its one-unit twin: T2's
+# newest choices (T2_NOW_TILES), and the 128-row tiles of two blocks per SM at N_e 32 and 64
+T2_ALL_ROWS_TILES = {
+    n_e: abba_twins(tiles, "allrows")
+    for n_e, tiles in {
+        8: T2_NOW_TILES[8],
+        16: T2_NOW_TILES[16],
+        32: [*T2_NOW_TILES[32], "wgmma+tma:1,8,8,1,4,2,1"],
+        64: [*T2_NOW_TILES[64], "wgmma+quarter+tma:1,12,8,1,3,2,1"],
+    }.items()
+}
+
 # The GEMM as the routing launch's programmatic dependent (mode `pdl`): the whole op T2 times (one-launch route +
 # permute, then the GEMM), launched as usual and as a dependent, A B B A, on the tiles T2 chose at E256-M512 on
 # 2026-12-04 (c1599df, results/h200/whole-20261204/), and the 256x96 quarter TMA tile at N_e 64 (X read from L2 once per
@@ -527,6 +539,8 @@ if __name__ == "__main__":
         probe_prologue(timer, cupy, rng)
     if which == "t2now":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_NOW_TILES)
+    if which == "allrows":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_ALL_ROWS_TILES)
     if which == "whole256":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_256_TILES)
     if which == "tma":

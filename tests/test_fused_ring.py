@@ -6,7 +6,8 @@ barrier per stage used to guarantee:
 - no thread reads a stage buffer before every thread's copies of that stage have landed in it;
 - no copy lands in a buffer that a thread still reads for an earlier stage (through a wgmma not yet retired or a
   decode);
-- the block never deadlocks, also across the units of a stream-K block, whose ring state carries over;
+- the block never deadlocks, also across the units of a stream-K block, whose ring state carries over, and across
+  an ALL_ROWS block's row blocks, whose next unit's first stages fill the buffers the unit frees;
 - a thread never arrives twice on a barrier without waiting on it in between (compute-sanitizer synccheck reports
   that as a missing wait: the first version arrived on a full barrier twice, once for its copies, once plainly).
 The TMA tiles run the same sequence: thread 0 also copies the stage's weights as TMA boxes (`weights`), whose bytes
@@ -165,19 +166,31 @@ class Thread:
             self.end_read(self.wgmmas.pop(0))
         yield
 
-    def unit(self, n_steps: int, pieces_per_stage: int, eager: bool):
-        """The kernel's unit: all STAGES buffers filled; after the wgmma wait retires the last piece of stage u, release
-        u, decode, then fill its buffer with stage u + STAGES. eager (a mutant) releases a stage as soon as its last
+    def unit(
+        self, u: int, n_steps: int, pieces_per_stage: int, eager: bool, prefetched: int = 0, chained: bool = False
+    ):
+        """The kernel's unit u (stages labelled (u, s)): all STAGES buffers filled, less the `prefetched` the unit
+        before filled; after the wgmma wait retires the last piece of stage v, release v, decode, then fill its buffer
+        with stage v + STAGES or, past the unit's stages, when `chained` (ALL_ROWS), with the next unit's next stage.
+        Returns how many of the next unit's stages it filled. eager (a mutant) releases a stage as soon as its last
         piece is issued, before that piece's wgmmas retire."""
         stages, per = self.block.stages, pieces_per_stage
         n_pieces = n_steps * per
+        next_stages = 0
+
+        def produce_next():  # the next unit has this unit's steps (ALL_ROWS: every row block covers the whole K)
+            nonlocal next_stages
+            if chained and next_stages < min(stages, n_steps):
+                yield from self.produce((u + 1, next_stages))
+                next_stages += 1
+
         for s in range(stages):
-            if s < n_steps:
-                yield from self.produce(s)
+            if prefetched <= s < n_steps:
+                yield from self.produce((u, s))
         yield from self.wait_read()
-        self.end_read(self.start_read(self.read.index, 0))  # zb_wgmma_load + decode of piece 0
+        self.end_read(self.start_read(self.read.index, (u, 0)))  # zb_wgmma_load + decode of piece 0
         for t in range(n_pieces):
-            self.wgmmas.append(self.start_read(self.read.index, t // per))  # piece t's wgmmas read the stage's X
+            self.wgmmas.append(self.start_read(self.read.index, (u, t // per)))  # piece t's wgmmas read the stage's X
             yield
             if eager:
                 frees, freed = (t + 1) % per == 0, t // per
@@ -189,31 +202,47 @@ class Thread:
             if eager:
                 yield from self.wgmma_wait(1)
             if t + 1 >= n_pieces:
+                if frees:
+                    yield from produce_next()
                 break
             if (t + 1) % per == 0:
                 self.read.next()
                 yield from self.wait_read()
-            decode = self.start_read(self.read.index, (t + 1) // per)
+            decode = self.start_read(self.read.index, (u, (t + 1) // per))
             yield
             self.end_read(decode)
-            if frees and freed + stages < n_steps:
-                yield from self.produce(freed + stages)
+            if frees:
+                if freed + stages < n_steps:
+                    yield from self.produce((u, freed + stages))
+                else:
+                    yield from produce_next()
         yield from self.wgmma_wait(0)
         if not (eager and n_pieces % per == 0 and n_pieces > 0):  # the eager mutant released the last stage already
             yield from self.release()
         self.read.next()
+        yield from produce_next()
+        return next_stages
 
-    def program(self, units, pieces_per_stage: int, eager: bool):
-        for n_steps in units:
-            yield from self.unit(n_steps, pieces_per_stage, eager)
+    def program(self, units, pieces_per_stage: int, eager: bool, chained: bool):
+        prefetched = 0
+        for u, n_steps in enumerate(units):
+            last = u + 1 == len(units)
+            prefetched = yield from self.unit(u, n_steps, pieces_per_stage, eager, prefetched, chained and not last)
 
 
 def run_block(
-    stages: int, threads: int, units, pieces_per_stage: int, seed: int, eager: bool = False, tma: str | None = None
+    stages: int,
+    threads: int,
+    units,
+    pieces_per_stage: int,
+    seed: int,
+    eager: bool = False,
+    tma: str | None = None,
+    chained: bool = False,
 ):
     rng = random.Random(seed)
     block = Block(stages, threads, tma)
-    programs = {tid: Thread(block, tid).program(units, pieces_per_stage, eager) for tid in range(threads)}
+    programs = {tid: Thread(block, tid).program(units, pieces_per_stage, eager, chained) for tid in range(threads)}
     steps = 0
     while programs or block.in_flight:
         steps += 1
@@ -245,6 +274,29 @@ def test_the_ring_keeps_every_read_and_write_apart(stages, pieces_per_stage, uni
         run_block(stages, threads=3, units=units, pieces_per_stage=pieces_per_stage, seed=seed, tma=tma)
 
 
+@pytest.mark.parametrize("stages", [3, 4])
+@pytest.mark.parametrize("pieces_per_stage", [1, 2, 4])
+@pytest.mark.parametrize("units", [[1, 1], [2, 2, 2], [3, 3], [16, 16]])  # an ALL_ROWS block's row blocks: one K
+def test_the_ring_keeps_every_read_and_write_apart_across_row_blocks(stages, pieces_per_stage, units):
+    """ALL_ROWS (TMA weights): the buffers a row block frees take the next row block's first stages."""
+    for seed in range(12):
+        run_block(stages, 3, units, pieces_per_stage, seed, tma="weights", chained=True)
+
+
+def test_the_model_catches_a_next_unit_stage_filled_too_early(monkeypatch):
+    """A next-unit stage produced before the wgmma wait retires the buffer's last reads must be caught."""
+    caught = 0
+    for seed in range(40):
+        try:
+            run_block(
+                3, threads=3, units=[4, 4], pieces_per_stage=2, seed=seed, eager=True, tma="weights", chained=True
+            )
+        except AssertionError as error:
+            assert "still reads" in str(error)
+            caught += 1
+    assert caught > 0
+
+
 @pytest.mark.parametrize("tma", ["weights", "all"])
 def test_the_model_catches_a_phase_that_does_not_wait_for_the_boxes(tma, monkeypatch):
     """A full barrier that completes on its arrivals alone (no expect_tx) lets a reader in before thread 0's boxes
@@ -266,7 +318,7 @@ def test_the_model_follows_the_kernels_tma_protocol():
     with the bytes), and one full-barrier arrival per phase when nothing else copies."""
     source = KERNEL.read_text()
     assert "ring.init((TMA & ZB_TMA_X) ? 1 : Tile::THREADS, Tile::THREADS);" in source
-    produce = source[source.index("auto produce = [&](int s) {") :]
+    produce = source[source.index("auto produce_for = [&](int step, int w_row0) {") :]
     produce = produce[: produce.index("        };")]
     order = [
         "ring.acquire();",
@@ -303,22 +355,27 @@ def test_the_model_follows_the_kernel():
     assert "zb_mbar_wait(empty(write.index), write.phase ^ 1u)" in source
     assert "zb_mbar_wait(full(read.index), read.phase)" in source
     branch = source[source.index("auto produce = [&](int s) {") :]
-    assert "for (int s = 0; s < STAGES; ++s)\n            if (s < n_steps) produce(s);" in branch
+    assert "for (int s = 0; s < STAGES; ++s)\n            if (s >= prefetched && s < n_steps) produce(s);" in branch
+    assert "if (next_row0 >= 0 && next_stages < min(STAGES, n_steps)) produce_for(next_stages++, next_row0);" in branch
     advance = branch[branch.index("auto advance = [&](int t, int j") :]
     advance = advance[: advance.index("};")]
     pattern = (
         r"zb_wgmma_wait<1>|ring\.release\(\)|ring\.read\.next\(\)|ring\.template wait_read<!TMA_X>\(\)|zb_wgmma_decode"
-        r"|produce\(refill\)"
+        r"|produce\(refill\)|produce_next\(\)|return;"
     )
     assert [m.group(0) for m in re.finditer(pattern, advance)] == [
         "zb_wgmma_wait<1>",
         "ring.release()",
+        "produce_next()",
+        "return;",
         "ring.read.next()",
         "ring.template wait_read<!TMA_X>()",
         "zb_wgmma_decode",
         "produce(refill)",
+        "produce_next()",
     ]
     assert "const bool frees = j % STAGE_PIECES == 0 && t > 0;" in advance
     assert "const int refill = t / STAGE_PIECES - 1 + STAGES;" in advance
     tail = branch[branch.index("zb_wgmma_wait<0>();") :]
-    assert tail.index("ring.release();") < tail.index("ring.read.next();") < tail.index("} else {")
+    assert tail.index("ring.release();") < tail.index("ring.read.next();") < tail.index("produce_next();")
+    assert tail.index("produce_next();") < tail.index("} else {")

@@ -17,7 +17,7 @@ from zincbench.config import experiment_path
 from zincbench.errors import ConfigError, InputError
 from zincbench.measure.stopping.count import QUICK_SAMPLES, FixedCountRule
 from zincbench.measure.stopping.noise import QUICK_MAX_TIME_S, QUICK_MIN_SAMPLES, MedianNoiseRule
-from zincbench.ops.fused import EPILOGUE_COMBINE, MmaTile
+from zincbench.ops.fused import EPILOGUE_COMBINE, MmaTile, check_tiles
 
 
 def test_bundled_experiments_load():
@@ -215,6 +215,28 @@ def test_quarter_tile_specs():
         MmaTile.parse("quarter:1,2,4,1,3")
     with pytest.raises(ValueError, match="flags wgmma, sk, quarter"):
         MmaTile.parse("wgmma+quarter+quarter:1,8,8,1,3")
+
+
+def test_all_rows_tile_specs():
+    """``allrows`` (grouped, wgmma+tma) is the kernel's ALL_ROWS, the template argument after TMA: written with every
+    argument before it."""
+    tile = MmaTile.parse("wgmma+quarter+tma+allrows:1,12,16,1,4,1,1")
+    assert tile.all_rows and tile.label == "256x96/w16x1/s4/n8/wgmma/qtr/tma/rows"
+    assert (
+        tile.expression(grouped=True, weights="q4_k")
+        == "gemm_kquant_mma<ZbQ4K,1,12,16,1,4,1,true,true,0,true,false,true,1,true>"
+    )
+    assert (
+        MmaTile.parse("allrows+tma+wgmma:1,8,16,1,3,1,1")
+        .expression(grouped=True, weights="q4_k")
+        .endswith(",0,true,false,false,1,true>")
+    )
+    assert tile.smem_bytes("q4_k") == MmaTile.parse("wgmma+quarter+tma:1,12,16,1,4,1,1").smem_bytes("q4_k")
+    with pytest.raises(ValueError, match="allrows loads the next row block's weights as TMA boxes"):
+        MmaTile.parse("wgmma+allrows:1,8,16,1,3")
+    with pytest.raises(ValueError, match="allrows schedules grouped GEMMs, not dense ones"):
+        check_tiles(["wgmma+tma+allrows:1,8,16,1,3"], grouped=False)
+    check_tiles(["wgmma+tma+allrows:1,8,16,1,3"], grouped=True)
 
 
 @pytest.mark.parametrize("family,experiment", [("t2", "t2_moe_expert"), ("layer", None)])

@@ -295,6 +295,98 @@ def test_whole_stage_tiles_give_their_twins_bits_grouped(cupy, rng, weights, til
     assert ref.rel_frobenius(outputs[1], ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
 
 
+# A block running every row block of its token tile (allrows) beside its one-unit twins: the same units, the same sums
+# in the same order. M = 300 and 704: a partial last row block, 2 to 5 row blocks a block. K = 256: one or two stages a
+# unit, fewer than the ring's, so the next row block takes all of them; 768 and 2048: refills before the next one's.
+ALL_ROWS_TWINS = [
+    ("q4_k", "wgmma+tma:1,2,8,1,4"),
+    ("q4_k", "wgmma+tma+whole:1,8,16,1,3,1,1"),
+    ("q4_k", "wgmma+quarter+tma:1,12,16,1,4,1,1"),
+    ("q4_k", "wgmma+quarter+tma:1,10,8,1,3,2,1"),
+    ("q5_k", "wgmma+tma+whole:1,4,8,1,3"),
+    ("q6_k_r", "wgmma+tma:1,2,4,1,4"),
+]
+
+
+def all_rows_twin(tile: str) -> str:
+    return tile.replace(":", "+allrows:", 1)
+
+
+def grouped_outputs(cupy, rng, weights, tiles, e, m, k, t, top_k, *, per_slot=False, routing=False):
+    """The grouped GEMM of each tile in `tiles` on one routing and one set of inputs (E experts, the last never routed),
+    and the float64 reference. routing: the engine's [ids | weights] table, and the combine epilogue into a hidden
+    state (the outputs are what each tile added to it)."""
+    from zincbench.ops import fused
+    from zincbench.ops.routing import RoutingWorkspace, build_routing
+
+    fmt = get_format(weights)
+    ids = np.stack([rng.choice(e - 1, size=top_k, replace=False) for _ in range(t)]).astype(np.uint32)
+    slot_weights = rng.random((t, top_k), dtype=np.float32)
+    table = np.concatenate([ids, slot_weights.view(np.uint32)], axis=1) if routing else ids
+    w_host = fmt.random_blocks(rng, e * m, k).reshape(e, m, -1)
+    x_host = rng.standard_normal((t, top_k, k) if per_slot else (t, k), dtype=np.float32)
+    bn = {fused.MmaTile.parse(tile).bn for tile in tiles}.pop()
+    ws = RoutingWorkspace(t, top_k, e, bn)
+    build_routing(cupy.asarray(table), ws)
+    xp = fused.permuted_activations(cupy, x_host.size // k, k)
+    fused.permute_activations(cupy.asarray(x_host.reshape(-1, k)), xp, "wgmma")
+    products = ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)
+    hidden = rng.standard_normal((t, m), dtype=np.float32)
+    outputs = []
+    for tile in tiles:
+        epilogue = fused.EPILOGUE_COMBINE if routing else fused.EPILOGUE_STORE
+        gemm = gemm_for(cupy, tile, grouped=True, weights=weights, epilogue=epilogue)
+        args = (cupy.asarray(w_host), xp)
+        if routing:
+            y = cupy.asarray(hidden)
+            gemm.grouped_call(
+                *args,
+                y,
+                m,
+                k,
+                ws.tiles,
+                ws.offsets,
+                ws.sorted_ids,
+                top_k,
+                x_per_slot=per_slot,
+                routing=cupy.asarray(table),
+            )
+            outputs.append(y.get() - hidden)
+        else:
+            y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
+            gemm.grouped_call(*args, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=per_slot)
+            outputs.append(y.get())
+    want = np.einsum("ts,tsm->tm", slot_weights, products) if routing else products
+    return outputs, want
+
+
+@pytest.mark.parametrize("weights,tile", ALL_ROWS_TWINS)
+@pytest.mark.parametrize("m,k", [(300, 256), (704, 768), (300, 2048)])
+@pytest.mark.parametrize("per_slot", [False, True])
+def test_all_rows_tiles_give_their_twins_bits(cupy, rng, weights, tile, m, k, per_slot):
+    from zincbench.ops.fused import MmaTile
+
+    twin = all_rows_twin(tile)
+    assert MmaTile.parse(twin).all_rows and not MmaTile.parse(tile).all_rows
+    (one_unit, all_rows), want = grouped_outputs(cupy, rng, weights, [tile, twin], 7, m, k, 23, 2, per_slot=per_slot)
+    assert not np.isnan(all_rows).any(), "unwritten outputs"
+    assert np.array_equal(one_unit.view(np.uint32), all_rows.view(np.uint32))
+    assert ref.rel_frobenius(all_rows, want) < TOL
+
+
+def test_all_rows_tiles_combine_into_the_hidden_state(cupy, rng):
+    """The combine epilogue (the layer's down GEMM) on a block that runs every row block in turn."""
+    (added,), want = grouped_outputs(
+        cupy, rng, "q6_k_r", ["wgmma+tma+allrows:1,8,8,1,3,1,1"], 7, 512, 768, 23, 2, per_slot=True, routing=True
+    )
+    assert ref.rel_frobenius(added, want) < TOL
+
+
+def test_all_rows_tiles_refuse_dense_gemms(cupy):
+    with pytest.raises(ValueError, match="allrows schedules grouped GEMMs"):
+        gemm_for(cupy, "wgmma+tma+allrows:1,2,8,1,4", grouped=False, weights="q4_k")
+
+
 def test_whole_stages_are_for_q4k_and_q5k(cupy):
     with pytest.raises(ValueError, match="whole-superblock stages read"):
         gemm_for(cupy, "wgmma+whole:1,2,8,1,4", grouped=True, weights="q6_k")

@@ -75,7 +75,7 @@ def weight_policy(weights: str, wgmma: bool = False, whole: bool = False) -> Wei
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole")  # written "flag[+flag...]:" before the numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole", "allrows")  # written "flag[+flag...]:" before the numbers
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
@@ -111,7 +111,12 @@ class MmaTile:
     ``whole`` (Q4_K and Q5_K): a pipeline stage is a whole superblock, each weight row's block copied as it is (one TMA
     box of the block's bytes), not a half superblock in pieces (the half's nibbles, the header again, Q5_K's qh). The
     pieces straddle 32-byte sectors and the header is read twice: a Q4_K block costs 7 sectors from L2 on average,
-    whole 5. A stage then holds twice the X and the weights."""
+    whole 5. A stage then holds twice the X and the weights.
+
+    ``allrows`` (grouped, wgmma and tma; the kernel's ALL_ROWS): a block runs every row block of its token tile in
+    turn, not one: its token tables are fetched once, and each next row block's first stages load into the ring
+    buffers the one before frees, under its last stages and its epilogue. A one-unit block of one block per SM
+    leaves the SM idle while it starts (its tables' dependent loads, its first stage's wait)."""
 
     wm: int
     wn: int
@@ -125,6 +130,7 @@ class MmaTile:
     quarter: bool = False
     tma: bool = False
     whole: bool = False
+    all_rows: bool = False
 
     @property
     def bm(self) -> int:
@@ -158,18 +164,21 @@ class MmaTile:
         pieces = "/qtr" if self.quarter else ""
         copies = "/tma" if self.tma else ""
         whole = "/sb" if self.whole else ""
+        rows = "/rows" if self.all_rows else ""
         return (
             f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
-            f"{pieces}{copies}{whole}"
+            f"{pieces}{copies}{whole}{rows}"
         )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
-        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false) and TMA (0) default to off: written up to
-        # the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a dense tile's X too.
+        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false), TMA (0) and ALL_ROWS (false) default to
+        # off: written up to the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a dense tile's X
+        # too.
         tma = (TMA_WEIGHTS | (0 if grouped else TMA_X)) if self.tma else 0
         flags = [str(self.wgmma).lower(), str(self.stream_k).lower(), str(self.quarter).lower(), str(tma)]
+        flags.append(str(self.all_rows).lower())
         while flags and flags[-1] in ("false", "0"):
             flags.pop()
         flags = "".join(f",{flag}" for flag in flags)
@@ -182,7 +191,7 @@ class MmaTile:
     @classmethod
     def parse(cls, text: str) -> "MmaTile":
         """'[flags:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]' (the form used in experiment YAML;
-        trim_n 0 or 1; flags ``wgmma``, ``sk``, ``quarter``, joined by '+')."""
+        trim_n 0 or 1; flags: TILE_FLAGS, joined by '+')."""
         form = "'[flag[+flag...]:]wm,wn,warps_m,warps_n,stages[,min_blocks[,trim_n]]'"
         body = str(text).strip()
         flags, colon, numbers = body.rpartition(":")
@@ -203,11 +212,18 @@ class MmaTile:
             quarter="quarter" in names,
             tma="tma" in names,
             whole="whole" in names,
+            all_rows="allrows" in names,
         )
         if tile.quarter and not tile.wgmma:
             raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
         if tile.tma and not tile.wgmma:
             raise ValueError(f"tile {text!r}: tma fills the wgmma path's stage ring: it needs wgmma")
+        if tile.all_rows and not tile.tma:
+            raise ValueError(
+                f"tile {text!r}: allrows loads the next row block's weights as TMA boxes: it needs wgmma+tma"
+            )
+        if tile.all_rows and tile.stream_k:
+            raise ValueError(f"tile {text!r}: allrows schedules grouped GEMMs, stream-K dense ones")
         if tile.wgmma:
             tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
@@ -252,6 +268,8 @@ def check_tiles(texts: list[str], grouped: bool = False) -> None:
             raise ValueError(f"fused_tiles: {exc}") from None
         if grouped and tile.stream_k:
             raise ValueError(f"fused_tiles: tile {text!r}: stream-K (sk) schedules dense GEMMs, not grouped ones")
+        if not grouped and tile.all_rows:
+            raise ValueError(f"fused_tiles: tile {text!r}: allrows schedules grouped GEMMs, not dense ones")
 
 
 # A stream-K block's share is at least this many superblocks: its partial's write and the completing block's reads
@@ -365,6 +383,8 @@ class FusedKQuantGemm:
             raise ValueError("the SwiGLU and combine epilogues are for the grouped (MoE) kernel")
         if tile.stream_k and grouped:
             raise ValueError(f"tile {tile.label}: stream-K schedules dense GEMMs, not grouped ones")
+        if tile.all_rows and not grouped:
+            raise ValueError(f"tile {tile.label}: allrows schedules grouped GEMMs, not dense ones")
         self.tile = tile
         self.grouped = grouped
         self.weights = weights
@@ -528,7 +548,8 @@ class FusedKQuantGemm:
             raise ValueError(f"a programmatic dependent launch needs sm_90 or later, not sm_{self.arch}")
         expert_bytes = w.shape[1] * w.shape[2]
         rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm
-        grid = ((m + rows_per_block - 1) // rows_per_block, int(tiles.size))
+        row_blocks = 1 if self.tile.all_rows else (m + rows_per_block - 1) // rows_per_block  # all_rows: in turn
+        grid = (row_blocks, int(tiles.size))
         d = self._dummy
         args = (
             w,
