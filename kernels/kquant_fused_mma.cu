@@ -1224,13 +1224,78 @@ struct ZbShared {
     int* s_last;            // stream-K: this block completed the tile
 };
 
+// One stage into the ring's next buffer: step `step` (a half superblock, or with Q::WHOLE a superblock) of the weight
+// rows from w_row0 of `expert`, and X's rows by the token table s_xoff (or with ZB_TMA_X as boxes from token0). Every
+// copier waits for the buffer's release, also where the leader alone copies (TMA): a thread waits on the empty barrier
+// between two of its arrivals on it, as compute-sanitizer's synccheck requires. The leader issues the TMA boxes.
+template <class Q, class Tile, int TMA, int STAGES, class XCopy, class Loader>
+__device__ __forceinline__ void zb_produce_stage(ZbRing<STAGES>& ring, unsigned smem_base, const ZbTensorMap* maps,
+                                                 bool leader, int step, int w_row0, int expert, int token0,
+                                                 const XCopy& x_copy, const uint4* xp, const unsigned* s_xoff,
+                                                 const Loader& loader) {
+    constexpr bool TMA_W = (TMA & ZB_TMA_W) != 0, TMA_X = (TMA & ZB_TMA_X) != 0;
+    constexpr int HALVES = Q::HALVES;
+    const unsigned xs = smem_base + ring.write.index * Tile::STAGE_BYTES;
+    ring.acquire();
+    if constexpr (TMA_W) {
+        if (leader) {
+            const unsigned full = ring.full(ring.write.index);
+            if constexpr (TMA_X) zb_mbar_arrive_expect_tx(full, Tile::STAGE_BYTES);  // the phase's one arrival
+            else zb_mbar_expect_tx(full, Tile::W_BYTES);  // before its own arrive, with its X copies
+            zb_tma_weights<Q, Tile::BM>(maps, xs + Tile::X_BYTES, full, step, w_row0, expert);
+            if constexpr (TMA_X)
+#pragma unroll
+                for (int hh = 0; hh < HALVES; ++hh)
+                    zb_tma_x<Tile::BN>(maps + ZB_TMA_X_MAP, xs + hh * Tile::X_HALF_BYTES, full, step * HALVES + hh,
+                                       token0);
+        }
+    }
+    if constexpr (TMA_X) {
+        ring.write.next();
+    } else {
+#pragma unroll
+        for (int hh = 0; hh < HALVES; ++hh) x_copy.issue(xs + hh * Tile::X_HALF_BYTES, xp, s_xoff, step * HALVES + hh);
+        if constexpr (!TMA_W) loader.issue(xs + Tile::X_BYTES, step);
+        ring.commit();
+    }
+}
+
+// PRODUCER's warpgroup (setmaxnreg: few registers, the MMA warps take the rest): every stage of the block's units in
+// order, each into the ring as soon as the MMA warps free a buffer; its 128 threads gather X, thread 0 issues the TMA
+// weight boxes. The MMA warps never wait for each other to refill a buffer, only for its data.
+#define ZB_PRODUCER_THREADS 128
+#define ZB_PRODUCER_REGS 32
+#define ZB_MMA_REGS 112  // 512 MMA threads x 112 + 128 x 32 = 640 x 96, the block's registers at launch
+
+__device__ __forceinline__ void zb_setmaxnreg_producer() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(ZB_PRODUCER_REGS));
+}
+
+__device__ __forceinline__ void zb_setmaxnreg_mma() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(ZB_MMA_REGS));
+}
+
+template <class Q, class Tile, int TMA, int STAGES>
+__device__ __forceinline__ void zb_produce_units(ZbRing<STAGES>& ring, unsigned smem_base, const ZbGemmArgs& a,
+                                                 const ZbTokenTile& tt, const unsigned* s_xoff, int tid, int row0,
+                                                 int units, int row_step) {
+    const ZbXCopy<true, Tile::BN, ZB_PRODUCER_THREADS> x_copy(tid);
+    const int n_steps = 2 * (a.K / 256) / Q::HALVES;
+    for (int u = 0; u < units; ++u)
+        for (int step = 0; step < n_steps; ++step)
+            zb_produce_stage<Q, Tile, TMA>(ring, smem_base, a.maps, tid == 0, step, row0 + u * row_step, tt.expert, 0,
+                                           x_copy, a.xp, s_xoff, 0);
+    zb_cp_async_wait<0>();  // its copies have landed before it exits
+}
+
 // One unit of work of a block, on token tile tt (its tables in sh, visible to every thread): the pipeline over
 // [sb0, sb1) into registers, then (a stream-K partial range) the meeting of partials, and the epilogue. ring: the
 // wgmma path's stage ring, which holds `prefetched` of the unit's first stages already. next_row0 >= 0 (ALL_ROWS: the
 // block's next unit, the same token tile at that row block): the ring buffers this unit frees take the next unit's
 // first stages, so they load under this unit's last stages and its epilogue. Returns how many the ring holds.
+// PRODUCER: a producer warpgroup fills the ring (zb_produce_units); these warps only wait for stages and release them.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, bool TRIM_N, bool GROUPED, int EPI, bool WGMMA,
-          bool QUARTERS, int TMA>
+          bool QUARTERS, int TMA, bool PRODUCER>
 __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& unit, int sk_block, const ZbShared& sh,
                                             const ZbTokenTile& tt, ZbRing<STAGES>& ring, int prefetched = 0,
                                             int next_row0 = -1) {
@@ -1314,33 +1379,9 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
         unsigned a_frag[2][STEPS][4];  // piece t's A fragments in a_frag[t & 1]
         typename Q::Lane lanes[2];     // the current half's slices (its pieces decode from them)
         constexpr bool TMA_W = (TMA & ZB_TMA_W) != 0, TMA_X = (TMA & ZB_TMA_X) != 0;
-        // Every thread waits for the buffer's release, also where thread 0 alone copies (TMA): a thread waits on the
-        // empty barrier between two of its arrivals on it, as compute-sanitizer's synccheck requires.
         auto produce_for = [&](int step, int w_row0) {  // step `step` of weight rows w_row0.. into the ring's next buffer
-            const unsigned xs = smem_base + ring.write.index * Tile::STAGE_BYTES;
-            ring.acquire();
-            if constexpr (TMA_W) {
-                if (tid == 0) {  // one thread issues the boxes
-                    const unsigned full = ring.full(ring.write.index);
-                    if constexpr (TMA_X) zb_mbar_arrive_expect_tx(full, Tile::STAGE_BYTES);  // the phase's one arrival
-                    else zb_mbar_expect_tx(full, Tile::W_BYTES);  // before its own arrive, with its X copies
-                    zb_tma_weights<Q, BM>(a.maps, xs + Tile::X_BYTES, full, step, w_row0, tt.expert);
-                    if constexpr (TMA_X)
-#pragma unroll
-                        for (int hh = 0; hh < HALVES; ++hh)
-                            zb_tma_x<BN>(a.maps + ZB_TMA_X_MAP, xs + hh * Tile::X_HALF_BYTES, full,
-                                         step * HALVES + hh, unit.tile_n * BN);
-                }
-            }
-            if constexpr (TMA_X) {
-                ring.write.next();
-            } else {
-#pragma unroll
-                for (int hh = 0; hh < HALVES; ++hh)
-                    x_copy.issue(xs + hh * Tile::X_HALF_BYTES, xp, s_xoff, step * HALVES + hh);
-                if constexpr (!TMA_W) loader.issue(xs + Tile::X_BYTES, step);
-                ring.commit();
-            }
+            zb_produce_stage<Q, Tile, TMA>(ring, smem_base, a.maps, tid == 0, step, w_row0, tt.expert, unit.tile_n * BN,
+                                           x_copy, xp, s_xoff, loader);
         };
         auto produce = [&](int s) { produce_for(step0 + s, row0); };  // the unit's stage s
         // A freed buffer: the next unit's next stage (it covers the whole K range: its steps start at 0). Only TMA
@@ -1352,7 +1393,7 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
         auto stage_bytes = [&]() { return ring.read.index * Tile::STAGE_BYTES; };  // the stage being read
 #pragma unroll
         for (int s = 0; s < STAGES; ++s)
-            if (s >= prefetched && s < n_steps) produce(s);
+            if (!PRODUCER && s >= prefetched && s < n_steps) produce(s);
         ring.template wait_read<!TMA_X>();
         zb_wgmma_load<Q, BM>(lanes, stages + stage_bytes() + Tile::X_BYTES, r_w, c, 0, unit.sb0, row_place[0]);
         zb_wgmma_decode<Q, STEPS>(a_frag[0], lanes, 0);
@@ -1364,7 +1405,7 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
             const bool frees = j % STAGE_PIECES == 0 && t > 0;  // ... and it was the last of stage t / STAGE_PIECES - 1
             if (frees) ring.release();
             if (t + 1 >= n_pieces) {
-                if (frees) produce_next();
+                if (!PRODUCER && frees) produce_next();
                 return;
             }
             if ((j + 1) % STAGE_PIECES == 0) {  // piece t + 1 opens the next stage
@@ -1376,7 +1417,7 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
                                      unit.sb0 + (t + 1) / (2 * PIECES), row_place[0]);
             zb_wgmma_decode<Q, STEPS>(a_next, lanes, j_next % PIECES);
             const int refill = t / STAGE_PIECES - 1 + STAGES;  // the stage that goes where the freed one was
-            if (frees) {
+            if (!PRODUCER && frees) {
                 if (refill < n_steps) produce(refill);
                 else produce_next();
             }
@@ -1393,7 +1434,7 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
         zb_wgmma_wait<0>();
         ring.release();  // the unit's last stage: the ring is whole again for the block's next unit
         ring.read.next();
-        produce_next();
+        if constexpr (!PRODUCER) produce_next();
     } else {
         int stage = 0;
         const unsigned char* ws = stages;  // the current stage's base
@@ -1460,8 +1501,9 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
 // the one before. With one 256-row block per SM a one-unit block left the SM idle while it started: its tables' three
 // dependent loads, its first stage's wait, a fifth of T2's stall samples at N_e 32 and 64 (results/h200/allrows-20261204/).
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
-          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0, bool ALL_ROWS = false>
-__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, MIN_BLOCKS)
+          int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0, bool ALL_ROWS = false,
+          bool PRODUCER = false>
+__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N + (PRODUCER ? ZB_PRODUCER_THREADS : 0), MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
                 float* __restrict__ y,                 // [out rows][M] (the epilogue's output)
@@ -1496,6 +1538,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     static_assert(!TMA || zb_tma_row_bytes<Q>() == Q::ROW_STAGE_BYTES, "the boxes fill a row's stage bytes");
     static_assert(!(TMA & ZB_TMA_X) || !GROUPED, "a grouped tile's X rows are gathered token by token (cp.async)");
     static_assert(!ALL_ROWS || (GROUPED && (TMA & ZB_TMA_W)), "ALL_ROWS: grouped, the next row block's weights by TMA");
+    static_assert(!PRODUCER || (GROUPED && TMA == ZB_TMA_W && MIN_BLOCKS == 1 && WARPS_M * WARPS_N == 16),
+                  "PRODUCER: grouped, TMA weights and gathered X rows, 16 MMA warps (ZB_MMA_REGS's budget)");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BN = Tile::BN;
     constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;
@@ -1517,7 +1561,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     ZbRing<STAGES> ring{zb_smem_addr(s_ring)};
     if constexpr (WGMMA)  // ready before first use: token_tile's __syncthreads comes before it
         if (threadIdx.x == 0) {
-            ring.init((TMA & ZB_TMA_X) ? 1 : Tile::THREADS, Tile::THREADS);
+            ring.init((TMA & ZB_TMA_X) ? 1 : PRODUCER ? ZB_PRODUCER_THREADS : Tile::THREADS, Tile::THREADS);
             if constexpr (TMA != 0)
 #pragma unroll
                 for (int i = 0; i < ZB_TMA_W_MAPS + 1; ++i)
@@ -1529,19 +1573,38 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
 
     // A unit's token tile, its tables visible to every thread; false for an unused grouped tile entry (block-uniform)
     auto token_tile = [&](ZbTokenTile& tt, int tile_n) {
-        if (!zb_token_tile<BN, Tile::THREADS, GROUPED>(tt, s_xoff, s_orow, threadIdx.x, tile_n, K, n_rows, expert_bytes,
+        // the MMA warps fill the tables (a producer warp's columns would repeat theirs)
+        const int filler = (int)threadIdx.x < Tile::THREADS ? (int)threadIdx.x : BN;
+        if (!zb_token_tile<BN, Tile::THREADS, GROUPED>(tt, s_xoff, s_orow, filler, tile_n, K, n_rows, expert_bytes,
                                                        tiles, offsets, sorted_ids, top_k, x_per_slot))
             return false;
         __syncthreads();
         return true;
     };
+    auto run_unit = [&](const ZbWork& unit, int sk_block, const ZbTokenTile& tt, int prefetched = 0, int next_row0 = -1) {
+        return zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA, PRODUCER>(
+            args, unit, sk_block, sh, tt, ring, prefetched, next_row0);
+    };
+    if constexpr (PRODUCER) {  // the producer warpgroup and the MMA warps part after the token tables
+        ZbTokenTile tt;
+        if (!token_tile(tt, (int)blockIdx.y)) return;
+        if ((int)threadIdx.x >= Tile::THREADS) {
+            zb_setmaxnreg_producer();
+            zb_produce_units<Q, Tile, TMA>(ring, sh.smem_base, args, tt, s_xoff, (int)threadIdx.x - Tile::THREADS,
+                                           ALL_ROWS ? 0 : (int)blockIdx.x * OUT_ROWS, ALL_ROWS ? row_blocks : 1, OUT_ROWS);
+            return;
+        }
+        zb_setmaxnreg_mma();
+        for (int rb = ALL_ROWS ? 0 : (int)blockIdx.x; rb < (ALL_ROWS ? row_blocks : (int)blockIdx.x + 1); ++rb)
+            run_unit(ZbWork{rb, (int)blockIdx.y, 0, n_sb, -1}, -1, tt);
+        return;
+    }
     if constexpr (ALL_ROWS) {  // row blocks 0, 1, ... of token tile blockIdx.y
         ZbTokenTile tt;
         if (!token_tile(tt, (int)blockIdx.y)) return;
         for (int rb = 0, prefetched = 0; rb < row_blocks; ++rb)
-            prefetched = zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(
-                args, ZbWork{rb, (int)blockIdx.y, 0, n_sb, -1}, -1, sh, tt, ring, prefetched,
-                rb + 1 < row_blocks ? (rb + 1) * OUT_ROWS : -1);
+            prefetched = run_unit(ZbWork{rb, (int)blockIdx.y, 0, n_sb, -1}, -1, tt, prefetched,
+                                  rb + 1 < row_blocks ? (rb + 1) * OUT_ROWS : -1);
         return;
     }
     if (!STREAM_K || (int)blockIdx.x < args.sk.dp_tiles) {  // a whole tile
@@ -1549,9 +1612,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         const ZbWork unit = GROUPED ? ZbWork{(int)blockIdx.x, (int)blockIdx.y, 0, n_sb, -1}
                                     : ZbWork{tile % row_blocks, tile / row_blocks, 0, n_sb, -1};
         ZbTokenTile tt;
-        if (token_tile(tt, unit.tile_n))
-            zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, -1,
-                                                                                                      sh, tt, ring);
+        if (token_tile(tt, unit.tile_n)) run_unit(unit, -1, tt);
         return;
     }
     // A stream-K block: its range's one or two tiles
@@ -1563,8 +1624,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         if (it > begin) __syncthreads();  // the previous unit's epilogue is done with s_orow and the stages
         ZbTokenTile tt;
         token_tile(tt, unit.tile_n);  // a dense tile: always used
-        zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA>(args, unit, j, sh,
-                                                                                                  tt, ring);
+        run_unit(unit, j, tt);
         it = u * n_sb + unit.sb1;
     }
 }
@@ -1636,5 +1696,10 @@ ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_SWIGLU_F16_PERM,
 ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W, true)
 ZB_INSTANTIATE(ZbQ4K, 1, 12, 16, 1, 4, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true)
 ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, false, ZB_TMA_W, true)
+// PRODUCER (quarters: the MMA warps' 112 registers): 256x64 and 256x96 tiles, with allrows and without, and the combine
+// epilogue
+ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, false, true)
+ZB_INSTANTIATE(ZbQ4K, 1, 12, 16, 1, 4, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true, true)
+ZB_INSTANTIATE(ZbQ6KR, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, true, ZB_TMA_W, true, true)
 #endif
 #endif

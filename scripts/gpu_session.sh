@@ -208,7 +208,7 @@ for step in "${@:-env tests}"; do
                 scripts/sass_t2.cu && cuobjdump -sass /tmp/t2.cubin > '"$LOGS"'/t2.sass \
                 && python3 scripts/sass_opcodes.py '"$LOGS"'/t2.sass' ;;
         allrowstests) TAIL=30 run pytest-allrows 200 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
-                tests/gpu/test_fused_mma.py -k all_rows ;;
+                tests/gpu/test_fused_mma.py -k "schedule_flags" ;;
         wholetests) TAIL=30 run pytest-whole 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py ;;
         pdltests) TAIL=30 run pytest-pdl 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \

@@ -3,7 +3,7 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, t2now, allrows or all (the default).
+q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, t2now, allrows, producer or all (the default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -340,6 +340,16 @@ T2_ALL_ROWS_TILES = {
     }.items()
 }
 
+# A producer warpgroup filling the ring (mode `producer`), A B B A beside T2's choice at N_e 32 and 64: its quarter
+# twin (the producer's MMA warps have 112 registers: quarters), then the producer, alone and with allrows
+T2_PRODUCER_TILES = {
+    32: abba("wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+quarter+tma+whole:1,8,16,1,3,1,1")
+    + abba("wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+quarter+tma+whole+producer:1,8,16,1,3,1,1")
+    + abba("wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+quarter+tma+whole+allrows+producer:1,8,16,1,3,1,1"),
+    64: abba("wgmma+quarter+tma:1,12,16,1,4,1,1", "wgmma+quarter+tma+producer:1,12,16,1,4,1,1")
+    + abba("wgmma+quarter+tma:1,12,16,1,4,1,1", "wgmma+quarter+tma+allrows+producer:1,12,16,1,4,1,1"),
+}
+
 # The GEMM as the routing launch's programmatic dependent (mode `pdl`): the whole op T2 times (one-launch route +
 # permute, then the GEMM), launched as usual and as a dependent, A B B A, on the tiles T2 chose at E256-M512 on
 # 2026-12-04 (c1599df, results/h200/whole-20261204/), and the 256x96 quarter TMA tile at N_e 64 (X read from L2 once per
@@ -541,6 +551,8 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_NOW_TILES)
     if which == "allrows":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_ALL_ROWS_TILES)
+    if which == "producer":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_PRODUCER_TILES)
     if which == "whole256":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_256_TILES)
     if which == "tma":

@@ -13,6 +13,9 @@ barrier per stage used to guarantee:
 The TMA tiles run the same sequence: thread 0 also copies the stage's weights as TMA boxes (`weights`), whose bytes
 the full barrier expects (expect_tx before thread 0's own arrival), or the whole stage (`all`: the full barrier's one
 arrival is thread 0's, with the bytes, and no other thread copies).
+With a producer warpgroup (PRODUCER) the copiers are its threads alone, the first of them the TMA leader: they fill
+every stage in order and never read; the MMA threads never copy. Each role then arrives on one barrier and waits on
+the other, so the check becomes: never two arrivals of a thread in one phase of a barrier.
 """
 
 import random
@@ -68,11 +71,13 @@ class Cursor:
 class Block:
     """Shared state: barriers, what each buffer holds, who reads what, copies in flight."""
 
-    def __init__(self, stages: int, threads: int, tma: str | None = None):
-        self.stages, self.threads, self.tma = stages, threads, tma
-        self.full = [Barrier(1 if tma == "all" else threads) for _ in range(stages)]
-        # who copies into a stage: every thread (cp.async) and thread 0's TMA boxes ("tma")
-        self.copiers = ({"tma"} if tma else set()) | (set(range(threads)) if tma != "all" else set())
+    def __init__(self, stages: int, threads: int, tma: str | None = None, producers: int = 0):
+        self.stages, self.threads, self.tma, self.producers = stages, threads, tma, producers
+        copy_threads = range(threads, threads + producers) if producers else range(threads)
+        self.leader = copy_threads[0]  # the thread that issues the TMA boxes
+        self.full = [Barrier(1 if tma == "all" else len(copy_threads)) for _ in range(stages)]
+        # who copies into a stage: the copy threads (cp.async) and the leader's TMA boxes ("tma")
+        self.copiers = ({"tma"} if tma else set()) | (set(copy_threads) if tma != "all" else set())
         self.empty = [Barrier(threads) for _ in range(stages)]
         self.landed = [dict() for _ in range(stages)]  # buffer -> {thread: stage its copy holds}
         self.reads = [dict() for _ in range(threads)]  # thread -> {token: (buffer, stage)} being read
@@ -111,6 +116,11 @@ class Thread:
         self.unwaited = set()  # barriers this thread arrived on and has not waited on since
 
     def arrive_once(self, barrier: Barrier):
+        if self.block.producers:  # each role arrives on one barrier and waits on the other: one arrival a phase
+            phase = (id(barrier), barrier.completed)
+            assert phase not in self.unwaited, f"thread {self.tid} arrives twice in one phase of a barrier"
+            self.unwaited.add(phase)
+            return
         # synccheck's rule: a thread waits on a barrier between two arrivals on it ("Missing wait" otherwise)
         assert id(barrier) not in self.unwaited, f"thread {self.tid} arrives twice on a barrier without a wait"
         self.unwaited.add(id(barrier))
@@ -136,7 +146,7 @@ class Thread:
         b = self.block
         yield from self.wait(b.empty[self.write.index], self.write.phase ^ 1)
         full = b.full[self.write.index]
-        if b.tma and self.tid == 0:
+        if b.tma and self.tid == b.leader:
             full.expect_tx(1)  # before any arrival of thread 0 in the phase: it cannot complete without the bytes
             if b.tma == "all":  # mbarrier.arrive.expect_tx: the phase's one arrival
                 self.arrive_once(full)
@@ -178,14 +188,16 @@ class Thread:
         n_pieces = n_steps * per
         next_stages = 0
 
+        produces = not self.block.producers  # with a producer warpgroup the MMA threads never copy
+
         def produce_next():  # the next unit has this unit's steps (ALL_ROWS: every row block covers the whole K)
             nonlocal next_stages
-            if chained and next_stages < min(stages, n_steps):
+            if produces and chained and next_stages < min(stages, n_steps):
                 yield from self.produce((u + 1, next_stages))
                 next_stages += 1
 
         for s in range(stages):
-            if prefetched <= s < n_steps:
+            if produces and prefetched <= s < n_steps:
                 yield from self.produce((u, s))
         yield from self.wait_read()
         self.end_read(self.start_read(self.read.index, (u, 0)))  # zb_wgmma_load + decode of piece 0
@@ -211,7 +223,7 @@ class Thread:
             decode = self.start_read(self.read.index, (u, (t + 1) // per))
             yield
             self.end_read(decode)
-            if frees:
+            if produces and frees:
                 if freed + stages < n_steps:
                     yield from self.produce((u, freed + stages))
                 else:
@@ -222,6 +234,12 @@ class Thread:
         self.read.next()
         yield from produce_next()
         return next_stages
+
+    def producer_program(self, units):
+        """zb_produce_units: every stage of every unit in order, each once its buffer is released."""
+        for u, n_steps in enumerate(units):
+            for s in range(n_steps):
+                yield from self.produce((u, s))
 
     def program(self, units, pieces_per_stage: int, eager: bool, chained: bool):
         prefetched = 0
@@ -239,10 +257,12 @@ def run_block(
     eager: bool = False,
     tma: str | None = None,
     chained: bool = False,
+    producers: int = 0,
 ):
     rng = random.Random(seed)
-    block = Block(stages, threads, tma)
+    block = Block(stages, threads, tma, producers)
     programs = {tid: Thread(block, tid).program(units, pieces_per_stage, eager, chained) for tid in range(threads)}
+    programs.update({tid: Thread(block, tid).producer_program(units) for tid in range(threads, threads + producers)})
     steps = 0
     while programs or block.in_flight:
         steps += 1
@@ -283,6 +303,38 @@ def test_the_ring_keeps_every_read_and_write_apart_across_row_blocks(stages, pie
         run_block(stages, 3, units, pieces_per_stage, seed, tma="weights", chained=True)
 
 
+@pytest.mark.parametrize("stages", [3, 4])
+@pytest.mark.parametrize("pieces_per_stage", [1, 2, 4])
+@pytest.mark.parametrize("units", [[1], [3], [16], [2, 2, 2], [16, 16]])
+def test_a_producer_warpgroup_keeps_every_read_and_write_apart(stages, pieces_per_stage, units):
+    """PRODUCER (TMA weights, X by the producer's threads): the MMA threads only wait, read and release."""
+    for seed in range(12):
+        run_block(stages, 3, units, pieces_per_stage, seed, tma="weights", producers=2)
+
+
+def test_the_model_catches_a_release_before_the_wgmma_wait_with_a_producer():
+    caught = 0
+    for seed in range(40):
+        try:
+            run_block(3, threads=3, units=[6], pieces_per_stage=2, seed=seed, eager=True, tma="weights", producers=2)
+        except AssertionError as error:
+            assert "still reads" in str(error)
+            caught += 1
+    assert caught > 0
+
+
+def test_the_model_follows_the_kernels_producer():
+    """zb_produce_units fills the units' stages in order through zb_produce_stage, the MMA threads' copies are off,
+    and the full barrier counts the producer's threads."""
+    source = KERNEL.read_text()
+    assert "ring.init((TMA & ZB_TMA_X) ? 1 : PRODUCER ? ZB_PRODUCER_THREADS : Tile::THREADS, Tile::THREADS);" in source
+    body = source[source.index("__device__ __forceinline__ void zb_produce_units(") :]
+    body = body[: body.index("\n}\n")]
+    assert "for (int u = 0; u < units; ++u)\n        for (int step = 0; step < n_steps; ++step)" in body
+    for call in ("if (!PRODUCER && s >= prefetched && s < n_steps) produce(s);", "if (!PRODUCER && frees) {"):
+        assert call in source
+
+
 def test_the_model_catches_a_next_unit_stage_filled_too_early(monkeypatch):
     """A next-unit stage produced before the wgmma wait retires the buffer's last reads must be caught."""
     caught = 0
@@ -317,16 +369,16 @@ def test_the_model_follows_the_kernels_tma_protocol():
     """Thread 0's boxes: after every thread's wait for the buffer, expect_tx before its arrival (or its one arrival
     with the bytes), and one full-barrier arrival per phase when nothing else copies."""
     source = KERNEL.read_text()
-    assert "ring.init((TMA & ZB_TMA_X) ? 1 : Tile::THREADS, Tile::THREADS);" in source
-    produce = source[source.index("auto produce_for = [&](int step, int w_row0) {") :]
-    produce = produce[: produce.index("        };")]
+    assert "ring.init((TMA & ZB_TMA_X) ? 1 : PRODUCER ? ZB_PRODUCER_THREADS : Tile::THREADS, Tile::THREADS);" in source
+    produce = source[source.index("__device__ __forceinline__ void zb_produce_stage(") :]
+    produce = produce[: produce.index("\n}\n")]
     order = [
         "ring.acquire();",
-        "if (tid == 0)",
+        "if (leader)",
         "zb_mbar_arrive_expect_tx(full, Tile::STAGE_BYTES)",
         "zb_mbar_expect_tx(full, Tile::W_BYTES)",
-        "zb_tma_weights<Q, BM>",
-        "zb_tma_x<BN>",
+        "zb_tma_weights<Q, Tile::BM>",
+        "zb_tma_x<Tile::BN>",
         "ring.write.next();",
         "x_copy.issue",
         "ring.commit();",
@@ -355,7 +407,10 @@ def test_the_model_follows_the_kernel():
     assert "zb_mbar_wait(empty(write.index), write.phase ^ 1u)" in source
     assert "zb_mbar_wait(full(read.index), read.phase)" in source
     branch = source[source.index("auto produce = [&](int s) {") :]
-    assert "for (int s = 0; s < STAGES; ++s)\n            if (s >= prefetched && s < n_steps) produce(s);" in branch
+    assert (
+        "for (int s = 0; s < STAGES; ++s)\n            if (!PRODUCER && s >= prefetched && s < n_steps) produce(s);"
+        in branch
+    )
     assert "if (next_row0 >= 0 && next_stages < min(STAGES, n_steps)) produce_for(next_stages++, next_row0);" in branch
     advance = branch[branch.index("auto advance = [&](int t, int j") :]
     advance = advance[: advance.index("};")]

@@ -234,9 +234,28 @@ def test_all_rows_tile_specs():
     assert tile.smem_bytes("q4_k") == MmaTile.parse("wgmma+quarter+tma:1,12,16,1,4,1,1").smem_bytes("q4_k")
     with pytest.raises(ValueError, match="allrows loads the next row block's weights as TMA boxes"):
         MmaTile.parse("wgmma+allrows:1,8,16,1,3")
-    with pytest.raises(ValueError, match="allrows schedules grouped GEMMs, not dense ones"):
+    with pytest.raises(ValueError, match="allrows and producer schedule grouped GEMMs, not dense ones"):
         check_tiles(["wgmma+tma+allrows:1,8,16,1,3"], grouped=False)
     check_tiles(["wgmma+tma+allrows:1,8,16,1,3"], grouped=True)
+
+
+def test_producer_tile_specs():
+    """``producer`` (grouped, wgmma+tma, 16 MMA warps, one block per SM) is the kernel's PRODUCER, after ALL_ROWS; its
+    block has one more warpgroup."""
+    tile = MmaTile.parse("wgmma+quarter+tma+producer:1,12,16,1,4,1,1")
+    assert tile.producer and tile.threads == 512 and tile.launch_threads == 640
+    assert tile.label == "256x96/w16x1/s4/n8/wgmma/qtr/tma/prod"
+    assert (
+        tile.expression(grouped=True, weights="q4_k")
+        == "gemm_kquant_mma<ZbQ4K,1,12,16,1,4,1,true,true,0,true,false,true,1,false,true>"
+    )
+    assert MmaTile.parse("wgmma+quarter+tma:1,12,16,1,4,1,1").launch_threads == 512
+    with pytest.raises(ValueError, match="producer fills a grouped tile's ring with TMA boxes"):
+        MmaTile.parse("wgmma+quarter+producer:1,12,16,1,4,1,1")
+    with pytest.raises(ValueError, match="warps_m 16, min_blocks 1"):
+        MmaTile.parse("wgmma+quarter+tma+producer:1,12,8,1,3,2,1")
+    with pytest.raises(ValueError, match="allrows and producer schedule grouped GEMMs, not dense ones"):
+        check_tiles(["wgmma+quarter+tma+producer:1,12,16,1,4,1,1"], grouped=False)
 
 
 @pytest.mark.parametrize("family,experiment", [("t2", "t2_moe_expert"), ("layer", None)])

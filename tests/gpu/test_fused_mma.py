@@ -295,21 +295,24 @@ def test_whole_stage_tiles_give_their_twins_bits_grouped(cupy, rng, weights, til
     assert ref.rel_frobenius(outputs[1], ref.experts_matvec(fmt.dequantize(w_host), x_host, ids, top_k)) < TOL
 
 
-# A block running every row block of its token tile (allrows) beside its one-unit twins: the same units, the same sums
-# in the same order. M = 300 and 704: a partial last row block, 2 to 5 row blocks a block. K = 256: one or two stages a
-# unit, fewer than the ring's, so the next row block takes all of them; 768 and 2048: refills before the next one's.
-ALL_ROWS_TWINS = [
-    ("q4_k", "wgmma+tma:1,2,8,1,4"),
-    ("q4_k", "wgmma+tma+whole:1,8,16,1,3,1,1"),
-    ("q4_k", "wgmma+quarter+tma:1,12,16,1,4,1,1"),
-    ("q4_k", "wgmma+quarter+tma:1,10,8,1,3,2,1"),
-    ("q5_k", "wgmma+tma+whole:1,4,8,1,3"),
-    ("q6_k_r", "wgmma+tma:1,2,4,1,4"),
+# Schedules beside their twins without them: the same units, the same sums in the same order, so the same bits.
+# allrows: a block runs every row block of its token tile. producer: a producer warpgroup fills the stage ring (16 MMA
+# warps, quarters), alone or with allrows. M = 300 and 704: a partial last row block, 2 to 6 row blocks a block.
+# K = 256: one or two stages a unit, fewer than the ring's, so the next row block takes all of them; 768 and 2048:
+# refills before the next one's.
+SCHEDULE_TWINS = [
+    ("allrows", "q4_k", "wgmma+tma:1,2,8,1,4"),
+    ("allrows", "q4_k", "wgmma+tma+whole:1,8,16,1,3,1,1"),
+    ("allrows", "q4_k", "wgmma+quarter+tma:1,12,16,1,4,1,1"),
+    ("allrows", "q4_k", "wgmma+quarter+tma:1,10,8,1,3,2,1"),
+    ("allrows", "q5_k", "wgmma+tma+whole:1,4,8,1,3"),
+    ("allrows", "q6_k_r", "wgmma+tma:1,2,4,1,4"),
+    ("producer", "q4_k", "wgmma+quarter+tma:1,12,16,1,4,1,1"),
+    ("producer", "q4_k", "wgmma+quarter+tma+allrows:1,12,16,1,4,1,1"),
+    ("producer", "q4_k", "wgmma+quarter+tma+whole:1,8,16,1,3,1,1"),
+    ("producer", "q5_k", "wgmma+quarter+tma+whole+allrows:1,4,16,1,3"),
+    ("producer", "q6_k_r", "wgmma+quarter+tma:1,8,16,1,3,1,1"),
 ]
-
-
-def all_rows_twin(tile: str) -> str:
-    return tile.replace(":", "+allrows:", 1)
 
 
 def grouped_outputs(cupy, rng, weights, tiles, e, m, k, t, top_k, *, per_slot=False, routing=False):
@@ -360,31 +363,31 @@ def grouped_outputs(cupy, rng, weights, tiles, e, m, k, t, top_k, *, per_slot=Fa
     return outputs, want
 
 
-@pytest.mark.parametrize("weights,tile", ALL_ROWS_TWINS)
+@pytest.mark.parametrize("flag,weights,tile", SCHEDULE_TWINS)
 @pytest.mark.parametrize("m,k", [(300, 256), (704, 768), (300, 2048)])
 @pytest.mark.parametrize("per_slot", [False, True])
-def test_all_rows_tiles_give_their_twins_bits(cupy, rng, weights, tile, m, k, per_slot):
-    from zincbench.ops.fused import MmaTile
-
-    twin = all_rows_twin(tile)
-    assert MmaTile.parse(twin).all_rows and not MmaTile.parse(tile).all_rows
-    (one_unit, all_rows), want = grouped_outputs(cupy, rng, weights, [tile, twin], 7, m, k, 23, 2, per_slot=per_slot)
-    assert not np.isnan(all_rows).any(), "unwritten outputs"
-    assert np.array_equal(one_unit.view(np.uint32), all_rows.view(np.uint32))
-    assert ref.rel_frobenius(all_rows, want) < TOL
+def test_schedule_flags_give_their_twins_bits(cupy, rng, flag, weights, tile, m, k, per_slot):
+    twin = tile.replace(":", f"+{flag}:", 1)
+    (plain, scheduled), want = grouped_outputs(cupy, rng, weights, [tile, twin], 7, m, k, 23, 2, per_slot=per_slot)
+    assert not np.isnan(scheduled).any(), "unwritten outputs"
+    assert np.array_equal(plain.view(np.uint32), scheduled.view(np.uint32))
+    assert ref.rel_frobenius(scheduled, want) < TOL
 
 
-def test_all_rows_tiles_combine_into_the_hidden_state(cupy, rng):
-    """The combine epilogue (the layer's down GEMM) on a block that runs every row block in turn."""
-    (added,), want = grouped_outputs(
-        cupy, rng, "q6_k_r", ["wgmma+tma+allrows:1,8,8,1,3,1,1"], 7, 512, 768, 23, 2, per_slot=True, routing=True
-    )
+@pytest.mark.parametrize(
+    "tile", ["wgmma+tma+allrows:1,8,8,1,3,1,1", "wgmma+quarter+tma+allrows+producer:1,8,16,1,3,1,1"]
+)
+def test_schedule_flags_combine_into_the_hidden_state(cupy, rng, tile):
+    """The combine epilogue (the layer's down GEMM) on a block that runs every row block in turn, and with a producer
+    warpgroup."""
+    (added,), want = grouped_outputs(cupy, rng, "q6_k_r", [tile], 7, 512, 768, 23, 2, per_slot=True, routing=True)
     assert ref.rel_frobenius(added, want) < TOL
 
 
-def test_all_rows_tiles_refuse_dense_gemms(cupy):
-    with pytest.raises(ValueError, match="allrows schedules grouped GEMMs"):
-        gemm_for(cupy, "wgmma+tma+allrows:1,2,8,1,4", grouped=False, weights="q4_k")
+@pytest.mark.parametrize("tile", ["wgmma+tma+allrows:1,2,8,1,4", "wgmma+quarter+tma+producer:1,12,16,1,4,1,1"])
+def test_schedule_flags_refuse_dense_gemms(cupy, tile):
+    with pytest.raises(ValueError, match="allrows and producer schedule grouped GEMMs"):
+        gemm_for(cupy, tile, grouped=False, weights="q4_k")
 
 
 def test_whole_stages_are_for_q4k_and_q5k(cupy):

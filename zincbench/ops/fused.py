@@ -75,7 +75,9 @@ def weight_policy(weights: str, wgmma: bool = False, whole: bool = False) -> Wei
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole", "allrows")  # written "flag[+flag...]:" before the numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole", "allrows", "producer")  # written "flag[+flag...]:" first
+PRODUCER_THREADS = 128  # the kernel's ZB_PRODUCER_THREADS: one more warpgroup, which fills the stage ring
+PRODUCER_MMA_WARPS = 16  # its register split (ZB_MMA_REGS, ZB_PRODUCER_REGS) is for 16 MMA warps, one block per SM
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
@@ -116,7 +118,12 @@ class MmaTile:
     ``allrows`` (grouped, wgmma and tma; the kernel's ALL_ROWS): a block runs every row block of its token tile in
     turn, not one: its token tables are fetched once, and each next row block's first stages load into the ring
     buffers the one before frees, under its last stages and its epilogue. A one-unit block of one block per SM
-    leaves the SM idle while it starts (its tables' dependent loads, its first stage's wait)."""
+    leaves the SM idle while it starts (its tables' dependent loads, its first stage's wait).
+
+    ``producer`` (grouped, wgmma+tma, 16 warps, one block per SM; the kernel's PRODUCER): one more warpgroup fills
+    the stage ring: its 128 threads gather X, one issues the TMA weight boxes. It gives up registers (setmaxnreg) to
+    the MMA warps, which then only wait for a stage's data and release it: no copies, and no wait for the slowest
+    warpgroup's release before a refill."""
 
     wm: int
     wn: int
@@ -131,6 +138,7 @@ class MmaTile:
     tma: bool = False
     whole: bool = False
     all_rows: bool = False
+    producer: bool = False
 
     @property
     def bm(self) -> int:
@@ -142,7 +150,13 @@ class MmaTile:
 
     @property
     def threads(self) -> int:
+        """The MMA warps' threads."""
         return 32 * self.warps_m * self.warps_n
+
+    @property
+    def launch_threads(self) -> int:
+        """A block's threads: the MMA warps and the producer warpgroup."""
+        return self.threads + (PRODUCER_THREADS if self.producer else 0)
 
     def smem_bytes(self, weights: str) -> int:
         policy = weight_policy(weights, self.wgmma, self.whole)
@@ -165,20 +179,21 @@ class MmaTile:
         copies = "/tma" if self.tma else ""
         whole = "/sb" if self.whole else ""
         rows = "/rows" if self.all_rows else ""
+        producer = "/prod" if self.producer else ""
         return (
             f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
-            f"{pieces}{copies}{whole}{rows}"
+            f"{pieces}{copies}{whole}{rows}{producer}"
         )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
-        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false), TMA (0) and ALL_ROWS (false) default to
-        # off: written up to the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a dense tile's X
-        # too.
+        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false), TMA (0), ALL_ROWS and PRODUCER (false)
+        # default to off: written up to the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a
+        # dense tile's X too.
         tma = (TMA_WEIGHTS | (0 if grouped else TMA_X)) if self.tma else 0
         flags = [str(self.wgmma).lower(), str(self.stream_k).lower(), str(self.quarter).lower(), str(tma)]
-        flags.append(str(self.all_rows).lower())
+        flags += [str(self.all_rows).lower(), str(self.producer).lower()]
         while flags and flags[-1] in ("false", "0"):
             flags.pop()
         flags = "".join(f",{flag}" for flag in flags)
@@ -213,6 +228,7 @@ class MmaTile:
             tma="tma" in names,
             whole="whole" in names,
             all_rows="allrows" in names,
+            producer="producer" in names,
         )
         if tile.quarter and not tile.wgmma:
             raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
@@ -224,6 +240,13 @@ class MmaTile:
             )
         if tile.all_rows and tile.stream_k:
             raise ValueError(f"tile {text!r}: allrows schedules grouped GEMMs, stream-K dense ones")
+        if tile.producer and (not tile.tma or tile.stream_k):
+            raise ValueError(f"tile {text!r}: producer fills a grouped tile's ring with TMA boxes: it needs wgmma+tma")
+        if tile.producer and (tile.warps_m * tile.warps_n != PRODUCER_MMA_WARPS or tile.min_blocks != 1):
+            raise ValueError(
+                f"tile {text!r}: producer splits one block's registers between {PRODUCER_MMA_WARPS} MMA warps and "
+                f"its warpgroup: warps_m 16, min_blocks 1"
+            )
         if tile.wgmma:
             tile.check_wgmma(text)
         if not tile.bm <= tile.threads <= 1024:
@@ -268,8 +291,8 @@ def check_tiles(texts: list[str], grouped: bool = False) -> None:
             raise ValueError(f"fused_tiles: {exc}") from None
         if grouped and tile.stream_k:
             raise ValueError(f"fused_tiles: tile {text!r}: stream-K (sk) schedules dense GEMMs, not grouped ones")
-        if not grouped and tile.all_rows:
-            raise ValueError(f"fused_tiles: tile {text!r}: allrows schedules grouped GEMMs, not dense ones")
+        if not grouped and (tile.all_rows or tile.producer):
+            raise ValueError(f"fused_tiles: tile {text!r}: allrows and producer schedule grouped GEMMs, not dense ones")
 
 
 # A stream-K block's share is at least this many superblocks: its partial's write and the completing block's reads
@@ -383,8 +406,8 @@ class FusedKQuantGemm:
             raise ValueError("the SwiGLU and combine epilogues are for the grouped (MoE) kernel")
         if tile.stream_k and grouped:
             raise ValueError(f"tile {tile.label}: stream-K schedules dense GEMMs, not grouped ones")
-        if tile.all_rows and not grouped:
-            raise ValueError(f"tile {tile.label}: allrows schedules grouped GEMMs, not dense ones")
+        if (tile.all_rows or tile.producer) and not grouped:
+            raise ValueError(f"tile {tile.label}: allrows and producer schedule grouped GEMMs, not dense ones")
         self.tile = tile
         self.grouped = grouped
         self.weights = weights
@@ -441,7 +464,9 @@ class FusedKQuantGemm:
         import cupy
 
         driver, rt = cupy.cuda.driver, cupy.cuda.runtime
-        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.kernel.ptr, self.tile.threads, self.smem_bytes)
+        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            self.kernel.ptr, self.tile.launch_threads, self.smem_bytes
+        )
         sms = rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, cupy.cuda.Device().id)
         return max(1, per_sm) * sms
 
@@ -485,7 +510,7 @@ class FusedKQuantGemm:
         d = self._dummy
         self.kernel(
             (schedule.blocks,),
-            (self.tile.threads,),
+            (self.tile.launch_threads,),
             (
                 w,
                 xp,
@@ -575,9 +600,9 @@ class FusedKQuantGemm:
             self.tma_maps(w, xp, m, k, x_rows=None),
         )
         if dependent:
-            launch_dependent(self.kernel, grid, (self.tile.threads,), args, self.smem_bytes)
+            launch_dependent(self.kernel, grid, (self.tile.launch_threads,), args, self.smem_bytes)
         else:
-            self.kernel(grid, (self.tile.threads,), args, shared_mem=self.smem_bytes)
+            self.kernel(grid, (self.tile.launch_threads,), args, shared_mem=self.smem_bytes)
 
 
 def dense_traffic(m: int, k: int, t: int, tile: MmaTile, weights: str) -> Traffic:

@@ -289,8 +289,8 @@ FUSED_DENSE_SHAPES = ((197, 256, 1), (64, 768, 37), (300, 512, 130), (300, 2304,
 # Stream-K tiles also run as on a GPU of 4 resident blocks: whole tiles, then shared ranges that cross tiles.
 FUSED_STREAM_K_SLOTS = 4
 FUSED_GROUPED_SHAPES = ((7, 100, 512), (8, 100, 256), (4, 33, 256))
-# allrows tiles also run the first routing at (E, M, K) = (7, 300, 768): 2 or 3 row blocks a block, the last one partial,
-# each next one's first stages loaded into the buffers the one before frees, after refills of its own (K 768)
+# allrows and producer tiles also run the first routing at (E, M, K) = (7, 300, 768): 2 or 3 row blocks, the last one
+# partial; allrows: each next one's first stages loaded into the buffers the one before frees, after refills (K 768)
 FUSED_ALL_ROWS_SHAPE = (7, 300, 768)
 
 
@@ -338,7 +338,7 @@ def run_fused(cupy, rng) -> None:
     )
     all_rows_case = (*routings[0], *FUSED_ALL_ROWS_SHAPE)
     for tile, gemm in grouped_kernels:
-        for ids, top_k, e, m, k in grouped_cases + ([all_rows_case] if tile.all_rows else []):
+        for ids, top_k, e, m, k in grouped_cases + ([all_rows_case] if tile.all_rows or tile.producer else []):
             t = ids.shape[0]
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
             build_routing(cupy.asarray(ids), ws)
