@@ -319,24 +319,24 @@ T2_WHOLE_256_TILES = {
     + abba("wgmma+tma:1,8,8,1,4,2,1", "wgmma+tma:1,8,16,1,4,1,1"),
 }
 
-# The tiles T2 chose at E256-M512 in its newest record (2026-12-04, 2864e71, results/h200/replicated-routing-20261204/),
-# one per N_e in that order (mode `t2now`; its --once launches are what ncu_t2now profiles)
+# The tiles T2 chose at E256-M512 in its newest record (2026-12-04, 5b3a2ea, results/h200/producer-20261204/), one per
+# N_e in that order (mode `t2now`; its --once launches are what ncu_t2now profiles)
 T2_NOW_TILES = {
-    8: ["wgmma+tma+whole:1,2,8,1,4"],
-    16: ["wgmma+tma+whole:1,4,8,1,3"],
-    32: ["wgmma+tma+whole:1,8,16,1,3,1,1"],
-    64: ["wgmma+quarter+tma:1,12,16,1,4,1,1"],
+    8: ["wgmma+tma+whole+allrows:1,2,8,1,4"],
+    16: ["wgmma+tma+whole+allrows:1,4,8,1,3"],
+    32: ["wgmma+quarter+tma+whole+allrows+producer:1,8,16,1,3,1,1"],
+    64: ["wgmma+quarter+tma+allrows+producer:1,12,16,1,4,1,1"],
 }
 
 # A block running every row block of its token tile in turn (mode `allrows`), A B B A beside its one-unit twin: T2's
-# newest choices (T2_NOW_TILES), and the 128-row tiles of two blocks per SM at N_e 32 and 64
+# choices of 2864e71, and the 128-row tiles of two blocks per SM at N_e 32 and 64
 T2_ALL_ROWS_TILES = {
     n_e: abba_twins(tiles, "allrows")
     for n_e, tiles in {
-        8: T2_NOW_TILES[8],
-        16: T2_NOW_TILES[16],
-        32: [*T2_NOW_TILES[32], "wgmma+tma:1,8,8,1,4,2,1"],
-        64: [*T2_NOW_TILES[64], "wgmma+quarter+tma:1,12,8,1,3,2,1"],
+        8: ["wgmma+tma+whole:1,2,8,1,4"],
+        16: ["wgmma+tma+whole:1,4,8,1,3"],
+        32: ["wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+tma:1,8,8,1,4,2,1"],
+        64: ["wgmma+quarter+tma:1,12,16,1,4,1,1", "wgmma+quarter+tma:1,12,8,1,3,2,1"],
     }.items()
 }
 
