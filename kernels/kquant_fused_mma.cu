@@ -1498,8 +1498,9 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
 // is the whole-tile copy alone (a second copy in the same kernel changes its register allocation: 8% on Q6_K).
 // ALL_ROWS (grouped, TMA weights): grid (1, tile entries); a block runs every row block of its token tile in turn, its
 // token tables fetched once and each next row block's first stages loaded under the last stages and the epilogue of
-// the one before. With one 256-row block per SM a one-unit block left the SM idle while it started: its tables' three
-// dependent loads, its first stage's wait, a fifth of T2's stall samples at N_e 32 and 64 (results/h200/allrows-20261204/).
+// the one before (T2's GEMM alone 2-4% faster: results/h200/allrows-20261204/).
+// PRODUCER (grouped, TMA weights, 16 MMA warps): one more warpgroup fills the ring (zb_produce_units) with few
+// registers, the MMA warps only wait for stages and release them (results/h200/producer-20261204/).
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
           int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0, bool ALL_ROWS = false,
           bool PRODUCER = false>
