@@ -3,6 +3,9 @@ the gate decision over recorded rows, and the fused kernel's tile specs."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import yaml
@@ -256,6 +259,22 @@ def test_producer_tile_specs():
         MmaTile.parse("wgmma+quarter+tma+producer:1,12,8,1,3,2,1")
     with pytest.raises(ValueError, match="allrows and producer schedule grouped GEMMs, not dense ones"):
         check_tiles(["wgmma+quarter+tma+producer:1,12,16,1,4,1,1"], grouped=False)
+
+
+def test_the_producer_split_matches_the_kernel():
+    """The launcher's copy of the kernel's register split, which it checks against the launch allocation, and the
+    split fits the block's registers at the 96 a thread ptxas gives 640 threads (65536 / 640, in steps of 8)."""
+    from zincbench.ops import fused
+
+    source = (Path(__file__).resolve().parents[1] / "kernels" / "kquant_fused_mma.cu").read_text()
+    defines = dict(re.findall(r"#define (ZB_\w+) (\d+)", source))
+    assert int(defines["ZB_PRODUCER_THREADS"]) == fused.PRODUCER_THREADS
+    assert int(defines["ZB_PRODUCER_REGS"]) == fused.PRODUCER_REGS
+    assert int(defines["ZB_MMA_REGS"]) == fused.PRODUCER_MMA_REGS
+    threads = 32 * fused.PRODUCER_MMA_WARPS
+    assert threads * fused.PRODUCER_MMA_REGS + fused.PRODUCER_THREADS * fused.PRODUCER_REGS <= 96 * (
+        threads + fused.PRODUCER_THREADS
+    )
 
 
 @pytest.mark.parametrize("family,experiment", [("t2", "t2_moe_expert"), ("layer", None)])

@@ -32,6 +32,7 @@ from zincbench.errors import EnvironmentProblem, KernelCompileError
 CU_LAUNCH_PARAM_END = 0x00
 CU_LAUNCH_PARAM_BUFFER_POINTER = 0x01
 CU_LAUNCH_PARAM_BUFFER_SIZE = 0x02
+CU_FUNC_ATTRIBUTE_NUM_REGS = 4
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
 CU_SHAREDMEM_CARVEOUT_MAX_SHARED = 100  # percent of the unified L1/shared memory given to shared memory
@@ -220,6 +221,13 @@ def set_dynamic_shared(function, nbytes: int) -> None:
     driver = cupy.cuda.driver
     if nbytes > driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, function.ptr):
         driver.funcSetAttribute(function.ptr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+
+
+def registers_per_thread(function) -> int:
+    """The registers each thread of ``function`` gets at launch (what ptxas allocated)."""
+    import cupy
+
+    return cupy.cuda.driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, function.ptr)
 
 
 def prefer_max_shared(function) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from zincbench.errors import InputError
 from zincbench.gpu.launch import launch_dependent, supports_dependent_launch
-from zincbench.gpu.nvrtc import prefer_max_shared, set_dynamic_shared
+from zincbench.gpu.nvrtc import prefer_max_shared, registers_per_thread, set_dynamic_shared
 from zincbench.gpu.runtime import get_kernel
 from zincbench.gpu.tma import TensorMapSpec, device_maps
 from zincbench.measure.traffic import Traffic
@@ -78,6 +78,7 @@ def weight_policy(weights: str, wgmma: bool = False, whole: bool = False) -> Wei
 TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole", "allrows", "producer")  # written "flag[+flag...]:" first
 PRODUCER_THREADS = 128  # the kernel's ZB_PRODUCER_THREADS: one more warpgroup, which fills the stage ring
 PRODUCER_MMA_WARPS = 16  # its register split (ZB_MMA_REGS, ZB_PRODUCER_REGS) is for 16 MMA warps, one block per SM
+PRODUCER_REGS, PRODUCER_MMA_REGS = 32, 112  # the kernel's ZB_PRODUCER_REGS and ZB_MMA_REGS (setmaxnreg's targets)
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
@@ -432,6 +433,12 @@ class FusedKQuantGemm:
         expr = tile.expression(grouped, weights, epilogue)
         # wgmma exists only in the architecture-specific target (sm_90a), the rest compiles for sm_<cc>
         self.kernel = get_kernel(SOURCE, expr, name_expressions=(expr,), arch=f"{arch}a" if tile.wgmma else None)
+        if tile.producer:
+            # setmaxnreg moves registers within the block's launch allocation: short of the split, the MMA warps'
+            # setmaxnreg.inc would wait forever
+            needed = tile.threads * PRODUCER_MMA_REGS + PRODUCER_THREADS * PRODUCER_REGS
+            if registers_per_thread(self.kernel) * tile.launch_threads < needed:
+                raise ValueError(f"tile {tile.label}: the block's registers at launch cannot hold the producer's split")
         set_dynamic_shared(self.kernel, self.smem_bytes)
         prefer_max_shared(self.kernel)  # the small T2 tiles' blocks per SM are set by shared memory and registers
         self._dummy = cupy.zeros(1, dtype=cupy.uint32)
