@@ -36,7 +36,7 @@
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles and
 #                                               their allrows twins, opcode counts); allrowstests (the
-#                                               allrows tiles' GPU tests); wholetests (the fused kernel's
+#                                               allrows and producer tiles' twin tests); wholetests (the fused kernel's
 #                                               GPU tests, every tile and twin, -rA); pdltests (the GEMM as the
 #                                               routing launch's dependent, and the routing builds);
 #                                               prologuetests (the GEMM's inputs: routing builds, the permute, the

@@ -239,10 +239,10 @@ class MmaTile:
             raise ValueError(
                 f"tile {text!r}: allrows loads the next row block's weights as TMA boxes: it needs wgmma+tma"
             )
-        if tile.all_rows and tile.stream_k:
-            raise ValueError(f"tile {text!r}: allrows schedules grouped GEMMs, stream-K dense ones")
-        if tile.producer and (not tile.tma or tile.stream_k):
+        if tile.producer and not tile.tma:
             raise ValueError(f"tile {text!r}: producer fills a grouped tile's ring with TMA boxes: it needs wgmma+tma")
+        if (tile.all_rows or tile.producer) and tile.stream_k:
+            raise ValueError(f"tile {text!r}: allrows and producer schedule grouped GEMMs, stream-K dense ones")
         if tile.producer and (tile.warps_m * tile.warps_n != PRODUCER_MMA_WARPS or tile.min_blocks != 1):
             raise ValueError(
                 f"tile {text!r}: producer splits one block's registers between {PRODUCER_MMA_WARPS} MMA warps and "
