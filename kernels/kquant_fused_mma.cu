@@ -143,6 +143,11 @@ struct ZbRing {
         zb_mbar_arrive_cp_async(full(write.index));
         write.next();
     }
+    // After this thread's plain shared-memory writes into it (the arrive releases them to the buffer's readers).
+    __device__ __forceinline__ void publish() {
+        zb_mbar_arrive(full(write.index));
+        write.next();
+    }
     // Before reading buffer read.index: every copy into it has landed. The fence orders X's cp.asyncs, written in
     // the generic proxy, before this thread's wgmmas read X through the async proxy (X by TMA is already async).
     template <bool GENERIC_X>
@@ -1168,6 +1173,7 @@ struct ZbGemmArgs {
     unsigned long long expert_bytes;
     const unsigned *tiles, *offsets, *sorted_ids;
     int top_k, x_per_slot;
+    int tile_entries;  // grouped: the entries of `tiles` (PERSIST's blocks stride over them)
     const unsigned char* w_up;
     const unsigned* routing;
     int routing_stride;
@@ -1275,6 +1281,11 @@ __device__ __forceinline__ void zb_setmaxnreg_mma() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(ZB_MMA_REGS));
 }
 
+// The producer warpgroup's own barrier (named barrier 1; 0 is __syncthreads)
+__device__ __forceinline__ void zb_producer_sync() {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(ZB_PRODUCER_THREADS) : "memory");
+}
+
 template <class Q, class Tile, int TMA, int STAGES>
 __device__ __forceinline__ void zb_produce_units(ZbRing<STAGES>& ring, unsigned smem_base, const ZbGemmArgs& a,
                                                  const ZbTokenTile& tt, const unsigned* s_xoff, int tid, int row0,
@@ -1285,6 +1296,42 @@ __device__ __forceinline__ void zb_produce_units(ZbRing<STAGES>& ring, unsigned 
         for (int step = 0; step < n_steps; ++step)
             zb_produce_stage<Q, Tile, TMA>(ring, smem_base, a.maps, tid == 0, step, row0 + u * row_step, tt.expert, 0,
                                            x_copy, a.xp, s_xoff, 0);
+    zb_cp_async_wait<0>();  // its copies have landed before it exits
+}
+
+// PERSIST: the producer of a persistent block. Its token tiles are blockIdx.y, + gridDim.y, ... up to the first unused
+// entry of `tiles`. Each tile's tables go into one of two table buffers (`tables`, a two-buffer ring: the MMA warps
+// release a buffer after the epilogue of the tile's last row block), then every stage of its row blocks into the
+// stage ring. So the next tile's tables and first stages load under this tile's last stages and its epilogue. A
+// published n_tokens of -1 ends the MMA warps' loop.
+template <class Q, class Tile, int TMA, int STAGES>
+__device__ __forceinline__ void zb_produce_tiles(ZbRing<STAGES>& ring, ZbRing<2>& tables, unsigned smem_base,
+                                                 const ZbGemmArgs& a, ZbTokenTile* s_tt, unsigned* s_xoff, int* s_orow,
+                                                 int tid, int row_blocks, int row_step) {
+    constexpr int BN = Tile::BN;
+    const ZbXCopy<true, BN, ZB_PRODUCER_THREADS> x_copy(tid);
+    const int n_steps = 2 * (a.K / 256) / Q::HALVES;
+    for (int tile_n = (int)blockIdx.y;; tile_n += (int)gridDim.y) {
+        const int buf = tables.write.index;
+        unsigned* const xoff = s_xoff + buf * BN;
+        tables.acquire();
+        ZbTokenTile tt{};
+        const bool used = tile_n < a.tile_entries &&
+                          zb_token_tile<BN, ZB_PRODUCER_THREADS, true>(tt, xoff, s_orow + buf * BN, tid, tile_n, a.K,
+                                                                       a.n_rows, a.expert_bytes, a.tiles, a.offsets,
+                                                                       a.sorted_ids, a.top_k, a.x_per_slot);
+        if (tid == 0) {
+            if (!used) tt.n_tokens = -1;
+            s_tt[buf] = tt;
+        }
+        tables.publish();
+        if (!used) break;
+        zb_producer_sync();  // every producer thread's s_xoff entries, before the copies read them
+        for (int u = 0; u < row_blocks; ++u)
+            for (int step = 0; step < n_steps; ++step)
+                zb_produce_stage<Q, Tile, TMA>(ring, smem_base, a.maps, tid == 0, step, u * row_step, tt.expert, 0,
+                                               x_copy, a.xp, xoff, 0);
+    }
     zb_cp_async_wait<0>();  // its copies have landed before it exits
 }
 
@@ -1501,9 +1548,11 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
 // the one before (T2's GEMM alone 2-4% faster: results/h200/allrows-20261204/).
 // PRODUCER (grouped, TMA weights, 16 MMA warps): one more warpgroup fills the ring (zb_produce_units) with few
 // registers, the MMA warps only wait for stages and release them (results/h200/producer-20261204/).
+// PERSIST (PRODUCER and ALL_ROWS): grid (1, at most the resident blocks); a block runs token tiles blockIdx.y,
+// + gridDim.y, ... (zb_produce_tiles), each tile's tables and first stages loaded under the one before.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
           int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0, bool ALL_ROWS = false,
-          bool PRODUCER = false>
+          bool PRODUCER = false, bool PERSIST = false>
 __global__ void __launch_bounds__(32 * WARPS_M * WARPS_N + (PRODUCER ? ZB_PRODUCER_THREADS : 0), MIN_BLOCKS)
 gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w + e * expert_bytes
                 const uint4* __restrict__ xp,          // permuted fp16 activations, K/8 chunks per row
@@ -1520,7 +1569,8 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
                 float* __restrict__ sk_partials,          // dense stream-K (ZbStreamK)
                 unsigned* __restrict__ sk_counters,
                 int sk_dp_tiles, int sk_ctas, int sk_iters,
-                const ZbTensorMap* __restrict__ tma_maps) {  // TMA: the maps of zb_tma_weights and zb_tma_x
+                const ZbTensorMap* __restrict__ tma_maps,  // TMA: the maps of zb_tma_weights and zb_tma_x
+                int tile_entries) {                        // grouped: the entries of `tiles`
     constexpr bool SWIGLU = EPI == ZB_EPI_SWIGLU_F16_GROUPED || EPI == ZB_EPI_SWIGLU_F16_PERM;
     static_assert(EPI >= ZB_EPI_STORE && EPI <= ZB_EPI_COMBINE, "unknown epilogue");
     static_assert(STAGES >= 2, "the pipeline loads stage s + STAGES - 1 while computing stage s");
@@ -1541,12 +1591,14 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     static_assert(!ALL_ROWS || (GROUPED && (TMA & ZB_TMA_W)), "ALL_ROWS: grouped, the next row block's weights by TMA");
     static_assert(!PRODUCER || (GROUPED && TMA == ZB_TMA_W && MIN_BLOCKS == 1 && WARPS_M * WARPS_N == 16),
                   "PRODUCER: grouped, TMA weights and gathered X rows, 16 MMA warps (ZB_MMA_REGS's budget)");
+    static_assert(!PERSIST || (PRODUCER && ALL_ROWS), "PERSIST: the producer runs the block's tiles, all rows of each");
     using Tile = ZbTile<Q, WM, WN, WARPS_M, WARPS_N>;
     constexpr int BN = Tile::BN;
     constexpr int OUT_ROWS = SWIGLU ? Tile::BM / 2 : Tile::BM;
     extern __shared__ __align__(16) unsigned char smem[];
-    __shared__ unsigned s_xoff[BN];
-    __shared__ int s_orow[BN];
+    constexpr int TABLES = PERSIST ? 2 : 1;  // PERSIST: the tables of a tile and of the next
+    __shared__ unsigned s_xoff[TABLES * BN];
+    __shared__ int s_orow[TABLES * BN];
     __shared__ int s_last;
     __shared__ __align__(8) unsigned long long s_ring[WGMMA ? 2 * STAGES : 1];  // ZbRing's barriers (wgmma path)
     // WGMMA: the 128-byte swizzle repeats every 1024 bytes of address: stages start 1024-aligned (the host adds
@@ -1555,7 +1607,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     const unsigned smem_pad = WGMMA ? (1024u - (zb_smem_addr(smem) & 1023u)) & 1023u : 0u;
     const ZbShared sh{smem, smem + smem_pad, zb_smem_addr(smem + smem_pad), s_xoff, s_orow, &s_last};
     const ZbGemmArgs args{w,      xp,   y,     M,         K,          n_rows, expert_bytes, tiles, offsets, sorted_ids,
-                          top_k, x_per_slot, w_up, routing, routing_stride,
+                          top_k, x_per_slot, tile_entries, w_up, routing, routing_stride,
                           ZbStreamK{sk_partials, sk_counters, sk_dp_tiles, sk_ctas, sk_iters}, tma_maps};
     const int n_sb = K / 256;
     const int row_blocks = (M + OUT_ROWS - 1) / OUT_ROWS;
@@ -1582,10 +1634,35 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
         __syncthreads();
         return true;
     };
-    auto run_unit = [&](const ZbWork& unit, int sk_block, const ZbTokenTile& tt, int prefetched = 0, int next_row0 = -1) {
+    auto run_unit = [&](const ZbWork& unit, int sk_block, const ZbTokenTile& tt, int prefetched = 0, int next_row0 = -1,
+                        const ZbShared* tables = nullptr) {  // tables: the unit's token tables, if not sh's
         return zb_gemm_unit<Q, WM, WN, WARPS_M, WARPS_N, STAGES, TRIM_N, GROUPED, EPI, WGMMA, QUARTERS, TMA, PRODUCER>(
-            args, unit, sk_block, sh, tt, ring, prefetched, next_row0);
+            args, unit, sk_block, tables ? *tables : sh, tt, ring, prefetched, next_row0);
     };
+    if constexpr (PERSIST) {  // the producer fetches every tile's tables; the MMA warps read them from s_tt
+        __shared__ ZbTokenTile s_tt[2];
+        __shared__ __align__(8) unsigned long long s_tables[4];
+        ZbRing<2> tables{zb_smem_addr(s_tables)};
+        if (threadIdx.x == 0) tables.init(ZB_PRODUCER_THREADS, Tile::THREADS);
+        __syncthreads();  // the rings' barriers are ready
+        if ((int)threadIdx.x >= Tile::THREADS) {
+            zb_setmaxnreg_producer();
+            zb_produce_tiles<Q, Tile, TMA>(ring, tables, sh.smem_base, args, s_tt, s_xoff, s_orow,
+                                           (int)threadIdx.x - Tile::THREADS, row_blocks, OUT_ROWS);
+            return;
+        }
+        zb_setmaxnreg_mma();
+        for (int tile_n = (int)blockIdx.y;; tile_n += (int)gridDim.y) {
+            const int buf = tables.read.index;
+            tables.template wait_read<false>();
+            const ZbTokenTile tt = s_tt[buf];
+            if (tt.n_tokens < 0) return;
+            const ZbShared tile_sh{sh.smem, sh.stages, sh.smem_base, s_xoff + buf * BN, s_orow + buf * BN, sh.s_last};
+            for (int rb = 0; rb < row_blocks; ++rb) run_unit(ZbWork{rb, tile_n, 0, n_sb, -1}, -1, tt, 0, -1, &tile_sh);
+            tables.read.next();
+            tables.release();  // the epilogues are done with its s_orow
+        }
+    }
     if constexpr (PRODUCER) {  // the producer warpgroup and the MMA warps part after the token tables
         ZbTokenTile tt;
         if (!token_tile(tt, (int)blockIdx.y)) return;
@@ -1637,7 +1714,7 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     template __global__ void gemm_kquant_mma<Q, WM, WN, WARPS_M, WARPS_N, STAGES, MIN_BLOCKS, TRIM_N, GROUPED, __VA_ARGS__>( \
         const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,            \
         const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int, float*, unsigned*, int, \
-        int, int, const ZbTensorMap*);
+        int, int, const ZbTensorMap*, int);
 ZB_INSTANTIATE(ZbQ4K, 1, 2, 4, 1, 3, 1, false, true, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ4K, 2, 8, 4, 2, 2, 1, false, false, ZB_EPI_STORE)
 ZB_INSTANTIATE(ZbQ4K, 1, 8, 4, 1, 3, 1, true, true, ZB_EPI_STORE)
@@ -1702,5 +1779,9 @@ ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false
 ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, false, true)
 ZB_INSTANTIATE(ZbQ4K, 1, 12, 16, 1, 4, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true, true)
 ZB_INSTANTIATE(ZbQ6KR, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, true, ZB_TMA_W, true, true)
+// PERSIST: the same producer tiles, each block running several token tiles
+ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true, true, true)
+ZB_INSTANTIATE(ZbQ4K, 1, 12, 16, 1, 4, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true, true, true)
+ZB_INSTANTIATE(ZbQ6KR, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, true, ZB_TMA_W, true, true, true)
 #endif
 #endif

@@ -3,7 +3,8 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, t2now, allrows, producer or all (the default).
+q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, t2now, allrows, producer, persist or all (the
+default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -202,7 +203,7 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None)
             build_routing(ids_d, ws)
             xt = xps[tile.x_order]
             us = timed(timer, lambda: gemm.grouped_call(w, xt, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k))
-            per_sm = gemm.resident_blocks() // cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+            per_sm = gemm.resident // cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
             print(
                 f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  "
                 f"{w.nbytes / us / 1e3:6.0f} GB/s(w)  {per_sm} blocks/SM",
@@ -348,6 +349,15 @@ T2_PRODUCER_TILES = {
     + abba("wgmma+tma+whole:1,8,16,1,3,1,1", "wgmma+quarter+tma+whole+allrows+producer:1,8,16,1,3,1,1"),
     64: abba("wgmma+quarter+tma:1,12,16,1,4,1,1", "wgmma+quarter+tma+producer:1,12,16,1,4,1,1")
     + abba("wgmma+quarter+tma:1,12,16,1,4,1,1", "wgmma+quarter+tma+allrows+producer:1,12,16,1,4,1,1"),
+}
+
+# Persistent blocks (mode `persist`), A B B A beside T2's choice at N_e 32 and 64: its persist twin (a block's later
+# token tiles start under its earlier ones), and persist with half stages and more of them
+T2_PERSIST_TILES = {
+    32: abba(T2_NOW_TILES[32][0], T2_NOW_TILES[32][0].replace(":", "+persist:"))
+    + abba(T2_NOW_TILES[32][0], "wgmma+quarter+tma+allrows+producer+persist:1,8,16,1,6,1,1"),
+    64: abba(T2_NOW_TILES[64][0], T2_NOW_TILES[64][0].replace(":", "+persist:"))
+    + abba(T2_NOW_TILES[64][0], "wgmma+quarter+tma+allrows+producer+persist:1,12,16,1,5,1,1"),
 }
 
 # The GEMM as the routing launch's programmatic dependent (mode `pdl`): the whole op T2 times (one-launch route +
@@ -553,6 +563,8 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_ALL_ROWS_TILES)
     if which == "producer":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_PRODUCER_TILES)
+    if which == "persist":
+        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_PERSIST_TILES)
     if which == "whole256":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_256_TILES)
     if which == "tma":

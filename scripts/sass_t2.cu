@@ -7,7 +7,7 @@
     template __global__ void gemm_kquant_mma<__VA_ARGS__>(                                                           \
         const unsigned char*, const uint4*, float*, int, int, int, unsigned long long, const unsigned*,              \
         const unsigned*, const unsigned*, int, int, const unsigned char*, const unsigned*, int, float*, unsigned*, int, \
-        int, int, const ZbTensorMap*);
+        int, int, const ZbTensorMap*, int);
 #define ZB_T2_TWINS(...) ZB_T2(__VA_ARGS__) ZB_T2(__VA_ARGS__, true)
 ZB_T2_TWINS(ZbQ4KWhole, 1, 2, 8, 1, 4, 1, false, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)  // N_e 8: 128x16
 ZB_T2_TWINS(ZbQ4KWhole, 1, 4, 8, 1, 3, 1, false, true, ZB_EPI_STORE, true, false, false, ZB_TMA_W)  // N_e 16: 128x32

@@ -16,6 +16,11 @@ arrival is thread 0's, with the bytes, and no other thread copies).
 With a producer warpgroup (PRODUCER) the copiers are its threads alone, the first of them the TMA leader: they fill
 every stage in order and never read; the MMA threads never copy. Each role then arrives on one barrier and waits on
 the other, so the check becomes: never two arrivals of a thread in one phase of a barrier.
+A persistent block (PERSIST) runs several token tiles: the producer writes each tile's tables into one of two table
+buffers (a two-buffer ring of its own) before its stages, the MMA threads read them until the tile's last epilogue and
+then release the buffer. The model checks that no table buffer is overwritten while a thread reads it, that every
+producer thread's part of a tile's tables is written before any producer copies with them, and that the end marker
+stops every thread.
 """
 
 import random
@@ -83,6 +88,12 @@ class Block:
         self.reads = [dict() for _ in range(threads)]  # thread -> {token: (buffer, stage)} being read
         self.in_flight = []  # copies: (thread, buffer, stage)
         self.tracked = []  # cp.async arrives: (thread, barrier, copies of the thread still in flight then)
+        # PERSIST's two table buffers: their ring's barriers, each producer's part (the tile it holds), their readers
+        self.tables_full = [Barrier(producers) for _ in range(2)]
+        self.tables_empty = [Barrier(threads) for _ in range(2)]
+        self.tables = [dict() for _ in range(2)]
+        self.table_readers = [set() for _ in range(2)]
+        self.producer_barrier = [0, 0]  # the producers' named barrier: (arrived, generation)
 
     def land(self, copy):
         thread, buffer, stage = copy
@@ -241,6 +252,65 @@ class Thread:
             for s in range(n_steps):
                 yield from self.produce((u, s))
 
+    def producer_sync(self):  # bar.sync 1, producers
+        b = self.block
+        generation = b.producer_barrier[1]
+        b.producer_barrier[0] += 1
+        if b.producer_barrier[0] == b.producers:
+            b.producer_barrier[:] = [0, generation + 1]
+        while b.producer_barrier[1] == generation:
+            yield
+
+    def holds_tables(self, buffer: int, tile: int) -> bool:
+        parts = self.block.tables[buffer]
+        return len(parts) == self.block.producers and set(parts.values()) == {tile}
+
+    def persistent_producer(self, tiles, n_steps: int, synced: bool = True):
+        """zb_produce_tiles: per tile, acquire a table buffer, write this thread's part, publish, sync with the other
+        producers, then every stage of the tile's row blocks; past the last tile, the end marker. synced False (a
+        mutant) skips the producers' barrier."""
+        b, write, u = self.block, Cursor(2), 0
+        for tile, row_blocks in enumerate([*tiles, None]):
+            buffer = write.index
+            yield from self.wait(b.tables_empty[buffer], write.phase ^ 1)
+            assert not b.table_readers[buffer], f"tile {tile}'s tables overwrite a buffer a thread still reads"
+            b.tables[buffer][self.tid] = tile
+            yield
+            self.arrive_once(b.tables_full[buffer])  # mbarrier.arrive: releases the part it wrote
+            b.tables_full[buffer].arrive()
+            write.next()
+            if row_blocks is None:
+                return
+            if synced:
+                yield from self.producer_sync()
+            for _ in range(row_blocks):
+                for s in range(n_steps):
+                    assert self.holds_tables(buffer, tile), f"a producer copies tile {tile} before its tables are whole"
+                    yield from self.produce((u, s))
+                u += 1
+
+    def persistent_program(self, tiles, n_steps: int, pieces_per_stage: int):
+        """The MMA warps of a persistent block: per tile, wait for its tables, run its row blocks, release them."""
+        b, read, free, u = self.block, Cursor(2), Cursor(2), 0
+        for tile, row_blocks in enumerate([*tiles, None]):
+            buffer = read.index
+            yield from self.wait(b.tables_full[buffer], read.phase)
+            assert self.holds_tables(buffer, tile), (
+                f"thread {self.tid} reads tile {tile}'s tables before they are whole"
+            )
+            if row_blocks is None:  # the end marker
+                return
+            b.table_readers[buffer].add(self.tid)
+            for _ in range(row_blocks):
+                yield from self.unit(u, n_steps, pieces_per_stage, eager=False)
+                u += 1
+            b.table_readers[buffer].discard(self.tid)  # the last epilogue's reads of s_orow are done
+            read.next()
+            self.arrive_once(b.tables_empty[free.index])
+            b.tables_empty[free.index].arrive()
+            free.next()
+            yield
+
     def program(self, units, pieces_per_stage: int, eager: bool, chained: bool):
         prefetched = 0
         for u, n_steps in enumerate(units):
@@ -258,11 +328,23 @@ def run_block(
     tma: str | None = None,
     chained: bool = False,
     producers: int = 0,
+    tiles=None,
+    synced: bool = True,
 ):
+    """tiles (PERSIST, with producers): the row blocks of each of the block's token tiles, each a unit of units[0]
+    stages; synced False drops the producers' barrier (a mutant)."""
     rng = random.Random(seed)
     block = Block(stages, threads, tma, producers)
-    programs = {tid: Thread(block, tid).program(units, pieces_per_stage, eager, chained) for tid in range(threads)}
-    programs.update({tid: Thread(block, tid).producer_program(units) for tid in range(threads, threads + producers)})
+    if tiles is not None:
+        programs = {
+            tid: Thread(block, tid).persistent_program(tiles, units[0], pieces_per_stage) for tid in range(threads)
+        }
+        producer_tids = range(threads, threads + producers)
+        programs.update({tid: Thread(block, tid).persistent_producer(tiles, units[0], synced) for tid in producer_tids})
+    else:
+        programs = {tid: Thread(block, tid).program(units, pieces_per_stage, eager, chained) for tid in range(threads)}
+        producer_tids = range(threads, threads + producers)
+        programs.update({tid: Thread(block, tid).producer_program(units) for tid in producer_tids})
     steps = 0
     while programs or block.in_flight:
         steps += 1
@@ -278,7 +360,7 @@ def run_block(
         block.fire_tracked()
     block.fire_tracked()
     assert not block.tracked
-    for barrier in block.full + block.empty:  # every phase that was opened was completed
+    for barrier in block.full + block.empty + block.tables_full + block.tables_empty:  # every opened phase completed
         assert barrier.pending == barrier.expected and barrier.tx == 0
 
 
@@ -310,6 +392,46 @@ def test_a_producer_warpgroup_keeps_every_read_and_write_apart(stages, pieces_pe
     """PRODUCER (TMA weights, X by the producer's threads): the MMA threads only wait, read and release."""
     for seed in range(12):
         run_block(stages, 3, units, pieces_per_stage, seed, tma="weights", producers=2)
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+@pytest.mark.parametrize("pieces_per_stage", [1, 2, 4])
+@pytest.mark.parametrize(
+    "tiles,n_steps", [([1], 3), ([2, 2, 2], 2), ([1, 1, 1, 1, 1], 1), ([3, 3, 3], 4), ([2, 2], 16)]
+)
+def test_a_persistent_block_keeps_its_tables_and_stages_apart(stages, pieces_per_stage, tiles, n_steps):
+    """PERSIST: token tiles in turn, their tables through a two-buffer ring, their stages through the stage ring."""
+    for seed in range(12):
+        run_block(stages, 3, [n_steps], pieces_per_stage, seed, tma="weights", producers=2, tiles=tiles)
+
+
+def test_the_model_catches_tables_copied_before_every_producer_wrote_them():
+    caught = 0
+    for seed in range(40):
+        try:
+            run_block(3, 3, [2], 2, seed, tma="weights", producers=3, tiles=[1, 1, 1], synced=False)
+        except AssertionError as error:
+            assert "before its tables are whole" in str(error)
+            caught += 1
+    assert caught > 0
+
+
+def test_the_model_follows_the_kernels_persistent_block():
+    """The kernel's table ring: the producer acquires, writes, publishes, syncs, then fills; the MMA warps wait, read,
+    run the tile's row blocks, then release; the two barriers count the producers and the MMA threads."""
+    source = KERNEL.read_text()
+    assert "if (threadIdx.x == 0) tables.init(ZB_PRODUCER_THREADS, Tile::THREADS);" in source
+    producer = source[source.index("__device__ __forceinline__ void zb_produce_tiles(") :]
+    producer = producer[: producer.index("\n}\n")]
+    order = ["tables.acquire();", "zb_token_tile<", "s_tt[buf] = tt;", "tables.publish();", "if (!used) break;"]
+    order += ["zb_producer_sync();", "zb_produce_stage<"]
+    places = [producer.index(text) for text in order]
+    assert places == sorted(places)
+    mma = source[source.index("zb_setmaxnreg_mma();\n        for (int tile_n") :]
+    order = ["tables.template wait_read<false>();", "if (tt.n_tokens < 0) return;", "run_unit(", "tables.read.next();"]
+    order += ["tables.release();"]
+    places = [mma.index(text) for text in order]
+    assert places == sorted(places)
 
 
 def test_the_model_catches_a_release_before_the_wgmma_wait_with_a_producer():

@@ -261,6 +261,28 @@ def test_producer_tile_specs():
         check_tiles(["wgmma+quarter+tma+producer:1,12,16,1,4,1,1"], grouped=False)
 
 
+def test_persist_tile_specs():
+    """``persist`` (producer and allrows) is the kernel's PERSIST, after PRODUCER: a second token table and the tables'
+    ring in static shared memory (ptxas -v: 1152 bytes at 256x64 s3, 1680 at 256x96 s4)."""
+    tile = MmaTile.parse("wgmma+quarter+tma+whole+allrows+producer+persist:1,8,16,1,3,1,1")
+    assert tile.persist and tile.label == "256x64/w16x1/s3/n8/wgmma/qtr/tma/sb/rows/prod/pers"
+    assert (
+        tile.expression(grouped=True, weights="q4_k")
+        == "gemm_kquant_mma<ZbQ4KWhole,1,8,16,1,3,1,true,true,0,true,false,true,1,true,true,true>"
+    )
+    assert tile.static_smem_bytes == 1152
+    assert MmaTile.parse("wgmma+quarter+tma+allrows+producer+persist:1,12,16,1,4,1,1").static_smem_bytes == 1680
+    assert tile.smem_bytes("q4_k") == MmaTile.parse("wgmma+quarter+tma+whole:1,8,16,1,3,1,1").smem_bytes("q4_k")
+    for text in (
+        "wgmma+quarter+tma+allrows+persist:1,12,16,1,4,1,1",
+        "wgmma+quarter+tma+producer+persist:1,12,16,1,4,1,1",
+    ):
+        with pytest.raises(ValueError, match="it needs producer\\+allrows"):
+            MmaTile.parse(text)
+    with pytest.raises(ValueError, match="allrows and producer schedule grouped GEMMs, not dense ones"):
+        check_tiles(["wgmma+quarter+tma+allrows+producer+persist:1,12,16,1,4,1,1"], grouped=False)
+
+
 def test_the_producer_split_matches_the_kernel():
     """The launcher's copy of the kernel's register split, which it checks against the launch allocation, and the
     split fits the block's registers at the 96 a thread ptxas gives 640 threads (65536 / 640, in steps of 8)."""

@@ -315,10 +315,10 @@ SCHEDULE_TWINS = [
 ]
 
 
-def grouped_outputs(cupy, rng, weights, tiles, e, m, k, t, top_k, *, per_slot=False, routing=False):
+def grouped_outputs(cupy, rng, weights, tiles, e, m, k, t, top_k, *, per_slot=False, routing=False, blocks=None):
     """The grouped GEMM of each tile in `tiles` on one routing and one set of inputs (E experts, the last never routed),
     and the float64 reference. routing: the engine's [ids | weights] table, and the combine epilogue into a hidden
-    state (the outputs are what each tile added to it)."""
+    state (the outputs are what each tile added to it). blocks: a persist tile's grid (default the resident blocks)."""
     from zincbench.ops import fused
     from zincbench.ops.routing import RoutingWorkspace, build_routing
 
@@ -340,6 +340,7 @@ def grouped_outputs(cupy, rng, weights, tiles, e, m, k, t, top_k, *, per_slot=Fa
         epilogue = fused.EPILOGUE_COMBINE if routing else fused.EPILOGUE_STORE
         gemm = gemm_for(cupy, tile, grouped=True, weights=weights, epilogue=epilogue)
         args = (cupy.asarray(w_host), xp)
+        grid = {"blocks": blocks} if gemm.tile.persist else {}
         if routing:
             y = cupy.asarray(hidden)
             gemm.grouped_call(
@@ -353,11 +354,12 @@ def grouped_outputs(cupy, rng, weights, tiles, e, m, k, t, top_k, *, per_slot=Fa
                 top_k,
                 x_per_slot=per_slot,
                 routing=cupy.asarray(table),
+                **grid,
             )
             outputs.append(y.get() - hidden)
         else:
             y = cupy.full((t, top_k, m), cupy.nan, dtype=cupy.float32)
-            gemm.grouped_call(*args, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=per_slot)
+            gemm.grouped_call(*args, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k, x_per_slot=per_slot, **grid)
             outputs.append(y.get())
     want = np.einsum("ts,tsm->tm", slot_weights, products) if routing else products
     return outputs, want
@@ -374,13 +376,57 @@ def test_schedule_flags_give_their_twins_bits(cupy, rng, flag, weights, tile, m,
     assert ref.rel_frobenius(scheduled, want) < TOL
 
 
+# persist: a block runs token tiles a grid apart, on 1, 2 or 3 blocks (each several tiles, both table buffers in turn,
+# an odd count of tiles on some) or the resident blocks (a tile each).
+PERSIST_TWINS = [
+    ("q4_k", "wgmma+quarter+tma+allrows+producer:1,12,16,1,4,1,1"),
+    ("q4_k", "wgmma+quarter+tma+whole+allrows+producer:1,8,16,1,3,1,1"),
+    ("q5_k", "wgmma+quarter+tma+whole+allrows+producer:1,4,16,1,3"),
+    ("q6_k_r", "wgmma+quarter+tma+allrows+producer:1,8,16,1,3,1,1"),
+]
+
+
+@pytest.mark.parametrize("weights,tile", PERSIST_TWINS)
+@pytest.mark.parametrize("m,k", [(300, 256), (704, 768), (300, 2048)])
+@pytest.mark.parametrize("blocks,per_slot", [(1, False), (2, True), (3, False), (None, True)])
+def test_persistent_blocks_give_their_twins_bits(cupy, rng, weights, tile, m, k, blocks, per_slot):
+    twin = tile.replace(":", "+persist:", 1)
+    (plain, persistent), want = grouped_outputs(
+        cupy, rng, weights, [tile, twin], 7, m, k, 23, 2, per_slot=per_slot, blocks=blocks
+    )
+    assert not np.isnan(persistent).any(), "unwritten outputs"
+    assert np.array_equal(plain.view(np.uint32), persistent.view(np.uint32))
+    assert ref.rel_frobenius(persistent, want) < TOL
+
+
+def test_only_persistent_tiles_take_a_block_count(cupy):
+    from zincbench.ops.routing import RoutingWorkspace
+
+    ws = RoutingWorkspace(4, 2, 4, 64)
+    x = cupy.zeros(1)
+    for tile, blocks, error in [
+        ("wgmma+quarter+tma+whole+allrows+producer:1,8,16,1,3,1,1", 2, "blocks sizes a persist tile's grid"),
+        ("wgmma+quarter+tma+whole+allrows+producer+persist:1,8,16,1,3,1,1", 0, "at least one block"),
+    ]:
+        gemm = gemm_for(cupy, tile, grouped=True, weights="q4_k")
+        with pytest.raises(ValueError, match=error):
+            gemm.grouped_call(x, x, x, 512, 256, ws.tiles, ws.offsets, ws.sorted_ids, 2, blocks=blocks)
+
+
 @pytest.mark.parametrize(
-    "tile", ["wgmma+tma+allrows:1,8,8,1,3,1,1", "wgmma+quarter+tma+allrows+producer:1,8,16,1,3,1,1"]
+    "tile,blocks",
+    [
+        ("wgmma+tma+allrows:1,8,8,1,3,1,1", None),
+        ("wgmma+quarter+tma+allrows+producer:1,8,16,1,3,1,1", None),
+        ("wgmma+quarter+tma+allrows+producer+persist:1,8,16,1,3,1,1", 2),
+    ],
 )
-def test_schedule_flags_combine_into_the_hidden_state(cupy, rng, tile):
-    """The combine epilogue (the layer's down GEMM) on a block that runs every row block in turn, and with a producer
-    warpgroup."""
-    (added,), want = grouped_outputs(cupy, rng, "q6_k_r", [tile], 7, 512, 768, 23, 2, per_slot=True, routing=True)
+def test_schedule_flags_combine_into_the_hidden_state(cupy, rng, tile, blocks):
+    """The combine epilogue (the layer's down GEMM) on a block that runs every row block in turn, with a producer
+    warpgroup, and on persistent blocks."""
+    (added,), want = grouped_outputs(
+        cupy, rng, "q6_k_r", [tile], 7, 512, 768, 23, 2, per_slot=True, routing=True, blocks=blocks
+    )
     assert ref.rel_frobenius(added, want) < TOL
 
 

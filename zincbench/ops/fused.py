@@ -9,6 +9,7 @@ experiments declare candidate shapes and the autotuner picks per GPU.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,7 +76,16 @@ def weight_policy(weights: str, wgmma: bool = False, whole: bool = False) -> Wei
     return policy
 
 
-TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole", "allrows", "producer")  # written "flag[+flag...]:" first
+TILE_FLAGS = (
+    "wgmma",
+    "sk",
+    "quarter",
+    "tma",
+    "whole",
+    "allrows",
+    "producer",
+    "persist",
+)  # written "flag[+flag...]:" first
 PRODUCER_THREADS = 128  # the kernel's ZB_PRODUCER_THREADS: one more warpgroup, which fills the stage ring
 PRODUCER_MMA_WARPS = 16  # its register split (ZB_MMA_REGS, ZB_PRODUCER_REGS) is for 16 MMA warps, one block per SM
 PRODUCER_REGS, PRODUCER_MMA_REGS = 32, 112  # the kernel's ZB_PRODUCER_REGS and ZB_MMA_REGS (setmaxnreg's targets)
@@ -124,7 +134,11 @@ class MmaTile:
     ``producer`` (grouped, wgmma+tma, 16 warps, one block per SM; the kernel's PRODUCER): one more warpgroup fills
     the stage ring: its 128 threads gather X, one issues the TMA weight boxes. It gives up registers (setmaxnreg) to
     the MMA warps, which then only wait for a stage's data and release it: no copies, and no wait for the slowest
-    warpgroup's release before a refill."""
+    warpgroup's release before a refill.
+
+    ``persist`` (producer and allrows; the kernel's PERSIST): at most one wave of blocks, each running token tiles a
+    grid apart. The producer fetches the next tile's tables into a second buffer and fills its first stages while the
+    MMA warps finish this tile, so a block's later tiles start without its launch, table loads and first DRAM wait."""
 
     wm: int
     wn: int
@@ -140,6 +154,7 @@ class MmaTile:
     whole: bool = False
     all_rows: bool = False
     producer: bool = False
+    persist: bool = False
 
     @property
     def bm(self) -> int:
@@ -167,8 +182,9 @@ class MmaTile:
     @property
     def static_smem_bytes(self) -> int:
         """The kernel's static shared memory: the token tables (s_xoff, s_orow) and, on the wgmma path, the stage
-        ring's two barriers per stage."""
-        return 8 * self.bn + (16 * self.stages if self.wgmma else 0)
+        ring's two barriers per stage; persist doubles the tables and adds their ring."""
+        tables = 2 if self.persist else 1  # persist: a second token table, two ZbTokenTiles, two barriers each
+        return 8 * self.bn * tables + (16 * self.stages if self.wgmma else 0) + (80 if self.persist else 0)
 
     @property
     def label(self) -> str:
@@ -181,20 +197,21 @@ class MmaTile:
         whole = "/sb" if self.whole else ""
         rows = "/rows" if self.all_rows else ""
         producer = "/prod" if self.producer else ""
+        persist = "/pers" if self.persist else ""
         return (
             f"{self.bm}x{self.bn}/w{self.warps_m}x{self.warps_n}/s{self.stages}{occupancy}{trim}{kind}{schedule}"
-            f"{pieces}{copies}{whole}{rows}{producer}"
+            f"{pieces}{copies}{whole}{rows}{producer}{persist}"
         )
 
     def expression(self, grouped: bool, weights: str, epilogue: int = EPILOGUE_STORE) -> str:
         g = "true" if grouped else "false"
         trim = "true" if self.trim_n else "false"
-        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false), TMA (0), ALL_ROWS and PRODUCER (false)
-        # default to off: written up to the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2) a
-        # dense tile's X too.
+        # the trailing template arguments WGMMA, STREAM_K, QUARTERS (false), TMA (0), ALL_ROWS, PRODUCER and PERSIST
+        # (false) default to off: written up to the last one set. TMA: ZB_TMA_W (1) copies the weights, | ZB_TMA_X (2)
+        # a dense tile's X too.
         tma = (TMA_WEIGHTS | (0 if grouped else TMA_X)) if self.tma else 0
         flags = [str(self.wgmma).lower(), str(self.stream_k).lower(), str(self.quarter).lower(), str(tma)]
-        flags += [str(self.all_rows).lower(), str(self.producer).lower()]
+        flags += [str(self.all_rows).lower(), str(self.producer).lower(), str(self.persist).lower()]
         while flags and flags[-1] in ("false", "0"):
             flags.pop()
         flags = "".join(f",{flag}" for flag in flags)
@@ -230,6 +247,7 @@ class MmaTile:
             whole="whole" in names,
             all_rows="allrows" in names,
             producer="producer" in names,
+            persist="persist" in names,
         )
         if tile.quarter and not tile.wgmma:
             raise ValueError(f"tile {text!r}: quarter pipelines the wgmma path's A fragments: it needs wgmma")
@@ -241,6 +259,11 @@ class MmaTile:
             )
         if tile.producer and not tile.tma:
             raise ValueError(f"tile {text!r}: producer fills a grouped tile's ring with TMA boxes: it needs wgmma+tma")
+        if tile.persist and not (tile.producer and tile.all_rows):
+            raise ValueError(
+                f"tile {text!r}: persist runs a block's tiles through its producer, all rows of each: it "
+                "needs producer+allrows"
+            )
         if (tile.all_rows or tile.producer) and tile.stream_k:
             raise ValueError(f"tile {text!r}: allrows and producer schedule grouped GEMMs, stream-K dense ones")
         if tile.producer and (tile.warps_m * tile.warps_n != PRODUCER_MMA_WARPS or tile.min_blocks != 1):
@@ -466,8 +489,10 @@ class FusedKQuantGemm:
             )
         return self._maps[key]
 
-    def resident_blocks(self) -> int:
-        """Blocks of this kernel the GPU holds at once (SMs x blocks per SM at its registers and shared memory)."""
+    @functools.cached_property
+    def resident(self) -> int:
+        """Blocks of this kernel the GPU holds at once (SMs x blocks per SM at its registers and shared memory); asked
+        once, not on every timed launch."""
         import cupy
 
         driver, rt = cupy.cuda.driver, cupy.cuda.runtime
@@ -483,7 +508,7 @@ class FusedKQuantGemm:
         if key not in self._schedules:  # once per shape: dense() is what the timer calls
             tiles = -(-m // self.tile.bm) * -(-t // self.tile.bn)
             self._schedules[key] = (
-                stream_k_schedule(tiles, k // 256, self.resident_blocks())
+                stream_k_schedule(tiles, k // 256, self.resident)
                 if self.tile.stream_k
                 else StreamKSchedule(tiles, k // 256, tiles)
             )
@@ -540,6 +565,7 @@ class FusedKQuantGemm:
                 np.int32(schedule.ctas),
                 np.int32(schedule.iters),
                 self.tma_maps(w, xp, m, k, x_rows=t),
+                np.int32(0),
             ),
             shared_mem=self.smem_bytes,
         )
@@ -561,6 +587,7 @@ class FusedKQuantGemm:
         routing=None,
         capacity: int = 0,
         dependent: bool = False,
+        blocks: int | None = None,
     ) -> None:
         """w uint8 [E][M][row bytes]; tiles/offsets/sorted_ids from the routing kernels with BN = tile.bn;
         xp rows are tokens (or token-slots when x_per_slot). y by epilogue: STORE f32 [T][top_k][M];
@@ -570,7 +597,10 @@ class FusedKQuantGemm:
 
         ``dependent`` (sm_90 and later): launched as the previous kernel's programmatic dependent
         (zincbench.gpu.launch), its blocks start while that kernel (the routing launch) runs and wait inside for
-        its outputs."""
+        its outputs.
+
+        ``blocks`` (persist tiles): the blocks whose token tiles stride over ``tiles``; default the resident blocks
+        (tests lower it to give a block many tiles)."""
         swiglu = self.epilogue in SWIGLU_EPILOGUES
         if swiglu != (w_up is not None) or (self.epilogue == EPILOGUE_COMBINE) != (routing is not None):
             raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")
@@ -578,10 +608,16 @@ class FusedKQuantGemm:
             raise ValueError("capacity goes with the SWIGLU_F16_GROUPED epilogue")
         if dependent and not supports_dependent_launch(self.arch):
             raise ValueError(f"a programmatic dependent launch needs sm_90 or later, not sm_{self.arch}")
+        if blocks is not None and not self.tile.persist:
+            raise ValueError(f"tile {self.tile.label}: blocks sizes a persist tile's grid")
+        if blocks is not None and blocks < 1:
+            raise ValueError(f"a persistent launch needs at least one block, not {blocks}")
         expert_bytes = w.shape[1] * w.shape[2]
         rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm
         row_blocks = 1 if self.tile.all_rows else (m + rows_per_block - 1) // rows_per_block  # all_rows: in turn
         grid = (row_blocks, int(tiles.size))
+        if self.tile.persist:  # at most one wave: a block's token tiles are a grid apart
+            grid = (1, max(1, min(int(tiles.size), blocks or self.resident)))
         d = self._dummy
         args = (
             w,
@@ -605,6 +641,7 @@ class FusedKQuantGemm:
             np.int32(0),
             np.int32(0),
             self.tma_maps(w, xp, m, k, x_rows=None),
+            np.int32(tiles.size),
         )
         if dependent:
             launch_dependent(self.kernel, grid, (self.tile.launch_threads,), args, self.smem_bytes)

@@ -292,6 +292,8 @@ FUSED_GROUPED_SHAPES = ((7, 100, 512), (8, 100, 256), (4, 33, 256))
 # allrows and producer tiles also run the first routing at (E, M, K) = (7, 300, 768): 2 or 3 row blocks, the last one
 # partial; allrows: each next one's first stages loaded into the buffers the one before frees, after refills (K 768)
 FUSED_ALL_ROWS_SHAPE = (7, 300, 768)
+# persist tiles also run on this many blocks: each block several token tiles, both table buffers in turn
+FUSED_PERSIST_BLOCKS = 2
 
 
 def fused_kernels(tiles: list, grouped: bool, weights: str) -> list:
@@ -343,7 +345,8 @@ def run_fused(cupy, rng) -> None:
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
             build_routing(cupy.asarray(ids), ws)
             w = quantized(cupy, rng, gemm.weights, (e, m), k)
-            for per_slot in (False, True):
+            launches = [(False, None), (True, None)] + ([(False, FUSED_PERSIST_BLOCKS)] if tile.persist else [])
+            for per_slot, blocks in launches:  # (X per token-slot, a persist tile's blocks)
                 rows = t * top_k if per_slot else t
                 y = cupy.empty((t, top_k, m), dtype=cupy.float32)
                 gemm.grouped_call(
@@ -357,6 +360,7 @@ def run_fused(cupy, rng) -> None:
                     ws.sorted_ids,
                     top_k,
                     x_per_slot=per_slot,
+                    blocks=blocks,
                 )
     # T2's launch pair on sm_90 and later: the GEMM as the replicated routing build's programmatic dependent
     if supports_dependent_launch(cupy.cuda.Device().compute_capability):
