@@ -351,13 +351,11 @@ T2_PRODUCER_TILES = {
     + abba("wgmma+quarter+tma:1,12,16,1,4,1,1", "wgmma+quarter+tma+allrows+producer:1,12,16,1,4,1,1"),
 }
 
-# Persistent blocks (mode `persist`), A B B A beside T2's choice at N_e 32 and 64: its persist twin (a block's later
-# token tiles start under its earlier ones), and persist with half stages and more of them
+# Persistent blocks (mode `persist`; `ab_persist` against an older kernels/ folder), A B B A beside their twins at N_e
+# 32 and 64: a block's later token tiles start under its earlier ones (results/h200/persist-producer-20261204/)
 T2_PERSIST_TILES = {
-    32: abba(T2_NOW_TILES[32][0], T2_NOW_TILES[32][0].replace(":", "+persist:"))
-    + abba(T2_NOW_TILES[32][0], "wgmma+quarter+tma+allrows+producer+persist:1,8,16,1,6,1,1"),
-    64: abba(T2_NOW_TILES[64][0], T2_NOW_TILES[64][0].replace(":", "+persist:"))
-    + abba(T2_NOW_TILES[64][0], "wgmma+quarter+tma+allrows+producer+persist:1,12,16,1,5,1,1"),
+    32: abba(T2_NOW_TILES[32][0], T2_NOW_TILES[32][0].replace(":", "+persist:")),
+    64: abba(T2_NOW_TILES[64][0], T2_NOW_TILES[64][0].replace(":", "+persist:")),
 }
 
 # The GEMM as the routing launch's programmatic dependent (mode `pdl`): the whole op T2 times (one-launch route +
