@@ -1299,78 +1299,24 @@ __device__ __forceinline__ void zb_produce_units(ZbRing<STAGES>& ring, unsigned 
     zb_cp_async_wait<0>();  // its copies have landed before it exits
 }
 
-// PERSIST's schedule: which tile entries a block runs, longest first across the grid. The used entries, ranked by
-// width in 8-token columns (widest first; ties in entry order), are dealt out in a snake: rank r goes to block r % G in
-// even rounds and to G - 1 - r % G in odd ones (G blocks). A block with one of a round's widest tiles gets one of the
-// next round's narrowest, so no block ends a wave late with two wide tiles (longest-processing-time order; a tile's
-// time grows with its width). Every thread of the block takes part. s_slots[q]: the entry of the block's round-q tile,
-// -1 past its last; the host keeps the entries within ZB_PERSIST_SLOTS rounds of its grid.
-#define ZB_PERSIST_SLOTS 16
-
-template <int BN>
-__device__ __forceinline__ int zb_tile_class(const unsigned* tiles, const unsigned* offsets, int entry) {
-    const unsigned tile = zb_pdl_load(tiles + entry);
-    if (tile == ZB_INVALID) return 0;  // unused: ranked nowhere
-    const unsigned expert = tile >> 16, first = (tile & 0xFFFFu) * BN;
-    const unsigned count = zb_pdl_load(offsets + expert + 1) - zb_pdl_load(offsets + expert);
-    return (int)((min(count - first, (unsigned)BN) + 7) / 8);
-}
-
-template <int BN, int THREADS>
-__device__ __forceinline__ void zb_persist_schedule(int* s_slots, const unsigned* tiles, const unsigned* offsets,
-                                                    int n_entries) {
-    constexpr int CLASSES = BN / 8 + 1, WARPS = THREADS / 32;
-    __shared__ int s_hist[CLASSES];           // used entries per class
-    __shared__ int s_before[CLASSES];         // entries of the class in the chunks before this one
-    __shared__ int s_warp[WARPS][CLASSES];    // this chunk's entries per warp and class
-    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int G = (int)gridDim.y, b = (int)blockIdx.y;
-    for (int c = tid; c < CLASSES; c += THREADS) s_hist[c] = 0, s_before[c] = 0;
-    for (int q = tid; q < ZB_PERSIST_SLOTS; q += THREADS) s_slots[q] = -1;
-    __syncthreads();
-    for (int entry = tid; entry < n_entries; entry += THREADS) atomicAdd(&s_hist[zb_tile_class<BN>(tiles, offsets, entry)], 1);
-    for (int chunk = 0; chunk < n_entries; chunk += THREADS) {  // ranks within a class follow the entry order
-        for (int i = tid; i < WARPS * CLASSES; i += THREADS) (&s_warp[0][0])[i] = 0;
-        __syncthreads();
-        const int entry = chunk + tid;
-        const int cls = entry < n_entries ? zb_tile_class<BN>(tiles, offsets, entry) : 0;
-        const unsigned same = __match_any_sync(0xFFFFFFFFu, cls);
-        const int in_warp = __popc(same & ((1u << lane) - 1u));
-        if (in_warp == 0) s_warp[warp][cls] = __popc(same);
-        __syncthreads();
-        if (cls > 0) {
-            int rank = s_before[cls] + in_warp;
-            for (int w = 0; w < warp; ++w) rank += s_warp[w][cls];
-            for (int c = cls + 1; c < CLASSES; ++c) rank += s_hist[c];  // the wider entries come first
-            const int q = rank / G, column = rank % G;
-            if (q < ZB_PERSIST_SLOTS && column == ((q & 1) ? G - 1 - b : b)) s_slots[q] = entry;
-        }
-        __syncthreads();
-        for (int c = tid; c < CLASSES; c += THREADS)
-            for (int w = 0; w < WARPS; ++w) s_before[c] += s_warp[w][c];
-        __syncthreads();
-    }
-}
-
-// PERSIST: the producer of a persistent block. Its token tiles are the entries s_slots names (zb_persist_schedule), in
-// round order. Each tile's tables go into one of two table buffers (`tables`, a two-buffer ring: the MMA warps release
-// a buffer after the epilogue of the tile's last row block), then every stage of its row blocks into the stage ring.
-// So the next tile's tables and first stages load under this tile's last stages and its epilogue. A published n_tokens
-// of -1 ends the MMA warps' loop.
+// PERSIST: the producer of a persistent block. Its token tiles are blockIdx.y, + gridDim.y, ... up to the first unused
+// entry of `tiles`. Each tile's tables go into one of two table buffers (`tables`, a two-buffer ring: the MMA warps
+// release a buffer after the epilogue of the tile's last row block), then every stage of its row blocks into the
+// stage ring. So the next tile's tables and first stages load under this tile's last stages and its epilogue. A
+// published n_tokens of -1 ends the MMA warps' loop.
 template <class Q, class Tile, int TMA, int STAGES>
 __device__ __forceinline__ void zb_produce_tiles(ZbRing<STAGES>& ring, ZbRing<2>& tables, unsigned smem_base,
-                                                 const ZbGemmArgs& a, const int* s_slots, ZbTokenTile* s_tt,
-                                                 unsigned* s_xoff, int* s_orow, int tid, int row_blocks, int row_step) {
+                                                 const ZbGemmArgs& a, ZbTokenTile* s_tt, unsigned* s_xoff, int* s_orow,
+                                                 int tid, int row_blocks, int row_step) {
     constexpr int BN = Tile::BN;
     const ZbXCopy<true, BN, ZB_PRODUCER_THREADS> x_copy(tid);
     const int n_steps = 2 * (a.K / 256) / Q::HALVES;
-    for (int q = 0;; ++q) {
-        const int tile_n = q < ZB_PERSIST_SLOTS ? s_slots[q] : -1;
+    for (int tile_n = (int)blockIdx.y;; tile_n += (int)gridDim.y) {
         const int buf = tables.write.index;
         unsigned* const xoff = s_xoff + buf * BN;
         tables.acquire();
         ZbTokenTile tt{};
-        const bool used = tile_n >= 0 &&
+        const bool used = tile_n < a.tile_entries &&
                           zb_token_tile<BN, ZB_PRODUCER_THREADS, true>(tt, xoff, s_orow + buf * BN, tid, tile_n, a.K,
                                                                        a.n_rows, a.expert_bytes, a.tiles, a.offsets,
                                                                        a.sorted_ids, a.top_k, a.x_per_slot);
@@ -1602,9 +1548,8 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
 // the one before (T2's GEMM alone 2-4% faster: results/h200/allrows-20261204/).
 // PRODUCER (grouped, TMA weights, 16 MMA warps): one more warpgroup fills the ring (zb_produce_units) with few
 // registers, the MMA warps only wait for stages and release them (results/h200/producer-20261204/).
-// PERSIST (PRODUCER and ALL_ROWS): grid (1, about the resident blocks); a block runs the token tiles
-// zb_persist_schedule deals it, widest first across the grid (zb_produce_tiles), each tile's tables and first stages
-// loaded under the one before.
+// PERSIST (PRODUCER and ALL_ROWS): grid (1, at most the resident blocks); a block runs token tiles blockIdx.y,
+// + gridDim.y, ... (zb_produce_tiles), each tile's tables and first stages loaded under the one before.
 template <class Q, int WM, int WN, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS, bool TRIM_N, bool GROUPED,
           int EPI, bool WGMMA = false, bool STREAM_K = false, bool QUARTERS = false, int TMA = 0, bool ALL_ROWS = false,
           bool PRODUCER = false, bool PERSIST = false>
@@ -1697,20 +1642,17 @@ gemm_kquant_mma(const unsigned char* __restrict__ w,   // Q rows; expert e at w 
     if constexpr (PERSIST) {  // the producer fetches every tile's tables; the MMA warps read them from s_tt
         __shared__ ZbTokenTile s_tt[2];
         __shared__ __align__(8) unsigned long long s_tables[4];
-        __shared__ int s_slots[ZB_PERSIST_SLOTS];
         ZbRing<2> tables{zb_smem_addr(s_tables)};
         if (threadIdx.x == 0) tables.init(ZB_PRODUCER_THREADS, Tile::THREADS);
-        // the block's tiles (its __syncthreads also make the rings' barriers ready)
-        zb_persist_schedule<BN, Tile::THREADS + ZB_PRODUCER_THREADS>(s_slots, tiles, offsets, tile_entries);
+        __syncthreads();  // the rings' barriers are ready
         if ((int)threadIdx.x >= Tile::THREADS) {
             zb_setmaxnreg_producer();
-            zb_produce_tiles<Q, Tile, TMA>(ring, tables, sh.smem_base, args, s_slots, s_tt, s_xoff, s_orow,
+            zb_produce_tiles<Q, Tile, TMA>(ring, tables, sh.smem_base, args, s_tt, s_xoff, s_orow,
                                            (int)threadIdx.x - Tile::THREADS, row_blocks, OUT_ROWS);
             return;
         }
         zb_setmaxnreg_mma();
-        for (int q = 0;; ++q) {
-            const int tile_n = q < ZB_PERSIST_SLOTS ? s_slots[q] : -1;
+        for (int tile_n = (int)blockIdx.y;; tile_n += (int)gridDim.y) {
             const int buf = tables.read.index;
             tables.template wait_read<false>();
             const ZbTokenTile tt = s_tt[buf];

@@ -427,7 +427,7 @@ def test_the_model_follows_the_kernels_persistent_block():
     order += ["zb_producer_sync();", "zb_produce_stage<"]
     places = [producer.index(text) for text in order]
     assert places == sorted(places)
-    mma = source[source.index("zb_setmaxnreg_mma();\n        for (int q = 0;; ++q)") :]
+    mma = source[source.index("zb_setmaxnreg_mma();\n        for (int tile_n") :]
     order = ["tables.template wait_read<false>();", "if (tt.n_tokens < 0) return;", "run_unit(", "tables.read.next();"]
     order += ["tables.release();"]
     places = [mma.index(text) for text in order]

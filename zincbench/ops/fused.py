@@ -89,7 +89,6 @@ TILE_FLAGS = (
 PRODUCER_THREADS = 128  # the kernel's ZB_PRODUCER_THREADS: one more warpgroup, which fills the stage ring
 PRODUCER_MMA_WARPS = 16  # its register split (ZB_MMA_REGS, ZB_PRODUCER_REGS) is for 16 MMA warps, one block per SM
 PRODUCER_REGS, PRODUCER_MMA_REGS = 32, 112  # the kernel's ZB_PRODUCER_REGS and ZB_MMA_REGS (setmaxnreg's targets)
-PERSIST_SLOTS = 16  # the kernel's ZB_PERSIST_SLOTS: a persist block runs at most this many token tiles
 # Every m64nNk16 width (PTX: N a multiple of 8 up to 256 for f16 inputs); kernels/zb_wgmma.cuh spells out each
 WGMMA_WIDTHS = tuple(range(8, 257, 8))
 WGMMA_ALIGN_SLACK = 1024  # the kernel starts its stages at the next 1024-byte boundary (the swizzle's period)
@@ -137,11 +136,9 @@ class MmaTile:
     the MMA warps, which then only wait for a stage's data and release it: no copies, and no wait for the slowest
     warpgroup's release before a refill.
 
-    ``persist`` (producer and allrows; the kernel's PERSIST): one wave of blocks (more only past PERSIST_SLOTS tiles a
-    block), each running several token tiles: the used tile entries, widest first, dealt out in a snake (rank r to block
-    r % G, then G - 1 - r % G in the next round), so wide and narrow tiles pair up. The producer fetches the next
-    tile's tables into a second buffer and fills its first stages while the MMA warps finish this tile, so a block's
-    later tiles start without its launch, table loads and first DRAM wait."""
+    ``persist`` (producer and allrows; the kernel's PERSIST): at most one wave of blocks, each running token tiles a
+    grid apart. The producer fetches the next tile's tables into a second buffer and fills its first stages while the
+    MMA warps finish this tile, so a block's later tiles start without its launch, table loads and first DRAM wait."""
 
     wm: int
     wn: int
@@ -185,13 +182,9 @@ class MmaTile:
     @property
     def static_smem_bytes(self) -> int:
         """The kernel's static shared memory: the token tables (s_xoff, s_orow) and, on the wgmma path, the stage
-        ring's two barriers per stage; persist doubles the tables, adds their ring and its schedule's counts."""
-        tables = 2 if self.persist else 1
-        size = 8 * self.bn * tables + (16 * self.stages if self.wgmma else 0)
-        if self.persist:  # two ZbTokenTiles and their ring's four barriers; zb_persist_schedule's slots and counts
-            classes, warps = self.bn // 8 + 1, self.launch_threads // 32
-            size += 80 + 4 * PERSIST_SLOTS + 2 * (-(-4 * classes // 8) * 8) + 4 * warps * classes
-        return size
+        ring's two barriers per stage; persist doubles the tables and adds their ring."""
+        tables = 2 if self.persist else 1  # persist: a second token table, two ZbTokenTiles, two barriers each
+        return 8 * self.bn * tables + (16 * self.stages if self.wgmma else 0) + (80 if self.persist else 0)
 
     @property
     def label(self) -> str:
@@ -606,8 +599,8 @@ class FusedKQuantGemm:
         (zincbench.gpu.launch), its blocks start while that kernel (the routing launch) runs and wait inside for
         its outputs.
 
-        ``blocks`` (persist tiles): the blocks the used entries of ``tiles`` are dealt to; default the resident
-        blocks (tests lower it to give a block many tiles); raised where a block would get more than PERSIST_SLOTS."""
+        ``blocks`` (persist tiles): the blocks whose token tiles stride over ``tiles``; default the resident blocks
+        (tests lower it to give a block many tiles)."""
         swiglu = self.epilogue in SWIGLU_EPILOGUES
         if swiglu != (w_up is not None) or (self.epilogue == EPILOGUE_COMBINE) != (routing is not None):
             raise ValueError("w_up goes with the SwiGLU epilogues, routing with COMBINE")
@@ -623,9 +616,8 @@ class FusedKQuantGemm:
         rows_per_block = self.tile.bm // 2 if swiglu else self.tile.bm
         row_blocks = 1 if self.tile.all_rows else (m + rows_per_block - 1) // rows_per_block  # all_rows: in turn
         grid = (row_blocks, int(tiles.size))
-        if self.tile.persist:  # about one wave, each block at most PERSIST_SLOTS tiles
-            wave = max(1, min(int(tiles.size), blocks or self.resident))
-            grid = (1, max(wave, -(-int(tiles.size) // PERSIST_SLOTS)))
+        if self.tile.persist:  # at most one wave: a block's token tiles are a grid apart
+            grid = (1, max(1, min(int(tiles.size), blocks or self.resident)))
         d = self._dummy
         args = (
             w,
