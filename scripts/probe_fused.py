@@ -320,12 +320,12 @@ T2_WHOLE_256_TILES = {
     + abba("wgmma+tma:1,8,8,1,4,2,1", "wgmma+tma:1,8,16,1,4,1,1"),
 }
 
-# The tiles T2 chose at E256-M512 in its newest record (2026-12-04, 5b3a2ea, results/h200/producer-20261204/), one per
-# N_e in that order (mode `t2now`; its --once launches are what ncu_t2now profiles)
+# The tiles T2 chose at E256-M512 in its newest record (2026-12-04, 984e9d9, results/h200/persist-producer-20261204/),
+# one per N_e in that order (mode `t2now`; its --once launches are what ncu_t2now profiles)
 T2_NOW_TILES = {
     8: ["wgmma+tma+whole+allrows:1,2,8,1,4"],
     16: ["wgmma+tma+whole+allrows:1,4,8,1,3"],
-    32: ["wgmma+quarter+tma+whole+allrows+producer:1,8,16,1,3,1,1"],
+    32: ["wgmma+quarter+tma+whole+allrows+producer+persist:1,8,16,1,3,1,1"],
     64: ["wgmma+quarter+tma+allrows+producer:1,12,16,1,4,1,1"],
 }
 
@@ -354,7 +354,7 @@ T2_PRODUCER_TILES = {
 # Persistent blocks (mode `persist`; `ab_persist` against an older kernels/ folder), A B B A beside their twins at N_e
 # 32 and 64: a block's later token tiles start under its earlier ones (results/h200/persist-producer-20261204/)
 T2_PERSIST_TILES = {
-    32: abba(T2_NOW_TILES[32][0], T2_NOW_TILES[32][0].replace(":", "+persist:")),
+    32: abba("wgmma+quarter+tma+whole+allrows+producer:1,8,16,1,3,1,1", T2_NOW_TILES[32][0]),
     64: abba(T2_NOW_TILES[64][0], T2_NOW_TILES[64][0].replace(":", "+persist:")),
 }
 
