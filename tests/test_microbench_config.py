@@ -198,15 +198,45 @@ def test_stream_k_tile_specs():
             MmaTile.parse(bad)
 
 
+# Each schedule flag's label and template arguments: the trailing ones are written up to the last one set, every
+# argument before it spelled out (quarter: STREAM_K's false; allrows: TMA's 1; producer: ALL_ROWS's false; persist
+# after PRODUCER).
+FLAG_SPECS = [
+    (
+        "wgmma+quarter:1,12,8,1,3,2,1",
+        "128x96/w8x1/s3/b2/n8/wgmma/qtr",
+        "ZbQ4K,1,12,8,1,3,2,true,true,0,true,false,true",
+    ),
+    (
+        "wgmma+quarter+tma+allrows:1,12,16,1,4,1,1",
+        "256x96/w16x1/s4/n8/wgmma/qtr/tma/rows",
+        "ZbQ4K,1,12,16,1,4,1,true,true,0,true,false,true,1,true",
+    ),
+    (
+        "wgmma+quarter+tma+producer:1,12,16,1,4,1,1",
+        "256x96/w16x1/s4/n8/wgmma/qtr/tma/prod",
+        "ZbQ4K,1,12,16,1,4,1,true,true,0,true,false,true,1,false,true",
+    ),
+    (
+        "wgmma+quarter+tma+whole+allrows+producer+persist:1,8,16,1,3,1,1",
+        "256x64/w16x1/s3/n8/wgmma/qtr/tma/sb/rows/prod/pers",
+        "ZbQ4KWhole,1,8,16,1,3,1,true,true,0,true,false,true,1,true,true,true",
+    ),
+]
+
+
+@pytest.mark.parametrize("text,label,arguments", FLAG_SPECS)
+def test_schedule_flag_labels_and_template_arguments(text, label, arguments):
+    tile = MmaTile.parse(text)
+    assert tile.label == label
+    assert tile.expression(grouped=True, weights="q4_k") == f"gemm_kquant_mma<{arguments}>"
+
+
 def test_quarter_tile_specs():
     """``quarter`` (wgmma only) is the kernel's QUARTERS, the template argument after STREAM_K: written with
     STREAM_K's false before it when the tile is not stream-K."""
     tile = MmaTile.parse("wgmma+quarter:1,12,8,1,3,2,1")
-    assert tile.quarter and tile.wgmma and not tile.stream_k and tile.label == "128x96/w8x1/s3/b2/n8/wgmma/qtr"
-    assert (
-        tile.expression(grouped=True, weights="q4_k")
-        == "gemm_kquant_mma<ZbQ4K,1,12,8,1,3,2,true,true,0,true,false,true>"
-    )
+    assert tile.quarter and tile.wgmma and not tile.stream_k
     assert (
         MmaTile.parse("quarter+sk+wgmma:1,24,8,1,3")
         .expression(grouped=False, weights="q6_k")
@@ -224,11 +254,7 @@ def test_all_rows_tile_specs():
     """``allrows`` (grouped, wgmma+tma) is the kernel's ALL_ROWS, the template argument after TMA: written with every
     argument before it."""
     tile = MmaTile.parse("wgmma+quarter+tma+allrows:1,12,16,1,4,1,1")
-    assert tile.all_rows and tile.label == "256x96/w16x1/s4/n8/wgmma/qtr/tma/rows"
-    assert (
-        tile.expression(grouped=True, weights="q4_k")
-        == "gemm_kquant_mma<ZbQ4K,1,12,16,1,4,1,true,true,0,true,false,true,1,true>"
-    )
+    assert tile.all_rows
     assert (
         MmaTile.parse("allrows+tma+wgmma:1,8,16,1,3,1,1")
         .expression(grouped=True, weights="q4_k")
@@ -247,11 +273,6 @@ def test_producer_tile_specs():
     block has one more warpgroup."""
     tile = MmaTile.parse("wgmma+quarter+tma+producer:1,12,16,1,4,1,1")
     assert tile.producer and tile.threads == 512 and tile.launch_threads == 640
-    assert tile.label == "256x96/w16x1/s4/n8/wgmma/qtr/tma/prod"
-    assert (
-        tile.expression(grouped=True, weights="q4_k")
-        == "gemm_kquant_mma<ZbQ4K,1,12,16,1,4,1,true,true,0,true,false,true,1,false,true>"
-    )
     assert MmaTile.parse("wgmma+quarter+tma:1,12,16,1,4,1,1").launch_threads == 512
     with pytest.raises(ValueError, match="producer fills a grouped tile's ring with TMA boxes"):
         MmaTile.parse("wgmma+quarter+producer:1,12,16,1,4,1,1")
@@ -265,11 +286,7 @@ def test_persist_tile_specs():
     """``persist`` (producer and allrows) is the kernel's PERSIST, after PRODUCER: a second token table and the tables'
     ring in static shared memory (ptxas -v: 1152 bytes at 256x64 s3, 1680 at 256x96 s4)."""
     tile = MmaTile.parse("wgmma+quarter+tma+whole+allrows+producer+persist:1,8,16,1,3,1,1")
-    assert tile.persist and tile.label == "256x64/w16x1/s3/n8/wgmma/qtr/tma/sb/rows/prod/pers"
-    assert (
-        tile.expression(grouped=True, weights="q4_k")
-        == "gemm_kquant_mma<ZbQ4KWhole,1,8,16,1,3,1,true,true,0,true,false,true,1,true,true,true>"
-    )
+    assert tile.persist
     assert tile.static_smem_bytes == 1152
     assert MmaTile.parse("wgmma+quarter+tma+allrows+producer+persist:1,12,16,1,4,1,1").static_smem_bytes == 1680
     assert tile.smem_bytes("q4_k") == MmaTile.parse("wgmma+quarter+tma+whole:1,8,16,1,3,1,1").smem_bytes("q4_k")

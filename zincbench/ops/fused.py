@@ -76,16 +76,8 @@ def weight_policy(weights: str, wgmma: bool = False, whole: bool = False) -> Wei
     return policy
 
 
-TILE_FLAGS = (
-    "wgmma",
-    "sk",
-    "quarter",
-    "tma",
-    "whole",
-    "allrows",
-    "producer",
-    "persist",
-)  # written "flag[+flag...]:" first
+# written "flag[+flag...]:" before a tile's numbers
+TILE_FLAGS = ("wgmma", "sk", "quarter", "tma", "whole", "allrows", "producer", "persist")
 PRODUCER_THREADS = 128  # the kernel's ZB_PRODUCER_THREADS: one more warpgroup, which fills the stage ring
 PRODUCER_MMA_WARPS = 16  # its register split (ZB_MMA_REGS, ZB_PRODUCER_REGS) is for 16 MMA warps, one block per SM
 PRODUCER_REGS, PRODUCER_MMA_REGS = 32, 112  # the kernel's ZB_PRODUCER_REGS and ZB_MMA_REGS (setmaxnreg's targets)
