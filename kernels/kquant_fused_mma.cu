@@ -1418,10 +1418,7 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
         // piece, and then fills u's buffer with stage u + STAGES, once every thread has released it. A warp waits
         // for the others only where it would overwrite what they still read, and a stage of two or more pieces
         // frees its buffer a piece before the next stage ends.
-        // Every thread refills the buffer it frees once all have freed it: a third buffer keeps that wait off the
-        // decode. With a producer warpgroup the MMA warps never copy, and two whole-superblock buffers fit a 96-token
-        // tile.
-        static_assert(STAGES >= (PRODUCER ? 2 : 3), "the wgmma pipeline decodes stage s + 1 while stage s's wgmmas run");
+        static_assert(STAGES >= 3, "the wgmma pipeline decodes stage s + 1 while stage s's wgmmas run");
         constexpr int PIECES = QUARTERS ? 2 : 1, STEPS = 8 / PIECES;  // pieces per half, k-steps per piece
         constexpr int STAGE_PIECES = PIECES * HALVES;                  // divides 2 * PIECES, a superblock's pieces
         float(&acc_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc);
@@ -1782,12 +1779,9 @@ ZB_INSTANTIATE(ZbQ6KR, 1, 8, 8, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false
 ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, false, true)
 ZB_INSTANTIATE(ZbQ4K, 1, 12, 16, 1, 4, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true, true)
 ZB_INSTANTIATE(ZbQ6KR, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, true, ZB_TMA_W, true, true)
-// two whole-superblock stages (a producer's ring): the 256x96 tile
-ZB_INSTANTIATE(ZbQ4KWhole, 1, 12, 16, 1, 2, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true, true)
 // PERSIST: the same producer tiles, each block running several token tiles
 ZB_INSTANTIATE(ZbQ4KWhole, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true, true, true)
 ZB_INSTANTIATE(ZbQ4K, 1, 12, 16, 1, 4, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true, true, true)
-ZB_INSTANTIATE(ZbQ4KWhole, 1, 12, 16, 1, 2, 1, true, true, ZB_EPI_STORE, true, false, true, ZB_TMA_W, true, true, true)
 ZB_INSTANTIATE(ZbQ6KR, 1, 8, 16, 1, 3, 1, true, true, ZB_EPI_COMBINE, true, false, true, ZB_TMA_W, true, true, true)
 #endif
 #endif

@@ -36,10 +36,8 @@
 #                                               routingtests sanrouting (the routing builds' GPU tests and sanitizer
 #                                               group); sass_t2 (SASS of the fused kernel at T2's tiles and
 #                                               their allrows twins, opcode counts); allrowstests (the
-#                                               allrows, producer, persist and two-stage tiles' twin tests);
-#                                               twostagetests (the two-stage tiles' alone);
-#                                               wholetests (the fused kernel's GPU tests, every tile and twin,
-#                                               -rA); pdltests (the GEMM as the
+#                                               allrows, producer and persist tiles' twin tests); wholetests (the fused kernel's
+#                                               GPU tests, every tile and twin, -rA); pdltests (the GEMM as the
 #                                               routing launch's dependent, and the routing builds);
 #                                               prologuetests (the GEMM's inputs: routing builds, the permute, the
 #                                               dependent launch, the grouped GEMM against float64)
@@ -210,9 +208,7 @@ for step in "${@:-env tests}"; do
                 scripts/sass_t2.cu && cuobjdump -sass /tmp/t2.cubin > '"$LOGS"'/t2.sass \
                 && python3 scripts/sass_opcodes.py '"$LOGS"'/t2.sass' ;;
         allrowstests) TAIL=30 run pytest-allrows 200 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
-                tests/gpu/test_fused_mma.py -k "schedule_flags or persist or two_stage" ;;
-        twostagetests) TAIL=30 run pytest-two-stage 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
-                tests/gpu/test_fused_mma.py -k two_stage ;;
+                tests/gpu/test_fused_mma.py -k "schedule_flags or persist" ;;
         wholetests) TAIL=30 run pytest-whole 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py ;;
         pdltests) TAIL=30 run pytest-pdl 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \

@@ -3,8 +3,8 @@
     python scripts/probe_fused.py [MODE] [--once]
 
 MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, widths80, t1wide, q6stride,
-q6r, q6rwide, ring, tma, occupancy, whole, whole2, whole256, pdl, prologue, t2now, allrows, producer, persist or all
-(the default).
+q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, t2now, allrows, producer, persist or all (the
+default).
 
 --once launches every (case, piece, tile) once, untimed: the form to run under ncu.
 
@@ -358,14 +358,6 @@ T2_PERSIST_TILES = {
     64: abba(T2_NOW_TILES[64][0], T2_NOW_TILES[64][0].replace(":", "+persist:")),
 }
 
-# Two whole-superblock buffers (mode `whole2`; a producer's ring, its MMA warps never copy), A B B A beside T2's N_e 64
-# choice and its four half-stage buffers: 5 sectors from L2 a Q4_K block instead of 7, at the same bytes in the ring
-T2_WHOLE2_TILES = {
-    64: abba(T2_NOW_TILES[64][0], "wgmma+quarter+tma+whole+allrows+producer:1,12,16,1,2,1,1")
-    + abba(T2_NOW_TILES[64][0], "wgmma+quarter+tma+whole+allrows+producer+persist:1,12,16,1,2,1,1")
-    + abba(T2_NOW_TILES[64][0], "wgmma+quarter+tma+whole+allrows+producer+persist:1,10,16,1,2,1,1"),
-}
-
 # The GEMM as the routing launch's programmatic dependent (mode `pdl`): the whole op T2 times (one-launch route +
 # permute, then the GEMM), launched as usual and as a dependent, A B B A, on the tiles T2 chose at E256-M512 on
 # 2026-12-04 (c1599df, results/h200/whole-20261204/), and the 256x96 quarter TMA tile at N_e 64 (X read from L2 once per
@@ -571,8 +563,6 @@ if __name__ == "__main__":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_PRODUCER_TILES)
     if which == "persist":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_PERSIST_TILES)
-    if which == "whole2":
-        probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE2_TILES)
     if which == "whole256":
         probe_t2(timer, cupy, rng, tiles_by_n_e=T2_WHOLE_256_TILES)
     if which == "tma":

@@ -399,34 +399,6 @@ def test_persistent_blocks_give_their_twins_bits(cupy, rng, weights, tile, m, k,
     assert ref.rel_frobenius(persistent, want) < TOL
 
 
-# Two-buffer rings (a producer's: its MMA warps never copy) of whole superblocks, beside T2's half-stage 256x96 tile
-# and its four buffers: the same sums in the same order. K = 256: one stage a row block; 768: an odd count, so the
-# ring's buffers change roles between row blocks. 300 tokens: about 100 an expert, full and partial 96-token tiles.
-TWO_STAGE_TWINS = [
-    ("wgmma+quarter+tma+allrows+producer:1,12,16,1,4,1,1", "wgmma+quarter+tma+whole+allrows+producer:1,12,16,1,2,1,1"),
-    (
-        "wgmma+quarter+tma+allrows+producer:1,12,16,1,4,1,1",
-        "wgmma+quarter+tma+whole+allrows+producer+persist:1,12,16,1,2,1,1",
-    ),
-    (
-        "wgmma+quarter+tma+allrows+producer:1,10,16,1,4,1,1",
-        "wgmma+quarter+tma+whole+allrows+producer+persist:1,10,16,1,2,1,1",
-    ),
-]
-
-
-@pytest.mark.parametrize("tile,twin", TWO_STAGE_TWINS)
-@pytest.mark.parametrize("m,k", [(300, 256), (704, 768), (300, 2048)])
-@pytest.mark.parametrize("t,per_slot,blocks", [(23, False, 1), (300, True, None), (300, False, 3)])
-def test_two_stage_rings_give_their_twins_bits(cupy, rng, tile, twin, m, k, t, per_slot, blocks):
-    (plain, two), want = grouped_outputs(
-        cupy, rng, "q4_k", [tile, twin], 7, m, k, t, 2, per_slot=per_slot, blocks=blocks
-    )
-    assert not np.isnan(two).any(), "unwritten outputs"
-    assert np.array_equal(plain.view(np.uint32), two.view(np.uint32))
-    assert ref.rel_frobenius(two, want) < TOL
-
-
 def test_only_persistent_tiles_take_a_block_count(cupy):
     from zincbench.ops.routing import RoutingWorkspace
 

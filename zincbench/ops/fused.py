@@ -285,12 +285,8 @@ class MmaTile:
             raise ValueError(
                 f"tile {text!r}: the wgmma path needs wm 1, warps_n 1 and whole warpgroups (warps_m 4, 8, ...)"
             )
-        if self.stages < (2 if self.producer else 3):
-            # without a producer every thread refills the buffer it frees once all have freed it: a third buffer
-            # keeps that wait off the decode
-            raise ValueError(
-                f"tile {text!r}: the wgmma path decodes stage t + 1 while stage t runs: stages >= 3 (2 with producer)"
-            )
+        if self.stages < 3:
+            raise ValueError(f"tile {text!r}: the wgmma path decodes stage t + 1 while stage t runs: stages >= 3")
         if self.bn not in WGMMA_WIDTHS:
             raise ValueError(
                 f"tile {text!r}: the wgmma path takes token tiles of at most {max(WGMMA_WIDTHS)} (8 * wn, one wgmma "
