@@ -22,7 +22,8 @@
 #                                               ab_MODE (that probe mode ABBA against $BASE_KERNELS: ab_widths,
 #                                               ab_q6stride, ...); q6tests q6rtests (the fused kernel's Q6_K GPU
 #                                               tests; those of repacked Q6_K), ncu_MODE (ncu of probe MODE's
-#                                               launches: ncu_q6rwide, ...)
+#                                               launches: ncu_q6rwide, ...), power_MODE (probe MODE with --power:
+#                                               each T2 GEMM sustained, board power and SM clock from NVML)
 #                                               ncu_fused ab_t2 (T2's chosen tiles timed ABBA against the kernels in
 #                                               $BASE_KERNELS, an older kernels/ folder carried in .carry)
 #                                               ncu_wgmma ncu_t2 (the fused kernel's wgmma descriptor probe, GPU tests,
@@ -165,6 +166,7 @@ for step in "${@:-env tests}"; do
         ab_*) TAIL=40 run "ab-${step#ab_}" ${AB_LIMIT:-300} bash scripts/ab_kernels.sh "${BASE_KERNELS:-.carry/kernels-base}" \
                 "${step#ab_}" ;;  # ab_MODE: probe_fused.py MODE, ABBA against $BASE_KERNELS
         probe_*) TAIL=60 run "probe-${step#probe_}" 300 python3 scripts/probe_fused.py "${step#probe_}" ;;  # probe_MODE
+        power_*) TAIL=60 run "power-${step#power_}" 300 python3 scripts/probe_fused.py "${step#power_}" --power ;;
         q6tests) TAIL=30 run pytest-fused-mma-q6k 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \
                 tests/gpu/test_fused_mma.py -k q6_k ;;
         q6rtests) TAIL=30 run pytest-fused-mma-q6k-r 300 python3 -m pytest -m gpu -rA -p no:cacheprovider --durations=5 \

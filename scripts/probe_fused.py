@@ -6,7 +6,8 @@ MODE: t2, t2chosen, chosen, t1, t1q6, t1q6wide, t1small, t1sk, quarter, widths, 
 q6r, q6rwide, ring, tma, occupancy, whole, whole256, pdl, prologue, t2now, allrows, producer, persist or all (the
 default).
 
---once launches every (case, piece, tile) once, untimed: the form to run under ncu.
+--once launches every (case, piece, tile) once, untimed: the form to run under ncu. --power: after each T2 GEMM's
+timing, that GEMM back to back for 1.5 s with NVML read meanwhile (board power, SM clock, clock event reasons).
 
 Prints one line per (case, piece, tile): median µs and the implied rate. A tool for tuning the fused
 kernel over more tiles than the gates try; the gates themselves are `zincbench microbench`. Inputs are
@@ -150,6 +151,7 @@ T1_Q6K_TILES = [
 
 
 ONCE = "--once" in sys.argv
+POWER = "--power" in sys.argv
 
 
 def kernel_or_none(spec: str, grouped: bool, weights: str):
@@ -167,6 +169,43 @@ def timed(timer, fn, samples=25):
         fn()
         return float("nan")
     return summarize(timer.measure(fn, rule=FixedCountRule(samples)).gpu_us).median
+
+
+def sustained(cupy, fn, seconds=1.5):
+    """--power: fn back to back for `seconds` (no L2 flush between) while NVML is read every 2 ms: the board power,
+    the SM clock and the clock event reasons any reading named. Is the clock a GEMM runs at set by its power?"""
+    import threading
+    import time
+
+    from zincbench.gpu.nvml import Nvml, reason_names
+
+    nvml = Nvml()
+    readings, stop = [], threading.Event()
+
+    def read():
+        while not stop.is_set():
+            clock = nvml.clock_sample()
+            readings.append((nvml.power_mw(), clock.sm_mhz, clock.reasons))
+            time.sleep(0.002)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(16):
+            fn()
+        cupy.cuda.get_current_stream().synchronize()
+    stop.set()
+    reader.join()
+    watts = [p / 1e3 for p, _, _ in readings if p is not None] or [float("nan")]
+    clocks = sorted(c for _, c, _ in readings if c is not None) or [0]
+    reasons = 0
+    for _, _, bits in readings:
+        reasons |= bits
+    return (
+        f"sustained {seconds} s: {np.mean(watts):.0f} W (max {max(watts):.0f}), SM clock median "
+        f"{clocks[len(clocks) // 2]} MHz (min {clocks[0]}), reasons: {', '.join(reason_names(reasons)) or 'none'}"
+    )
 
 
 def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None):
@@ -202,13 +241,19 @@ def probe_t2(timer, cupy, rng, e=256, m=512, k=2048, top_k=8, tiles_by_n_e=None)
             ws = RoutingWorkspace(t, top_k, e, tile.bn)
             build_routing(ids_d, ws)
             xt = xps[tile.x_order]
-            us = timed(timer, lambda: gemm.grouped_call(w, xt, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k))
+
+            def run(gemm=gemm, xt=xt, ws=ws):
+                gemm.grouped_call(w, xt, y, m, k, ws.tiles, ws.offsets, ws.sorted_ids, top_k)
+
+            us = timed(timer, run)
             per_sm = gemm.resident // cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
             print(
                 f"  gemm {spec:12s} {tile.label:18s} {us:8.1f} us  {flops / us / 1e6:6.1f} TFLOP/s  "
                 f"{w.nbytes / us / 1e3:6.0f} GB/s(w)  {per_sm} blocks/SM",
                 flush=True,
             )
+            if POWER and not ONCE:
+                print(f"    {sustained(cupy, run)}", flush=True)
 
 
 T1_SHAPES = ((4096, 4096, 512, "q4_k"), (4096, 4096, 2048, "q4_k"), (21504, 5376, 1024, "q4_k"))

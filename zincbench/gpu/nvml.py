@@ -79,6 +79,10 @@ class Nvml:
         reasons = self._call(fn) if self.available else None
         return ClockSample(sm, int(reasons or 0))
 
+    def power_mw(self) -> int | None:
+        """Board power draw in milliwatts (None without NVML)."""
+        return self._call("nvmlDeviceGetPowerUsage")
+
     def snapshot(self) -> dict:
         """Clocks, limits, temperature, power and other compute processes, for reports."""
         if not self.available:
@@ -87,7 +91,7 @@ class Nvml:
         mem = self._call("nvmlDeviceGetMemoryInfo")
         procs = self._call("nvmlDeviceGetComputeRunningProcesses") or []
         others = [{"pid": p.pid, "used_mib": (p.usedGpuMemory or 0) // 2**20} for p in procs if p.pid != os.getpid()]
-        power = self._call("nvmlDeviceGetPowerUsage")
+        power = self.power_mw()
         limit = self._call("nvmlDeviceGetEnforcedPowerLimit")
         ecc = self._call("nvmlDeviceGetEccMode")
         return {
