@@ -787,11 +787,13 @@ __device__ __forceinline__ unsigned zb_wgmma_x_offset(int r, int q) {
     return (unsigned)((q >> 3) * BN * 128 + r * 128 + (((q & 7) ^ (r & 7)) << 4));
 }
 
-// Descriptor of a K-major operand in 128-byte-swizzle atoms of 8 rows (SBO 1024 bytes between atoms along N);
-// addr: the step's first byte in row 0 of its atom (the hardware applies the swizzle).
-__device__ __forceinline__ unsigned long long zb_wgmma_desc_sw128(unsigned addr) {
-    return zb_wgmma_desc(addr, 16u, 1024u) | 1ull << 62;
+// Descriptor of a K-major operand in 128-byte-swizzle atoms of 8 rows (SBO 1024 bytes between atoms along N) as two
+// words: the low one holds the start address (addr: the first byte in row 0 of its atom, in 16-byte units; the
+// hardware applies the swizzle) and LBO, the high one SBO and the swizzle mode, a constant.
+__device__ __forceinline__ unsigned zb_wgmma_desc_sw128_lo(unsigned addr) {
+    return (unsigned)zb_wgmma_desc(addr, 16u, 1024u);
 }
+constexpr unsigned ZB_WGMMA_DESC_SW128_HI = (1024u >> 4) | 1u << 30;
 
 // Lane (g, c)'s slices of half h of superblock sb, rows r = 16 * warp + g and r + 8 (places: their Q::row_place), from
 // the stage's weight area ws_w.
@@ -818,20 +820,23 @@ __device__ __forceinline__ void zb_wgmma_decode(unsigned (&a)[STEPS][4], const t
         }
 }
 
-// The STEPS wgmmas of one piece (steps step0 .. step0 + STEPS - 1 of the half whose X is at shared address x_half),
-// committed as one group, into the first N columns of acc.
+// The STEPS wgmmas of one piece (steps step0 .. step0 + STEPS - 1 of the half whose X descriptor's low word is
+// x_desc), committed as one group, into the first N columns of acc.
 template <int N, int BN, int STEPS>
-__device__ __forceinline__ void zb_wgmma_piece(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4], unsigned x_half,
+__device__ __forceinline__ void zb_wgmma_piece(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4], unsigned x_desc,
                                                int step0) {
     zb_wgmma_fence();
     // A descriptor's start address is its low 14 bits in 16-byte units. A shared address (under 2^18 bytes) and an
-    // offset inside the stage never carry out of them, so each step adds its offset to the half's descriptor: one
-    // integer add per wgmma, not four uniform-datapath instructions rebuilding it (results/h200/prefetch-20261203/).
-    const unsigned long long desc = zb_wgmma_desc_sw128(x_half);
+    // offset inside the stage never carry out of them, so each step adds its offset to the half's descriptor, as a
+    // 64-bit add or to the low word alone. ptxas makes the first one UIADD3.64 at a tile's full width; behind the
+    // trimmed widths' branches it becomes UIADD3 + UIADD3.X + UMOVs, where the low word's add is UIADD3 + UMOV
+    // (results/h200/prefetch-20261203/, desc-lo-20261204/).
+    const unsigned long long high = (unsigned long long)ZB_WGMMA_DESC_SW128_HI << 32;
 #pragma unroll
     for (int s = 0; s < STEPS; ++s) {
         const int step = step0 + s;
-        ZbWgmma<N>::mma(acc, a[s], desc + (((step >> 2) * BN * 128u + (step & 3) * 32u) >> 4));
+        const unsigned offset = ((step >> 2) * BN * 128u + (step & 3) * 32u) >> 4;
+        ZbWgmma<N>::mma(acc, a[s], N == BN ? (high | x_desc) + offset : high | (x_desc + offset));
     }
     zb_wgmma_commit();
 }
@@ -841,21 +846,21 @@ __device__ __forceinline__ void zb_wgmma_piece(float (&acc)[BN / 2], const unsig
 // the block's wgmmas have one shape.
 template <int BN, int STEPS, int LO = 1, int HI = BN / 8>
 __device__ __forceinline__ void zb_wgmma_issue_trimmed(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4],
-                                                       unsigned x_half, int step0, int n_cols) {
+                                                       unsigned x_desc, int step0, int n_cols) {
     if constexpr (LO == HI) {
-        zb_wgmma_piece<8 * LO, BN, STEPS>(acc, a, x_half, step0);
+        zb_wgmma_piece<8 * LO, BN, STEPS>(acc, a, x_desc, step0);
     } else {
         constexpr int MID = (LO + HI) / 2;
-        if (n_cols <= MID) zb_wgmma_issue_trimmed<BN, STEPS, LO, MID>(acc, a, x_half, step0, n_cols);
-        else zb_wgmma_issue_trimmed<BN, STEPS, MID + 1, HI>(acc, a, x_half, step0, n_cols);
+        if (n_cols <= MID) zb_wgmma_issue_trimmed<BN, STEPS, LO, MID>(acc, a, x_desc, step0, n_cols);
+        else zb_wgmma_issue_trimmed<BN, STEPS, MID + 1, HI>(acc, a, x_desc, step0, n_cols);
     }
 }
 
 template <int BN, bool TRIM_N, int STEPS>
 __device__ __forceinline__ void zb_wgmma_issue_piece(float (&acc)[BN / 2], const unsigned (&a)[STEPS][4],
-                                                     unsigned x_half, int step0, int n_tokens) {
-    if constexpr (TRIM_N) zb_wgmma_issue_trimmed<BN, STEPS>(acc, a, x_half, step0, (n_tokens + 7) >> 3);
-    else zb_wgmma_piece<BN, BN, STEPS>(acc, a, x_half, step0);
+                                                     unsigned x_desc, int step0, int n_tokens) {
+    if constexpr (TRIM_N) zb_wgmma_issue_trimmed<BN, STEPS>(acc, a, x_desc, step0, (n_tokens + 7) >> 3);
+    else zb_wgmma_piece<BN, BN, STEPS>(acc, a, x_desc, step0);
 }
 
 // ---- Epilogues (template parameter EPI) ---------------------------------------------------------
@@ -1469,11 +1474,13 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
                 else produce_next();
             }
         };
-        auto x_half = [&](int h) { return smem_base + stage_bytes() + (h % HALVES) * Tile::X_HALF_BYTES; };
+        // X of half h of the stage being read: its descriptor's low word, from the stages' (sizes in 16-byte units)
+        const unsigned x_desc0 = zb_wgmma_desc_sw128_lo(smem_base);
+        auto x_desc = [&](int h) { return x_desc0 + (stage_bytes() + (h % HALVES) * Tile::X_HALF_BYTES) / 16; };
         for (int t = 0; t < n_pieces; t += 2 * PIECES) {  // one superblock: its pieces j alternate between the buffers
 #pragma unroll
             for (int j = 0; j < 2 * PIECES; ++j) {
-                zb_wgmma_issue_piece<BN, TRIM_N, STEPS>(acc_flat, a_frag[j & 1], x_half(j / PIECES),
+                zb_wgmma_issue_piece<BN, TRIM_N, STEPS>(acc_flat, a_frag[j & 1], x_desc(j / PIECES),
                                                         (j % PIECES) * STEPS, n_tokens);
                 advance(t + j, j, a_frag[(j + 1) & 1]);
             }

@@ -9,8 +9,11 @@ each cp.async of a warp reads whole 32-byte sectors (a first version read half s
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from zincbench.gpu.runtime import KERNELS_DIR
 from zincbench.ops.fused import WGMMA_WIDTHS
 
 
@@ -87,17 +90,33 @@ def test_each_warp_copy_reads_whole_sectors(bn, threads):
 
 
 def wgmma_desc_sw128(addr: int) -> int:
-    """zb_wgmma_desc_sw128(addr): start address (14 bits, 16-byte units), LBO 16 and SBO 1024 bytes, 128-B swizzle."""
+    """A K-major 128-byte-swizzle descriptor: start address (14 bits, 16-byte units), LBO 16, SBO 1024 bytes."""
     return ((addr >> 4) & 0x3FFF) | ((16 >> 4) << 16) | ((1024 >> 4) << 32) | 1 << 62
 
 
+DESC_SW128_HI = (1024 >> 4) | 1 << 30  # SBO and the swizzle mode: the high word
+
+
+def test_the_kernels_high_word_is_sbo_and_the_swizzle():
+    """ZB_WGMMA_DESC_SW128_HI, the constant the kernel puts above every descriptor's low word."""
+    source = (KERNELS_DIR / "kquant_fused_mma.cu").read_text()
+    expr = re.search(r"constexpr unsigned ZB_WGMMA_DESC_SW128_HI = ([^;]+);", source).group(1)
+    assert eval(expr.replace("u", ""), {}) == DESC_SW128_HI == wgmma_desc_sw128(0) >> 32
+
+
 @pytest.mark.parametrize("bn", WGMMA_WIDTHS)
-def test_a_steps_descriptor_is_the_halfs_plus_its_offset(bn):
-    """zb_wgmma_piece adds step s's byte offset / 16 to the half's descriptor instead of building the step's own: the
-    same descriptor wherever the step's address is a shared address (under 2^18 bytes: no carry out of the 14-bit
-    start field), the half at any 1024-byte aligned stage."""
-    offsets = [(step >> 2) * bn * 128 + (step & 3) * 32 for step in range(8)]
-    for x_half in range(0, 2**18, 1024):
-        for offset in offsets:
-            if x_half + offset + 32 <= 2**18:
-                assert wgmma_desc_sw128(x_half) + (offset >> 4) == wgmma_desc_sw128(x_half + offset)
+def test_a_steps_descriptor_is_the_stages_low_word_plus_its_offset(bn):
+    """zb_gemm_unit builds the low word of one descriptor, at the stages' base, and adds every stage's and half's byte
+    offset / 16 to it; zb_wgmma_piece adds each step's to that low word, or to the whole descriptor (64-bit) under
+    the constant high word. Either is the descriptor of the step's own address wherever the address is a shared
+    address (under 2^18 bytes: no carry out of the 14-bit start field), for any 1024-byte aligned base and stage."""
+    steps = [(step >> 2) * bn * 128 + (step & 3) * 32 for step in range(8)]
+    for base in range(0, 2**18, 1024):
+        low0 = wgmma_desc_sw128(base) & 0xFFFFFFFF
+        for stage in range(0, 2**18 - base, 3072):  # stage + half offsets, 1024-byte aligned
+            for offset in steps:
+                if base + stage + offset + 32 <= 2**18:
+                    half = DESC_SW128_HI << 32 | (low0 + stage // 16)
+                    expected = wgmma_desc_sw128(base + stage + offset)
+                    assert DESC_SW128_HI << 32 | ((half & 0xFFFFFFFF) + offset // 16) == expected
+                    assert half + offset // 16 == expected
