@@ -1474,7 +1474,7 @@ __device__ __forceinline__ int zb_gemm_unit(const ZbGemmArgs& a, const ZbWork& u
                 else produce_next();
             }
         };
-        // X of half h of the stage being read: its descriptor's low word, from the stages' (sizes in 16-byte units)
+        // The low descriptor word of half h's X in the stage being read: the stages' word plus the offset / 16
         const unsigned x_desc0 = zb_wgmma_desc_sw128_lo(smem_base);
         auto x_desc = [&](int h) { return x_desc0 + (stage_bytes() + (h % HALVES) * Tile::X_HALF_BYTES) / 16; };
         for (int t = 0; t < n_pieces; t += 2 * PIECES) {  // one superblock: its pieces j alternate between the buffers
